@@ -1,0 +1,108 @@
+"""The main job: run a prompt set through a runner and compare each request with a reference.
+
+`run_check` is what `eagle3-check check` calls; suites, the gate and plug-in runners
+reuse it. Aggregate tau and n-alpha (the fraction of rounds whose proposal j was
+accepted, for j = 0..K-1) are computed over all requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from eagle3_check.contract import read_metadata
+from eagle3_check.fixtures import Prompt
+from eagle3_check.hf_reference import HFReference
+from eagle3_check.options import RunOptions, stop_set
+from eagle3_check.runner import ReferenceRunner, Runner, RunResult
+from eagle3_check.tokenizer import Tokenizer
+from eagle3_check.verdict import FAIL, Verdict, compare
+
+
+@dataclass
+class RequestOutcome:
+    prompt_id: str
+    run: RunResult
+    verdict: Verdict
+
+    def to_json(self) -> dict:
+        return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json()}
+
+
+@dataclass
+class CheckReport:
+    k: int
+    outcomes: list[RequestOutcome] = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes)
+
+    @property
+    def tau(self) -> float:
+        rounds = sum(o.run.rounds for o in self.outcomes)
+        return sum(len(o.run.tokens) - 1 for o in self.outcomes) / rounds if rounds else 0.0
+
+    @property
+    def n_alpha(self) -> list[float]:
+        """n_alpha[j] = share of rounds whose accepted count a > j (proposal j accepted)."""
+        accepted = [a for o in self.outcomes for a in o.run.accepted]
+        if not accepted:
+            return [0.0] * self.k
+        return [sum(a > j for a in accepted) / len(accepted) for j in range(self.k)]
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "k": self.k,
+            "tau": self.tau,
+            "n_alpha": self.n_alpha,
+            "info": self.info,
+            "requests": [o.to_json() for o in self.outcomes],
+        }
+
+
+def run_check(
+    program,
+    tokenizer: Tokenizer,
+    reference: HFReference,
+    prompts: Iterable[Prompt],
+    options: RunOptions,
+    tolerance: float,
+    runner: Runner | None = None,
+    on_request: Callable[[RequestOutcome], None] | None = None,
+) -> CheckReport:
+    """Runs every prompt through `runner` (the reference runner by default) and judges it."""
+    runner = runner or ReferenceRunner()
+    md = read_metadata(program.metadata())
+    stops = stop_set(tokenizer, md, options)
+    report = CheckReport(k=options.chain_len or md.chain_len)
+    for p in prompts:
+        run = runner.run(program, tokenizer, p.text, options)
+        ref = reference.greedy(run.prompt_ids, max(run.max_new, 1), stops.ids)
+        verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
+        outcome = RequestOutcome(p.id, run, verdict)
+        report.outcomes.append(outcome)
+        if on_request:
+            on_request(outcome)
+    return report
+
+
+def format_table(report: CheckReport) -> str:
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "verdict")]
+    for o in report.outcomes:
+        r = o.run
+        rows.append((o.prompt_id, str(len(r.prompt_ids)), str(len(r.tokens)), str(r.rounds),
+                     f"{r.tau:.2f}", r.stop_reason, o.verdict.message))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    n_fail = sum(o.verdict.status == FAIL for o in report.outcomes)
+    alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
+    lines.append("")
+    lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
+    lines.append(
+        f"verdict: {'PASS' if report.passed else 'FAIL'} "
+        f"({len(report.outcomes) - n_fail}/{len(report.outcomes)} requests identical to the reference)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""`eagle3-check`: a thin command line over the library. One module per subcommand.
+
+Each subcommand module defines `register(subparsers)` which adds its parser and sets
+`func`. Errors a user can fix (`Eagle3CheckError`) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from eagle3_check.cli.common import quiet_libraries
+from eagle3_check.errors import Eagle3CheckError
+
+# Subcommand modules, in --help order. Add new ones here.
+SUBCOMMANDS = ["run", "check"]
+
+EPILOG = """quick start:
+  eagle3-check check                       # embedded fixture: runner vs HF reference
+  eagle3-check run --prompt "Hi"           # one request, text and stats
+  eagle3-check check --json > report.json  # machine-readable
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eagle3-check",
+        description="Validate EAGLE-3 speculative decoding: greedy speculative output must equal "
+        "greedy decoding of the target, token for token.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"eagle3_check.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    quiet_libraries()
+    try:
+        return int(args.func(args) or 0)
+    except Eagle3CheckError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""`eagle3-check check`: the main job. Prompt set -> reference runner -> HF reference -> verdicts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from eagle3_check.cli.common import (
+    add_program_args,
+    add_runner_args,
+    build_program,
+    options_from_args,
+)
+
+HELP = """Run a prompt set through the reference runner and compare every request, token for
+token, with eager greedy decoding of the target in Transformers (the HF reference).
+Exit code 0 only if every request passes.
+
+examples:
+  eagle3-check check                         # the embedded tiny-llama fixture
+  eagle3-check check -k 7 --json             # machine-readable report
+  eagle3-check check --target T --draft D --tokenizer T/tokenizer.json --prompts my.json
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="runner vs HF reference on a prompt set (the main job)",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompts", default=None, help='prompt set JSON {"prompts": [{"id", "text"}]} '
+                   "(default: the fixture's)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_program_args(p)
+    add_runner_args(p, max_new_default=64)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from eagle3_check.check import format_table, run_check
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
+    from eagle3_check.hf_reference import HFReference
+    from eagle3_check.verdict import TIE_TOLERANCE
+
+    options = options_from_args(args)
+    setup = build_program(args)
+    if args.prompts:
+        prompts = load_prompts(args.prompts)
+    elif args.target:
+        raise_no_prompts()
+    else:
+        prompts = load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
+    import torch
+
+    reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr,
+               disable=args.no_progress or args.json)
+    report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
+                       TIE_TOLERANCE[args.dtype], on_request=lambda _: bar.update(1))
+    bar.close()
+    report.info.update(setup.info, runner="reference", tie_tolerance=TIE_TOLERANCE[args.dtype])
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(format_table(report))
+    return 0 if report.passed else 1
+
+
+def raise_no_prompts() -> None:
+    from eagle3_check.errors import InputError
+
+    raise InputError("--target/--draft given without --prompts", "a prompt set JSON file",
+                     "pass --prompts FILE (see fixtures/prompts.json for the format)")

@@ -1,0 +1,127 @@
+"""Shared CLI pieces: program/backend arguments, runner options, quieting library noise."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+from eagle3_check.options import (
+    GEMMA4_CHAT_PREFIX,
+    GEMMA4_CHAT_SUFFIX,
+    RunOptions,
+    parse_stop_ids,
+    read_prompt_file,
+)
+
+
+def quiet_libraries() -> None:
+    """Silences import-time chatter of torch/torchao/transformers; our output stays readable."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    for name in ("torchao", "torch.utils._pytree", "transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+def add_program_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("program (default: the embedded tiny-llama fixture, eager backend)")
+    g.add_argument("--fixture", default=None, help="embedded fixture name (see fixtures/); default tiny-llama")
+    g.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
+    g.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
+    g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
+    g.add_argument("--device", default="cpu", help="cpu or cuda (eager backend)")
+    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="eager backend dtype")
+    g.add_argument("--max-seq-len", type=int, default=None, help="override the program's max_seq_len")
+    g.add_argument("--min-prefill", type=int, default=None, help="override the min prefill chunk")
+    g.add_argument("--max-prefill", type=int, default=None, help="override the max prefill chunk")
+
+
+def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:
+    g = p.add_argument_group("runner options (defaults follow Gemma 4 IT)")
+    g.add_argument("--chat-prefix", default=GEMMA4_CHAT_PREFIX)
+    g.add_argument("--chat-suffix", default=GEMMA4_CHAT_SUFFIX)
+    g.add_argument("--raw", action="store_true", help="no chat prefix/suffix")
+    g.add_argument("--stop-ids", default="1,50,106", help="comma-separated stop token ids")
+    g.add_argument("--stop-token", default="<turn|>", help="stop token string (added only if one token)")
+    g.add_argument("--bos-id", type=int, default=2, help="BOS id to prepend; -1 to skip")
+    g.add_argument("--eos-id", type=int, default=1)
+    g.add_argument("--max-new-tokens", type=int, default=max_new_default)
+    g.add_argument("-k", "--chain-len", type=int, default=None, help="chain length K (default: the program's)")
+
+
+def options_from_args(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(
+        chat_prefix=args.chat_prefix,
+        chat_suffix=args.chat_suffix,
+        raw=args.raw,
+        stop_ids=parse_stop_ids(args.stop_ids),
+        stop_token=args.stop_token or None,
+        bos_id=args.bos_id,
+        eos_id=args.eos_id,
+        max_new_tokens=args.max_new_tokens,
+        chain_len=args.chain_len,
+    )
+
+
+def prompt_from_args(args: argparse.Namespace) -> str:
+    if getattr(args, "prompt_file", None):
+        return read_prompt_file(args.prompt_file)
+    if args.prompt is None:
+        raise InputError("no prompt given", "--prompt TEXT or --prompt-file PATH", 'pass --prompt "..."')
+    if not args.prompt.strip() and not args.raw:
+        raise InputError("prompt is empty", "a non-empty prompt", 'pass --prompt "..." with some text')
+    return args.prompt
+
+
+@dataclass
+class ProgramSetup:
+    program: object  # a SpeculatorProgram
+    tokenizer: object  # eagle3_check.tokenizer.Tokenizer
+    target_dir: Path
+    info: dict
+
+
+def build_program(args: argparse.Namespace) -> ProgramSetup:
+    """The program the flags describe: a fixture (default) or --target/--draft, eager backend."""
+    from eagle3_check.eager import EagerBackend
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+    from eagle3_check.tokenizer import Tokenizer
+
+    overrides = {
+        k: v
+        for k, v in (("max_seq_len", args.max_seq_len), ("min_prefill", args.min_prefill), ("max_prefill", args.max_prefill))
+        if v is not None
+    }
+    if args.target or args.draft:
+        if not (args.target and args.draft):
+            missing = "--draft" if args.target else "--target"
+            raise InputError(f"{missing} not given", "both --target DIR and --draft DIR", f"add {missing} DIR")
+        if args.fixture:
+            raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
+        target_dir, draft_dir = Path(args.target), Path(args.draft)
+        tok_path = Path(args.tokenizer) if args.tokenizer else target_dir / "tokenizer.json"
+        base = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
+        spec = ProgramSpec(**{**base.__dict__, **overrides})
+        program = EagerBackend.from_dirs(target_dir, draft_dir, spec, args.device, args.dtype)
+        info = {"target": str(target_dir), "draft": str(draft_dir)}
+    else:
+        fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
+        target_dir = fx.target_dir
+        tok_path = Path(args.tokenizer) if args.tokenizer else fx.tokenizer_path
+        program = EagerBackend.from_fixture(fx, args.device, args.dtype, **overrides)
+        info = {"fixture": fx.name}
+    info.update(backend="eager", device=args.device, dtype=args.dtype)
+    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)

@@ -1,0 +1,53 @@
+"""`eagle3-check run`: one request through the reference runner; text plus the stats line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from eagle3_check.cli.common import (
+    add_program_args,
+    add_runner_args,
+    build_program,
+    options_from_args,
+    prompt_from_args,
+)
+
+HELP = """Run one request and print the text and the runner's stats line.
+
+example:
+  eagle3-check run --prompt "Count from one to ten." -k 4 --max-new-tokens 32
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run one request through the reference runner", description=HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompt", default=None, help="prompt text (the chat template is applied unless --raw)")
+    p.add_argument("--prompt-file", default=None, help="read the prompt from a UTF-8 file")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_program_args(p)
+    add_runner_args(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from eagle3_check.runner import ReferenceRunner
+
+    prompt = prompt_from_args(args)
+    options = options_from_args(args)
+    setup = build_program(args)
+    result = ReferenceRunner().run(setup.program, setup.tokenizer, prompt, options)
+    if args.json:
+        print(json.dumps({**result.to_json(), "info": setup.info}, indent=2))
+        return 0
+    print(result.text)
+    ms = result.method_ms
+    print(
+        f"\ntokens: {len(result.tokens)}  rounds: {result.rounds}  tau: {result.tau:.2f}  "
+        f"stop: {result.stop_reason}  prefill: {ms['prefill']:.1f} ms  "
+        f"verify: {ms['target_verify']:.1f} ms  draft: {ms['draft_decode']:.1f} ms"
+    )
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0

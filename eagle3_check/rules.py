@@ -1,0 +1,58 @@
+"""The length DESIGN §2 fixes for a request, given the greedy reference.
+
+The emitted tokens of any correct runner are `reference[:n]`; `expected_length` computes
+n. Rules 7 and 9 stop on the context limit through `anchor_pos`, which moves by a + 1 per
+round, so the per-round accepted counts the run reports are replayed here (and every
+accepted proposal is itself checked against the reference by the verdict).
+
+Worked example: L = 10, K = 4, max_seq_len = 20, accepted = [4, 1]
+    bonus at position 10 is emitted (n = 1); 10 + 4 <= 19, so round 1 runs:
+    a = 4 -> 5 tokens, n = 6, anchor_pos = 15; 15 + 4 = 19 <= 19, so round 2 runs:
+    a = 1 -> 2 tokens, n = 8, anchor_pos = 17; 17 + 4 = 21 > 19 -> stop ("context"), n = 8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STOP, MAX_NEW, CONTEXT, EARLY = "stop", "max_new", "context", "stopped early"
+
+
+@dataclass(frozen=True)
+class Expected:
+    length: int
+    reason: str  # stop | max_new | context | "stopped early" (the run ended while rules say go on)
+
+
+def expected_length(
+    reference: list[int],
+    stop_ids: frozenset[int],
+    max_new_tokens: int,
+    prompt_len: int,
+    k: int,
+    max_seq_len: int,
+    accepted: list[int],
+) -> Expected:
+    max_new = min(max_new_tokens, max_seq_len - prompt_len)
+    cap = MAX_NEW if max_new == max_new_tokens else CONTEXT
+    n = 1
+    if reference[0] in stop_ids:
+        return Expected(1, STOP)
+    if max_new <= 1:
+        return Expected(1, cap)
+    anchor_pos = prompt_len
+    for a in accepted:
+        if anchor_pos + k > max_seq_len - 1:
+            break
+        for _ in range(a + 1):
+            n += 1
+            if n > len(reference):
+                return Expected(n, EARLY)  # reference too short to judge: treat as a failure
+            if reference[n - 1] in stop_ids:
+                return Expected(n, STOP)
+            if n >= max_new:
+                return Expected(n, cap)
+        anchor_pos += a + 1
+    if anchor_pos + k > max_seq_len - 1:
+        return Expected(n, CONTEXT)
+    return Expected(n, EARLY)

@@ -1,0 +1,156 @@
+"""Target adapter: any HF `AutoModelForCausalLM` with a static KV cache and hidden-state taps.
+
+The cache holds one fixed slot per absolute position (every layer, sliding-window
+layers included: a ring buffer would break rollback by overwrite). Writing a slot
+again overwrites it, so rejected proposals need no explicit rollback: the next
+verify writes over them, and the causal mask hides slots past the query position.
+
+Taps follow the HF/vLLM convention: tap 0 = embedding output, tap k = output of
+decoder layer k-1, i.e. `hidden_states[k]` of an HF forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM
+from transformers.cache_utils import Cache, StaticLayer
+
+from eagle3_check.errors import InputError
+
+
+class PositionalStaticLayer(StaticLayer):
+    """A static cache layer that writes at the absolute slots the adapter sets (`positions`),
+    whatever the Transformers version does with cache_position / cumulative_length."""
+
+    positions: torch.Tensor  # [T], set by TargetAdapter.forward before each call
+
+    def update(self, key_states, value_states, *args, **kwargs):  # [1, kvH, T, D] each
+        self.keys.index_copy_(2, self.positions, key_states.to(self.keys.dtype))
+        self.values.index_copy_(2, self.positions, value_states.to(self.values.dtype))
+        return self.keys, self.values
+
+
+def cache_kwarg(model: nn.Module) -> str:
+    """The forward() keyword for the KV cache: `cache` from Transformers 5.2x, else `past_key_values`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """Loads an HF causal LM from a local save_pretrained directory, with clear errors."""
+    d = Path(target_dir)
+    if not (d / "config.json").is_file():
+        raise InputError(
+            f"target directory {d} has no config.json",
+            "an HF save_pretrained directory (config.json + model.safetensors)",
+            "pass --target DIR pointing at a saved HF model",
+        )
+    weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
+    if not weights:
+        raise InputError(
+            f"target directory {d} has no weight file",
+            "model.safetensors beside config.json",
+            "save the target with save_pretrained(safe_serialization=True)",
+        )
+    for w in weights:
+        if w.stat().st_size == 0:
+            raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
+    try:
+        AutoConfig.from_pretrained(d)
+    except Exception as e:
+        raise InputError(
+            f"target config {d / 'config.json'} cannot be read ({str(e).splitlines()[0][:80]})",
+            "a valid HF model config",
+            "re-save the target with save_pretrained",
+        ) from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa")
+    except Exception as e:
+        raise InputError(
+            f"target weights in {d} cannot be loaded ({str(e).splitlines()[0][:80]})",
+            "a complete safetensors file matching config.json",
+            "re-save the target; the file is truncated, corrupt or for another config",
+        ) from None
+    return model.eval()
+
+
+class TargetAdapter(nn.Module):
+    """Wraps an HF causal LM: static KV cache as module buffers, logits plus taps."""
+
+    def __init__(self, model: nn.Module, aux_layer_ids: list[int], max_seq_len: int):
+        super().__init__()
+        cfg = model.config.get_text_config(decoder=True)
+        n_layers = cfg.num_hidden_layers
+        for k in aux_layer_ids:
+            if not 0 <= k < n_layers:
+                raise InputError(
+                    f"draft aux layer id {k}",
+                    f"ids in [0, {n_layers - 1}] for a target with {n_layers} layers",
+                    "use a draft trained for this target (eagle_aux_hidden_state_layer_ids)",
+                )
+        self.model = model
+        self.aux_layer_ids = list(aux_layer_ids)
+        self.max_seq_len = max_seq_len
+        self.n_layers = n_layers
+        self.vocab_size = cfg.vocab_size
+        self.hidden_size = cfg.hidden_size
+        self.sliding_window = getattr(cfg, "sliding_window", None)
+        n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        dtype = next(model.parameters()).dtype
+        self.cache = Cache(layers=[PositionalStaticLayer(max_cache_len=max_seq_len) for _ in range(n_layers)])
+        for i, layer in enumerate(self.cache.layers):
+            shape = (1, n_kv, max_seq_len, head_dim)
+            self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
+            self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
+            layer.max_batch_size, layer.num_heads, layer.head_dim = 1, n_kv, head_dim
+            layer.dtype, layer.device = dtype, torch.device("cpu")
+            layer.is_initialized = True
+        self._bind_cache()
+        self._cache_kw = cache_kwarg(model)
+        types = getattr(cfg, "layer_types", None) or []
+        self._mask_types = sorted(set(types)) if "sliding_attention" in types else []
+
+    def _bind_cache(self) -> None:
+        """Points the HF cache layers at this module's buffers (after .to(), which replaces them)."""
+        for i, layer in enumerate(self.cache.layers):
+            layer.keys = getattr(self, f"k_cache_{i}")
+            layer.values = getattr(self, f"v_cache_{i}")
+            layer.dtype, layer.device = layer.keys.dtype, layer.keys.device
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._bind_cache()
+        return out
+
+    def forward(
+        self,
+        tokens: torch.Tensor,  # [1, T] int64
+        positions: torch.Tensor,  # [T] int64
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*Ht]
+        for layer in self.cache.layers:
+            layer.positions = positions
+        out = self.model(
+            input_ids=tokens,
+            position_ids=positions[None],
+            attention_mask=self.attention_mask(positions),
+            use_cache=True,
+            output_hidden_states=True,
+            **{self._cache_kw: self.cache},
+        )
+        taps = torch.cat([out.hidden_states[k] for k in self.aux_layer_ids], dim=-1)
+        return out.logits, taps
+
+    def attention_mask(self, positions: torch.Tensor):  # [T] -> bool [1, 1, T, S] (or a dict by layer type)
+        """Causal over absolute slots: query at position p sees slots <= p (and > p - window on
+        sliding layers). Slots past p may hold stale rejected proposals; the mask hides them."""
+        slots = torch.arange(self.max_seq_len, device=positions.device)
+        causal = (slots[None, :] <= positions[:, None])[None, None]
+        if not self._mask_types:
+            return causal
+        window = (slots[None, :] > positions[:, None] - self.sliding_window)[None, None]
+        masks = {"full_attention": causal, "sliding_attention": causal & window}
+        return {t: masks.get(t, causal) for t in self._mask_types}

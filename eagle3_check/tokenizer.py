@@ -1,0 +1,76 @@
+"""A thin tokenizer wrapper over a `tokenizer.json` (HF `tokenizers`), with clear errors.
+
+The runner needs four things: encode without special tokens (added tokens such as
+`<|turn>` written in the text are still matched), decode, id lookup of one token
+string, and the tokenizer's own EOS ids (from `tokenizer_config.json` when present).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer as HFTokenizer
+
+from eagle3_check.errors import InputError
+
+
+class Tokenizer:
+    def __init__(self, tok: HFTokenizer, eos_ids: tuple[int, ...] = (), path: str = ""):
+        self._tok = tok
+        self.eos_ids = eos_ids
+        self.path = path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        p = Path(path)
+        if p.is_dir():
+            p = p / "tokenizer.json"
+        if not p.is_file():
+            raise InputError(
+                f"tokenizer file {p} does not exist",
+                "a tokenizer.json file (HF tokenizers format)",
+                "pass --tokenizer PATH pointing at tokenizer.json",
+            )
+        try:
+            text = p.read_text(encoding="utf-8")
+            json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(
+                f"tokenizer {p} is not valid JSON ({e.__class__.__name__})",
+                "a tokenizer.json file (HF tokenizers format)",
+                "re-save the tokenizer with tokenizer.save(path)",
+            ) from None
+        try:
+            tok = HFTokenizer.from_str(text)
+        except Exception as e:
+            raise InputError(
+                f"tokenizer {p} cannot be parsed ({str(e).splitlines()[0][:80]})",
+                "a tokenizer.json file (HF tokenizers format)",
+                "re-save the tokenizer with tokenizer.save(path)",
+            ) from None
+        eos_ids: list[int] = []
+        cfg = p.parent / "tokenizer_config.json"
+        if cfg.is_file():
+            try:
+                eos = json.loads(cfg.read_text(encoding="utf-8")).get("eos_token")
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                eos = None
+            if isinstance(eos, dict):
+                eos = eos.get("content")
+            names = eos if isinstance(eos, list) else [eos] if eos else []
+            eos_ids = [i for i in (tok.token_to_id(n) for n in names) if i is not None]
+        return cls(tok, tuple(eos_ids), str(p))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
