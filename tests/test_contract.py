@@ -1,0 +1,62 @@
+"""DESIGN §1: the metadata reader rejects a program missing any required key, naming it."""
+
+import pytest
+
+from eagle3_check.contract import REQUIRED_KEYS, read_metadata
+from eagle3_check.errors import MetadataError
+
+GOOD = {
+    "get_chain_len": 4,
+    "get_max_prefill_chunk": 128,
+    "get_min_prefill_chunk": 1,
+    "get_max_seq_len": 256,
+    "get_min_verify_len": 2,
+    "get_max_verify_len": 8,
+    "get_eos_ids": [1, 50],
+}
+
+
+def test_good_metadata_reads():
+    md = read_metadata(GOOD)
+    assert (md.chain_len, md.max_prefill, md.min_prefill, md.max_seq_len) == (4, 128, 1, 256)
+    assert md.k_range == (1, 7)
+    assert md.eos_ids == (1, 50)
+
+
+@pytest.mark.parametrize("key", REQUIRED_KEYS)
+def test_missing_required_key_is_named(key):
+    raw = {k: v for k, v in GOOD.items() if k != key}
+    with pytest.raises(MetadataError, match=f"missing required key '{key}'") as e:
+        read_metadata(raw)
+    assert "re-export" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        pytest.param({"get_min_prefill_chunk": 200}, "min prefill <= max prefill", id="min-above-max-prefill"),
+        pytest.param({"get_max_prefill_chunk": 256}, "max prefill < max seq len", id="max-prefill-at-seq-len"),
+        pytest.param({"get_chain_len": 8}, r"K in \[1, 7\]", id="chain-len-outside-verify-range"),
+        pytest.param({"get_chain_len": 0}, "at least 1", id="chain-len-zero"),
+        pytest.param({"get_max_seq_len": "256"}, "an integer", id="non-integer-value"),
+    ],
+)
+def test_inconsistent_metadata_is_rejected(change, message):
+    with pytest.raises(MetadataError, match=message):
+        read_metadata({**GOOD, **change})
+
+
+def test_without_verify_range_only_default_k_is_supported():
+    raw = {k: GOOD[k] for k in REQUIRED_KEYS}
+    assert read_metadata(raw).k_range == (4, 4)
+
+
+def test_eager_program_metadata_comes_from_how_it_was_built(program, fixture):
+    md = read_metadata(program.metadata())
+    spec = fixture.spec
+    assert (md.max_seq_len, md.min_prefill, md.max_prefill, md.chain_len) == (
+        spec.max_seq_len, spec.min_prefill, spec.max_prefill, spec.chain_len,
+    )
+    assert md.vocab_size == program.module.target.vocab_size
+    assert md.n_layers == program.module.target.n_layers
+    assert md.k_range == (spec.min_verify_len - 1, spec.max_verify_len - 1)
