@@ -2,7 +2,7 @@
 PY ?= python
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: check lint test gpu slow
+.PHONY: check lint test gpu slow mutants
 
 check: lint test
 
@@ -17,3 +17,8 @@ gpu:
 
 slow:
 	$(PYTEST) -m slow -q
+
+# Mutation testing of the harness: every seeded runner mutant must be killed (also run,
+# first-kill mode, by tests/test_mutants.py inside `make check`).
+mutants:
+	$(PY) -m eagle3_check.cli mutants --no-progress

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from eagle3_check.contract import read_metadata
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import HFReference
-from eagle3_check.options import RunOptions, stop_set
+from eagle3_check.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner, RunResult
 from eagle3_check.tokenizer import Tokenizer
 from eagle3_check.verdict import FAIL, Verdict, compare
@@ -63,6 +63,27 @@ class CheckReport:
         }
 
 
+def audit_run(run: RunResult, want_ids: list[int], k: int) -> str | None:
+    """What a runner reports about itself must agree with the request and with its tokens.
+
+    The harness derives the prompt ids and K itself (a runner that adds BOS twice is
+    judged against the prompt the user asked for), and tau / rounds / accepted must be
+    the counts DESIGN §2 defines (tau excludes the free prefill token)."""
+    if list(run.prompt_ids) != want_ids:
+        i = next((i for i, (a, b) in enumerate(zip(run.prompt_ids, want_ids)) if a != b),
+                 min(len(run.prompt_ids), len(want_ids)))
+        return (f"prompt ids: runner used {len(run.prompt_ids)} ids, the request is {len(want_ids)}; "
+                f"first difference at index {i}")
+    if run.k != k:
+        return f"stats: runner reports K = {run.k}, the request asks K = {k}"
+    if len(run.accepted) != run.rounds or any(not 0 <= a <= k for a in run.accepted):
+        return f"stats: {run.rounds} rounds but accepted = {run.accepted} (one a in [0, {k}] per round)"
+    tau = (len(run.tokens) - 1) / run.rounds if run.rounds else 0.0
+    if abs(run.tau - tau) > 1e-9:
+        return f"stats: tau = {run.tau:g}, but (emitted - 1) / rounds = {tau:g}"
+    return None
+
+
 def run_check(
     program,
     tokenizer: Tokenizer,
@@ -73,15 +94,25 @@ def run_check(
     runner: Runner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
 ) -> CheckReport:
-    """Runs every prompt through `runner` (the reference runner by default) and judges it."""
+    """Runs every prompt through `runner` (the reference runner by default) and judges it.
+
+    The reference decodes the prompt ids the harness derives from the request (not the
+    ones the runner reports), for min(max_new_tokens, max_seq_len - L) tokens."""
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, options)
-    report = CheckReport(k=options.chain_len or md.chain_len)
+    k = options.chain_len or md.chain_len
+    report = CheckReport(k=k)
     for p in prompts:
+        want_ids = prompt_ids(tokenizer, p.text, options)
         run = runner.run(program, tokenizer, p.text, options)
-        ref = reference.greedy(run.prompt_ids, max(run.max_new, 1), stops.ids)
-        verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
+        max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
+        ref = reference.greedy(want_ids, max(max_new, 1), stops.ids)
+        problem = audit_run(run, want_ids, k)
+        if problem:
+            verdict = Verdict(FAIL, problem)
+        else:
+            verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
         outcome = RequestOutcome(p.id, run, verdict)
         report.outcomes.append(outcome)
         if on_request:

@@ -21,6 +21,7 @@ examples:
   eagle3-check check                         # the embedded tiny-llama fixture
   eagle3-check check -k 7 --json             # machine-readable report
   eagle3-check check --target T --draft D --tokenizer T/tokenizer.json --prompts my.json
+  eagle3-check check --runner my_pkg.runners:make_runner   # judge your own runner
 """
 
 
@@ -31,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: the fixture's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
+                   help="the runner to judge: a no-argument factory returning an object with "
+                   "run(program, tokenizer, prompt, options) -> RunResult (default: reference)")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
@@ -42,8 +46,10 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.check import format_table, run_check
     from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.hf_reference import HFReference
+    from eagle3_check.plugin import load_runner
     from eagle3_check.verdict import TIE_TOLERANCE
 
+    runner = load_runner(args.runner)
     options = options_from_args(args)
     setup = build_program(args)
     if args.prompts:
@@ -58,9 +64,9 @@ def main(args: argparse.Namespace) -> int:
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr,
                disable=args.no_progress or args.json)
     report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
-                       TIE_TOLERANCE[args.dtype], on_request=lambda _: bar.update(1))
+                       TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
     bar.close()
-    report.info.update(setup.info, runner="reference", tie_tolerance=TIE_TOLERANCE[args.dtype])
+    report.info.update(setup.info, runner=args.runner, tie_tolerance=TIE_TOLERANCE[args.dtype])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -1,0 +1,54 @@
+"""`eagle3-check mutants`: seeded mutants of the reference runner through check and the probes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = """Mutation testing of the harness itself: run every seeded mutant of the reference runner
+(each loaded as a plug-in runner, like --runner) through the kill probes and `check` on the
+embedded fixture, and print a kill table. Exit code 0 only if every mutant is killed and the
+reference runner passes every probe; a survivor names the case the suites lack.
+
+examples:
+  eagle3-check mutants                  # full table (what `make mutants` runs)
+  eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
+  eagle3-check mutants --only bos_twice --json
+  eagle3-check check --runner eagle3_check.mutants:bos_twice   # one mutant through check
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("mutants", help="mutation testing: seeded runner bugs must all be caught",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these mutants")
+    p.add_argument("--first-kill", action="store_true", help="stop probing a mutant once it is killed")
+    p.add_argument("--json", action="store_true", help="print the kill report as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    import difflib
+
+    from tqdm import tqdm
+
+    from eagle3_check.errors import InputError
+    from eagle3_check.mutants import BY_NAME, MUTANTS
+    from eagle3_check.mutants.kill import format_kill_table, kill_run
+
+    mutants = list(MUTANTS)
+    if args.only:
+        for name in args.only:
+            if name not in BY_NAME:
+                close = difflib.get_close_matches(name, list(BY_NAME), n=1)
+                hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check mutants` for the list"
+                raise InputError(f"unknown mutant '{name}'", f"one of {len(BY_NAME)} seeded mutants", hint)
+        mutants = [BY_NAME[n] for n in args.only]
+    bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
+               disable=args.no_progress or args.json)
+    report = kill_run(mutants, first_kill=args.first_kill, on_step=lambda _: bar.update(1))
+    bar.close()
+    print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
+    return 0 if report.ok else 1

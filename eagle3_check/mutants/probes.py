@@ -1,0 +1,249 @@
+"""Kill probes: the cases each runner (reference or mutant) is put through.
+
+A probe takes a runner and returns None when the runner behaves, or a one-line reason.
+Toy probes use `StrictToy`: the toy target (exact greedy chain, so every expectation is
+derived, never hard-coded) with a draft that is right only when fed the feature row
+that belongs to its position, so any feature or position plumbing bug shows up as lost
+acceptance. The acceptance the toy must yield is `toy_accepted` (from `wrong_at`);
+the length is `rules.expected_length`. The `check` probe runs the real eager fixture
+through `run_check`, exactly as `eagle3-check check --runner` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import torch
+
+from eagle3_check import toy
+from eagle3_check.contract import REQUIRED_KEYS, read_metadata
+from eagle3_check.errors import Eagle3CheckError, MetadataError, OptionError
+from eagle3_check.instrument import RecordingProgram
+from eagle3_check.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.rules import expected_length
+
+PROMPT = list(range(300, 310))  # L = 10 raw ids; greedy chain below repeats every 12 tokens
+
+
+class StrictToy(toy.ToyProgram):
+    """ToyProgram whose draft proposes wrong when its feature row is not the right one.
+
+    Feature rows are `[position, token]` (target) or `[position, -token]` (g). At draft
+    position p the contract feeds the target feature of the token at p, or g from the
+    draft step at p - 1; anything else (a row of another position) spoils the proposal."""
+
+    def __init__(self, eos_ids: tuple[int, ...] = (), drop: tuple[str, ...] = (), **kw):
+        super().__init__(**kw)
+        if eos_ids:
+            self._md["get_eos_ids"] = list(eos_ids)
+        for key in drop:
+            del self._md[key]
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, 2], [T] -> [1, T], [1, T, 2]
+        if feature.shape[:2] != tokens.shape:
+            raise ValueError(f"draft_decode: feature {list(feature.shape)} for tokens {list(tokens.shape)}")
+        ids, g = super().draft_decode(tokens, feature, positions)
+        rows = feature[0]  # [T, 2]
+        want = torch.where(rows[:, 1] < 0, positions - 1, positions).float()
+        return ids + (rows[:, 0] != want).long()[None], g
+
+
+def toy_accepted(prompt_len: int, k: int, wrong_at: set[int], rounds: int = 64) -> list[int]:
+    """a per round for the toy: proposal j of the round anchored at p is for position p + 1 + j."""
+    out, pos = [], prompt_len
+    for _ in range(rounds):
+        a = next((j for j in range(k) if pos + 1 + j in wrong_at), k)
+        out.append(a)
+        pos += a + 1
+    return out
+
+
+def raw_options(**kw) -> RunOptions:
+    base = dict(stop_ids=(), stop_token=None, eos_id=None, max_new_tokens=32, chain_len=4)
+    return RunOptions(**{**base, **kw})
+
+
+@dataclass
+class ToyCase:
+    """One toy request and what DESIGN §2 says must come out of it."""
+
+    program: dict = field(default_factory=dict)  # StrictToy kwargs
+    prompt: list[int] | str = field(default_factory=lambda: list(PROMPT))
+    options: dict = field(default_factory=dict)  # RunOptions overrides on raw_options
+    raises: type[Eagle3CheckError] | None = None
+
+    def judge(self, runner, tokenizer) -> str | None:
+        program = RecordingProgram(StrictToy(**self.program))
+        opts = raw_options(**self.options)
+        try:
+            result = runner.run(program, tokenizer, self.prompt, opts)
+        except Eagle3CheckError as e:
+            if self.raises and isinstance(e, self.raises):
+                return None
+            return f"raised {type(e).__name__}: {e}"
+        if self.raises:
+            return f"returned {len(result.tokens)} tokens instead of raising {self.raises.__name__}"
+        md = read_metadata(program.metadata())
+        want_ids = self.prompt if isinstance(self.prompt, list) else prompt_ids(tokenizer, self.prompt, opts)
+        if result.prompt_ids != want_ids:
+            return f"prompt ids {result.prompt_ids[:4]}... (L = {len(result.prompt_ids)}), want L = {len(want_ids)}"
+        k = opts.chain_len or md.chain_len
+        L = len(want_ids)
+        oracle = toy_accepted(L, k, set(self.program.get("wrong_at", ())))
+        reference = toy.greedy(want_ids, md.max_seq_len)
+        stops = stop_set(tokenizer, md, opts).ids
+        exp = expected_length(reference, stops, opts.max_new_tokens, L, k, md.max_seq_len, oracle)
+        rounds, emitted = 0, 1
+        while emitted < exp.length:
+            emitted += oracle[rounds] + 1
+            rounds += 1
+        checks = [
+            ("tokens", result.tokens, reference[: exp.length]),
+            ("accepted", result.accepted, oracle[:rounds]),
+            ("stop reason", result.stop_reason, exp.reason),
+            ("tau", result.tau, (exp.length - 1) / rounds if rounds else 0.0),
+        ]
+        for what, got, want in checks:
+            if got != want:
+                return f"{what} {_short(got)}, want {_short(want)}"
+        if program.max_position() >= md.max_seq_len:
+            return f"wrote KV position {program.max_position()} >= max_seq_len {md.max_seq_len}"
+        return None
+
+
+def _short(v) -> str:
+    return repr(v) if not isinstance(v, list) or len(v) <= 8 else f"{v[:8]!r}... ({len(v)})"
+
+
+def _first_time(tokens: list[int], i: int) -> int:
+    """The first index >= i whose token did not occur before it."""
+    return next(j for j in range(i, len(tokens)) if tokens[j] not in tokens[:j])
+
+
+def multi_token_stop_string(tokenizer, tokens: list[int], start: int) -> str:
+    """A string encoding to >= 2 tokens whose first token is tokens[j] for some j >= start."""
+    for j in range(start, len(tokens)):
+        s = tokenizer.decode([tokens[j]]) + "<turn|>"
+        enc = tokenizer.encode(s)
+        if len(enc) >= 2 and enc[0] == tokens[j] and tokens[j] not in tokens[:j]:
+            return s
+    raise RuntimeError("no multi-token stop string found for the toy chain")
+
+
+@dataclass
+class Probe:
+    name: str
+    what: str
+    fn: Callable[[object, Context], str | None]
+
+
+class Context:
+    """What probes share: the fixture tokenizer; the eager program and HF reference, loaded once."""
+
+    def __init__(self, check_prompts: int = 2, check_max_new: int = 12):
+        self.check_prompts = check_prompts
+        self.check_max_new = check_max_new
+
+    @cached_property
+    def fixture(self):
+        from eagle3_check.fixtures import load_fixture
+
+        return load_fixture()
+
+    @cached_property
+    def tokenizer(self):
+        from eagle3_check.tokenizer import Tokenizer
+
+        return Tokenizer.load(self.fixture.tokenizer_path)
+
+    @cached_property
+    def program(self):
+        from eagle3_check.eager import EagerBackend
+
+        return EagerBackend.from_fixture(self.fixture)
+
+    @cached_property
+    def reference(self):
+        from eagle3_check.hf_reference import HFReference
+
+        return CachedReference(HFReference(self.fixture.target_dir))
+
+
+class CachedReference:
+    """HFReference.greedy memoized on (prompt ids, max_new, stops): one decode for all runners."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.memo: dict = {}
+
+    def greedy(self, prompt_ids, max_new, stop_ids=frozenset()):
+        key = (tuple(prompt_ids), max_new, frozenset(stop_ids))
+        if key not in self.memo:
+            self.memo[key] = self.inner.greedy(prompt_ids, max_new, stop_ids)
+        return self.memo[key]
+
+
+def _toy(case_fn: Callable[[list[int], Context], ToyCase]) -> Callable:
+    def fn(runner, ctx: Context) -> str | None:
+        return case_fn(toy.greedy(PROMPT, 64), ctx).judge(runner, ctx.tokenizer)
+
+    return fn
+
+
+def _missing_metadata(runner, ctx: Context) -> str | None:
+    for key in REQUIRED_KEYS:
+        problem = ToyCase(program=dict(drop=(key,)), raises=MetadataError).judge(runner, ctx.tokenizer)
+        if problem:
+            return f"program without {key}: {problem}"
+    return None
+
+
+def _check_fixture(runner, ctx: Context) -> str | None:
+    from eagle3_check.check import run_check
+    from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+
+    prompts = ctx.fixture.prompts()[: ctx.check_prompts]
+    report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
+                       RunOptions(max_new_tokens=ctx.check_max_new), TIE_TOLERANCE["float32"], runner=runner)
+    bad = next((o for o in report.outcomes if o.verdict.status == FAIL), None)
+    return f"check: {bad.prompt_id}: {bad.verdict.message}" if bad else None
+
+
+ALL_RIGHT = dict(options=dict(max_new_tokens=21))  # 1 + 4 rounds of K + 1 = 5
+PROBES: tuple[Probe, ...] = (
+    Probe("toy:all-right", "draft right everywhere: every round accepts K, tau = K + 1",
+          _toy(lambda g, c: ToyCase(**ALL_RIGHT))),
+    Probe("toy:wrong-at", "draft wrong at chosen positions: exact a per round",
+          _toy(lambda g, c: ToyCase(program=dict(wrong_at={13, 19, 26, 27}), options=dict(max_new_tokens=24)))),
+    Probe("toy:stop-mid-round", "a stop token among the accepted proposals ends the output there",
+          _toy(lambda g, c: ToyCase(options=dict(stop_ids=(g[_first_time(g, 2)],))))),
+    Probe("toy:stop-bonus", "the bonus is a stop token: bonus alone, no draft",
+          _toy(lambda g, c: ToyCase(options=dict(stop_ids=(g[0],))))),
+    Probe("toy:program-eos", "the program's get_eos_ids are stop tokens",
+          _toy(lambda g, c: ToyCase(program=dict(eos_ids=(g[_first_time(g, 3)],))))),
+    Probe("toy:multi-token-stop-string", "a stop string of several tokens stops nothing",
+          _toy(lambda g, c: ToyCase(options=dict(stop_token=multi_token_stop_string(c.tokenizer, g, 2),
+                                                 max_new_tokens=21)))),
+    Probe("toy:max-new-mid-round", "max new tokens reached inside a round",
+          _toy(lambda g, c: ToyCase(options=dict(max_new_tokens=7)))),
+    Probe("toy:context-boundary", "full acceptance lands anchor_pos + K on max_seq_len: stop (context)",
+          _toy(lambda g, c: ToyCase(prompt=PROMPT[:5], program=dict(max_seq_len=19, max_prefill=12),
+                                    options=dict(max_new_tokens=100)))),
+    Probe("toy:context-first-round", "L + K == max_seq_len: bonus alone (context)",
+          _toy(lambda g, c: ToyCase(program=dict(max_seq_len=14, max_prefill=12),
+                                    options=dict(max_new_tokens=100)))),
+    Probe("toy:max-new-capped-by-context", "max_new = max_seq_len - L caps a fully accepted round",
+          _toy(lambda g, c: ToyCase(prompt=PROMPT[:5], program=dict(max_seq_len=20, max_prefill=12),
+                                    options=dict(max_new_tokens=100)))),
+    Probe("toy:missing-metadata", "a program missing each required metadata key is rejected",
+          _missing_metadata),
+    Probe("toy:prompt-above-prefill", "a prompt one token above max prefill is an error",
+          _toy(lambda g, c: ToyCase(prompt=list(range(300, 333)), raises=OptionError))),
+    Probe("toy:text-prompt", "a text request: chat template and one BOS, Gemma 4 defaults",
+          _toy(lambda g, c: ToyCase(prompt="Hi", options=dict(
+              **{f: getattr(RunOptions(), f) for f in ("stop_ids", "stop_token", "eos_id")}, max_new_tokens=9)))),
+    Probe("check:fixture", "eagle3-check check on the eager tiny-llama fixture (HF reference)",
+          _check_fixture),
+)

@@ -1,0 +1,65 @@
+"""Mutation testing of the harness: every seeded mutant of the reference runner is caught.
+
+`make mutants` prints the full table (every probe for every mutant); here the kill run
+stops probing a mutant at its first kill, which keeps it to seconds.
+"""
+
+import json
+
+import pytest
+
+from eagle3_check.cli import main
+from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant
+from eagle3_check.mutants.engine import StaleMutant, build_runner_class
+from eagle3_check.mutants.kill import format_kill_table, kill_run
+from eagle3_check.mutants.probes import PROBES, Context
+from eagle3_check.runner import ReferenceRunner
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return Context()
+
+
+def test_at_least_twelve_distinct_mutants():
+    assert len(MUTANTS) >= 12 and len(BY_NAME) == len(MUTANTS)
+
+
+def test_every_mutant_is_killed_and_the_reference_passes_every_probe(ctx):
+    report = kill_run(first_kill=True, ctx=ctx)
+    table = format_kill_table(report)
+    assert report.reference_failures == {}, table
+    assert [r.name for r in report.rows if not r.killed] == [], table
+    assert report.ok and report.score == 1.0
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_mutant_source_differs_from_the_reference(mutant):
+    cls = build_runner_class(mutant)
+    assert cls is not ReferenceRunner and cls.mutant is mutant
+
+
+def test_a_stale_mutant_is_reported_not_silently_equal():
+    ghost = Mutant("ghost", "no such code", "nothing", (("this text is not in runner.py", "x"),))
+    with pytest.raises(StaleMutant, match="occurs 0 times"):
+        build_runner_class(ghost)
+    report = kill_run([ghost], probes=PROBES[:1], ctx=Context())
+    assert not report.ok and "STALE" in format_kill_table(report)
+
+
+def test_check_catches_a_mutant_plugged_in_with_runner(capsys, tmp_path):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
+    rc = main(["check", "--runner", "eagle3_check.mutants:bos_twice", "--prompts", str(prompts),
+               "--max-new-tokens", "6", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and report["passed"] is False
+    assert report["info"]["runner"] == "eagle3_check.mutants:bos_twice"
+    assert report["requests"][0]["verdict"]["message"].startswith("prompt ids:")
+
+
+def test_mutants_subcommand_prints_a_kill_table(capsys):
+    rc = main(["mutants", "--only", "tau_counts_prefill", "emit_past_max_new", "--first-kill", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "tau_counts_prefill" in out and "killed" in out and "mutation score: 2/2 killed (100 %)" in out
