@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eagle3_check.contract import read_metadata
+from eagle3_check.errors import OptionError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import HFReference
-from eagle3_check.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.runner import ReferenceRunner, Runner, RunResult
+from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
+from eagle3_check.runner import ReferenceRunner, Runner, RunResult, check_prompt_len
 from eagle3_check.tokenizer import Tokenizer
 from eagle3_check.verdict import FAIL, Verdict, compare
 
@@ -100,11 +101,18 @@ def run_check(
     ones the runner reports), for min(max_new_tokens, max_seq_len - L) tokens."""
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
+    check_tokenizer(tokenizer, md)
+    k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
     stops = stop_set(tokenizer, md, options)
-    k = options.chain_len or md.chain_len
     report = CheckReport(k=k)
-    for p in prompts:
-        want_ids = prompt_ids(tokenizer, p.text, options)
+    prompts = list(prompts)
+    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
+    for p, ids in zip(prompts, requests):  # every request is valid before any work (no partial report)
+        try:
+            check_prompt_len(len(ids), md)
+        except OptionError as e:
+            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    for p, want_ids in zip(prompts, requests):
         run = runner.run(program, tokenizer, p.text, options)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         ref = reference.greedy(want_ids, max(max_new, 1), stops.ids)

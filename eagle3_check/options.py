@@ -74,6 +74,16 @@ def stop_set(tokenizer: Tokenizer, md: Metadata, opts: RunOptions) -> StopSet:
     return StopSet(frozenset(ids), notes)
 
 
+def check_tokenizer(tokenizer: Tokenizer, md: Metadata) -> None:
+    """The tokenizer must be able to name every id the target can emit."""
+    if md.vocab_size is not None and tokenizer.vocab_size < md.vocab_size:
+        raise OptionError(
+            f"tokenizer {tokenizer.path or '(in memory)'} has {tokenizer.vocab_size} ids",
+            f"at least the target's vocab size {md.vocab_size}",
+            "pass the target's own tokenizer with --tokenizer",
+        )
+
+
 def check_options(opts: RunOptions, md: Metadata, vocab_size: int) -> int:
     """Validates the request-independent options; returns K."""
     if isinstance(opts.max_new_tokens, bool) or not isinstance(opts.max_new_tokens, int) or opts.max_new_tokens < 1:

@@ -27,7 +27,7 @@ import torch
 
 from eagle3_check.contract import Metadata, SpeculatorProgram, read_metadata
 from eagle3_check.errors import ContractViolation, OptionError
-from eagle3_check.options import RunOptions, check_options, prompt_ids, stop_set
+from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
 from eagle3_check.tokenizer import Tokenizer
 
 STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
@@ -128,6 +128,7 @@ class ReferenceRunner:
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
     ) -> RunResult:
         md = read_metadata(program.metadata())
+        check_tokenizer(tokenizer, md)
         vocab = md.vocab_size or tokenizer.vocab_size
         k = check_options(options, md, vocab)
         stops = stop_set(tokenizer, md, options)

@@ -61,11 +61,13 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
-    bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr,
-               disable=args.no_progress or args.json)
-    report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
-                       TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
-    bar.close()
+    bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
+               delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
+    try:
+        report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
+                           TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
+    finally:
+        bar.close()
     report.info.update(setup.info, runner=args.runner, tie_tolerance=TIE_TOLERANCE[args.dtype])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

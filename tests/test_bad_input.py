@@ -1,0 +1,289 @@
+"""The bad-input catalogue: every user error is one line naming the value and the fix, exit 2.
+
+Each case drives `eagle3-check` in-process and asserts: exit code 2; stderr is exactly one
+line `error: <value>...; expected ... Fix: ...` naming the offending value; no traceback;
+nothing on stdout and no file written. Broken model files are copies of the embedded
+fixture, damaged in a temporary directory.
+
+Program-level cases (metadata keys, contract violations) cannot be reached by a CLI flag on
+the eager backend: they go through the same CLI path with the fixture's program wrapped by
+`Altered` (monkeypatched into `EagerBackend.from_fixture`), which drops or changes one
+metadata key or corrupts one method's output.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models
+
+from eagle3_check.cli import main
+from eagle3_check.contract import REQUIRED_KEYS, SpeculatorProgram
+from eagle3_check.draft import DraftConfig, Eagle3DraftHead
+from eagle3_check.eager import EagerBackend
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny-llama"
+TOKENIZER = str(FIXTURE / "tokenizer.json")
+
+
+class Bad:
+    """Damaged copies of the fixture's files, made once per module under one temporary root."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._made: dict[str, Path] = {}
+
+    def _copy(self, key: str, src: Path) -> tuple[Path, bool]:
+        if key in self._made:
+            return self._made[key], False
+        dst = self.root / key
+        shutil.copytree(src, dst)
+        self._made[key] = dst
+        return dst, True
+
+    @staticmethod
+    def _damage(path: Path, how: str) -> None:
+        data = path.read_bytes()
+        if how == "missing":
+            path.unlink()
+        elif how == "empty":
+            path.write_bytes(b"")
+        elif how == "truncated":
+            path.write_bytes(data[: len(data) // 2])
+        elif how == "random-bytes":
+            path.write_bytes(random.Random(0).randbytes(len(data)))
+        else:
+            raise ValueError(how)
+
+    def target(self, how: str) -> str:
+        d, new = self._copy(f"target-{how}", FIXTURE / "target")
+        if new:
+            self._damage(d / "model.safetensors", how)
+        return str(d)
+
+    def draft(self, how: str) -> str:
+        """A damaged draft: weight file damage, or one config / tensor change."""
+        d, new = self._copy(f"draft-{how}", FIXTURE / "draft")
+        if not new:
+            return str(d)
+        cfg_path, w_path = d / "config.json", d / "model.safetensors"
+        cfg = json.loads(cfg_path.read_text())
+        if how in ("missing", "empty", "truncated", "random-bytes"):
+            self._damage(w_path, how)
+        elif how == "config-not-json":
+            cfg_path.write_text("{ this is not json")
+        elif how == "aux-layer-beyond-depth":
+            cfg["eagle_aux_hidden_state_layer_ids"] = [1, 2, 9]
+            cfg_path.write_text(json.dumps(cfg))
+        elif how in ("no-embedding", "d2t-outside-vocab"):
+            w = load_file(str(w_path))
+            if how == "no-embedding":
+                del w["embed_tokens.weight"]
+            else:
+                w["d2t"][7] = 10_000
+            save_file(w, str(w_path))
+        elif how == "target-hidden-mismatch":  # a consistent draft trained for a target with H = 48
+            c = DraftConfig.from_json(cfg, str(cfg_path))
+            c.target_hidden_size = 48
+            torch.manual_seed(0)
+            Eagle3DraftHead(c, 64).save(d)
+        else:
+            raise ValueError(how)
+        return str(d)
+
+    def file(self, name: str, data: bytes) -> str:
+        p = self.root / name
+        p.write_bytes(data)
+        return str(p)
+
+    def small_vocab_tokenizer(self) -> str:
+        p = self.root / "small-tokenizer.json"
+        if not p.exists():
+            HFTokenizer(models.WordLevel({"<unk>": 0, "Hi": 1, "there": 2}, unk_token="<unk>")).save(str(p))
+        return str(p)
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory):
+    return Bad(tmp_path_factory.mktemp("bad-input"))
+
+
+def with_dirs(target: str, draft: str, tokenizer: str = TOKENIZER) -> list[str]:
+    return ["run", "--prompt", "Hi", "--target", target, "--draft", draft, "--tokenizer", tokenizer]
+
+
+def fx(b: Bad) -> str:
+    return str(FIXTURE / "target")
+
+
+def fd(b: Bad) -> str:
+    return str(FIXTURE / "draft")
+
+
+RUN = ["run", "--prompt", "Hi", "--max-new-tokens", "4"]
+
+CLI_CASES = [
+    # model files
+    pytest.param(lambda b: with_dirs(b.target("missing"), fd(b)), "has no weight file", id="target-weights-missing"),
+    pytest.param(lambda b: with_dirs(b.target("empty"), fd(b)), "model.safetensors is empty", id="target-weights-empty"),
+    pytest.param(lambda b: with_dirs(b.target("truncated"), fd(b)), "cannot be loaded", id="target-weights-truncated"),
+    pytest.param(lambda b: with_dirs(b.target("random-bytes"), fd(b)), "cannot be loaded", id="target-weights-random-bytes"),
+    pytest.param(lambda b: with_dirs("/nonexistent/target", fd(b)), "/nonexistent/target", id="target-dir-missing"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("missing")), "model.safetensors does not exist", id="draft-weights-missing"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("empty")), "cannot be read", id="draft-weights-empty"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("truncated")), "cannot be read", id="draft-weights-truncated"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("random-bytes")), "cannot be read", id="draft-weights-random-bytes"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("config-not-json")), "is not valid JSON", id="draft-config-not-json"),
+    # the draft does not fit the target
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("target-hidden-mismatch")), "draft target_hidden_size 48",
+                 id="draft-target-hidden-size-mismatch"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("d2t-outside-vocab")), "d2t maps to target id",
+                 id="draft-d2t-outside-target-vocab"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("aux-layer-beyond-depth")), "aux layer id 9",
+                 id="draft-aux-layer-beyond-target-depth"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("no-embedding")), "embed_tokens.weight",
+                 id="draft-without-own-embedding"),
+    # tokenizer
+    pytest.param(lambda b: [*RUN, "--tokenizer", b.file("tok.json", b"{not json")], "is not valid JSON",
+                 id="tokenizer-not-json"),
+    pytest.param(lambda b: [*RUN, "--tokenizer", b.file("tok-bytes.json", random.Random(1).randbytes(64))],
+                 "is not valid JSON", id="tokenizer-random-bytes"),
+    pytest.param(lambda b: [*RUN, "--tokenizer", b.small_vocab_tokenizer()], "has 3 ids",
+                 id="tokenizer-vocab-smaller-than-target"),
+    # inconsistent program shape (the eager backend's flags become its metadata)
+    pytest.param(lambda b: [*RUN, "--min-prefill", "50", "--max-prefill", "20"],
+                 "get_min_prefill_chunk = 50 > get_max_prefill_chunk = 20", id="min-prefill-above-max-prefill"),
+    pytest.param(lambda b: [*RUN, "--max-prefill", "256"], "get_max_prefill_chunk = 256 >= get_max_seq_len = 256",
+                 id="max-prefill-at-max-seq-len"),
+    # the request
+    pytest.param(lambda b: ["run", "--prompt", ""], "prompt is empty", id="prompt-empty"),
+    pytest.param(lambda b: ["run", "--prompt", "", "--raw", "--bos-id", "-1"], "prompt is empty (0 tokens)",
+                 id="prompt-empty-raw-no-bos"),
+    pytest.param(lambda b: [*RUN, "--min-prefill", "40"], "prompt length L = 23", id="prompt-below-prefill-range"),
+    pytest.param(lambda b: [*RUN, "--max-prefill", "16"], "prompt length L = 23", id="prompt-above-prefill-range"),
+    pytest.param(lambda b: ["run", "--prompt", "Hi", "--max-new-tokens", "0"], "max new tokens = 0", id="max-new-zero"),
+    pytest.param(lambda b: ["run", "--prompt", "Hi", "--max-new-tokens", "-5"], "max new tokens = -5",
+                 id="max-new-negative"),
+    pytest.param(lambda b: [*RUN, "-k", "0"], "K = 0", id="k-zero"),
+    pytest.param(lambda b: [*RUN, "-k", "8"], "K = 8", id="k-above-verify-range"),
+    pytest.param(lambda b: ["run", "--prompt-file", str(b.root / "nope.txt")], "nope.txt does not exist",
+                 id="prompt-file-missing"),
+    pytest.param(lambda b: ["run", "--prompt-file", b.file("empty.txt", b"  \n")], "empty.txt is empty",
+                 id="prompt-file-empty"),
+    pytest.param(lambda b: ["run", "--prompt-file", b.file("latin1.txt", "café crème".encode("latin-1"))],
+                 "latin1.txt is not UTF-8", id="prompt-file-not-utf8"),
+    pytest.param(lambda b: [*RUN, "--stop-ids", "1,fifty"], "stop id 'fifty'", id="stop-ids-not-integers"),
+    pytest.param(lambda b: [*RUN, "--stop-ids", "1,99999"], "stop id 99999", id="stop-id-out-of-vocab"),
+    pytest.param(lambda b: [*RUN, "--stop-ids", "-4"], "stop id -4", id="stop-id-negative"),
+    pytest.param(lambda b: [*RUN, "--bos-id", "700"], "bos id 700", id="bos-id-out-of-vocab"),
+    # names
+    pytest.param(lambda b: ["check", "--fixture", "tiny-lama"], "did you mean 'tiny-llama'", id="unknown-fixture"),
+    pytest.param(lambda b: ["check", "--prompts", str(b.root / "none.json")], "none.json does not exist",
+                 id="prompt-set-missing"),
+    pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
+                 "p.json is malformed", id="prompt-set-malformed"),
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:ReferenceRuner"],
+                 "did you mean 'eagle3_check.runner:ReferenceRunner'", id="runner-unknown-factory"),
+    pytest.param(lambda b: ["check", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",
+                 id="runner-module-not-importable"),
+    pytest.param(lambda b: ["check", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
+                 id="runner-not-module-colon-factory"),
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
+                 id="runner-factory-not-callable"),
+    pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
+    pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
+]
+
+
+def assert_clean_error(capsys, rc: int, named: str, root: Path | None = None, before=None) -> str:
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err
+    assert rc == 2, cap.err
+    assert cap.out == "", "partial output on stdout"
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1, cap.err
+    line = lines[0]
+    assert line.startswith("error: ") and "; expected " in line and ". Fix: " in line, line
+    assert named in line, line
+    if root is not None:
+        assert sorted(root.rglob("*")) == before, "a file was written"
+    return line
+
+
+@pytest.mark.parametrize("argv, named", CLI_CASES)
+def test_cli_bad_input(capsys, bad, argv, named):
+    args = argv(bad)
+    before = sorted(bad.root.rglob("*"))
+    assert_clean_error(capsys, main(args), named, bad.root, before)
+
+
+# --- program-level cases: the fixture program behind a wrapper, through the same CLI ------
+
+
+class Altered(SpeculatorProgram):
+    """The fixture's eager program with one metadata key dropped / changed or one output corrupted."""
+
+    def __init__(self, inner: SpeculatorProgram, drop=(), change=None, corrupt=None):
+        self.inner, self.drop, self.change, self.corrupt = inner, set(drop), dict(change or {}), corrupt
+
+    def metadata(self):
+        md = {k: v for k, v in self.inner.metadata().items() if k not in self.drop}
+        return {**md, **self.change}
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        ids, feat = self.inner.prefill(tokens, positions)
+        if self.corrupt == "prefill-shape":
+            ids = ids.repeat(1, 2)  # [1, 2]
+        return ids, feat
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        ids, feat = self.inner.target_verify(tokens, positions)
+        if self.corrupt == "verify-id-out-of-vocab":
+            ids = ids.clone()
+            ids[0, -1] = 100_000
+        return ids, feat
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        ids, g = self.inner.draft_decode(tokens, feature, positions)
+        if self.corrupt == "draft-nan":
+            g = torch.full_like(g, float("nan"))
+        return ids, g
+
+
+PROGRAM_CASES = [
+    *[pytest.param(dict(drop=[key]), f"missing required key '{key}'", id=f"metadata-missing-{key}")
+      for key in REQUIRED_KEYS],
+    pytest.param(dict(change={"get_min_prefill_chunk": 64, "get_max_prefill_chunk": 32}),
+                 "get_min_prefill_chunk = 64 > get_max_prefill_chunk = 32", id="metadata-min-above-max-prefill"),
+    pytest.param(dict(change={"get_max_seq_len": 128}), "get_max_prefill_chunk = 128 >= get_max_seq_len = 128",
+                 id="metadata-max-prefill-at-max-seq-len"),
+    pytest.param(dict(change={"get_chain_len": [4, 5]}), "get_chain_len = [4, 5]", id="metadata-not-an-integer"),
+    pytest.param(dict(corrupt="prefill-shape"), "contract violated: prefill returned ids [1, 2]",
+                 id="contract-prefill-wrong-shape"),
+    pytest.param(dict(corrupt="verify-id-out-of-vocab"), "contract violated: target_verify returned id 100000",
+                 id="contract-verify-id-out-of-vocab"),
+    pytest.param(dict(corrupt="draft-nan"), "contract violated: draft_decode returned a non-finite feature of shape",
+                 id="contract-draft-nan-feature"),
+]
+
+
+@pytest.mark.parametrize("alter, named", PROGRAM_CASES)
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_program_bad_input_through_the_cli(capsys, monkeypatch, program, tmp_path, alter, named, command):
+    monkeypatch.setattr(EagerBackend, "from_fixture", classmethod(lambda cls, *a, **k: Altered(program, **alter)))
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
+    argv = ["run", "--prompt", "Hi"] if command == "run" else ["check", "--prompts", str(prompts), "--no-progress"]
+    before = sorted(tmp_path.rglob("*"))
+    assert_clean_error(capsys, main([*argv, "--max-new-tokens", "8"]), named, tmp_path, before)
+
+
+def test_catalogue_has_at_least_25_cases():
+    assert len(CLI_CASES) + len(PROGRAM_CASES) >= 25
