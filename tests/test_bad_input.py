@@ -197,6 +197,8 @@ CLI_CASES = [
                  id="runner-not-module-colon-factory"),
     pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
                  id="runner-factory-not-callable"),
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.options:RunOptions"], "RunOptions without run()",
+                 id="runner-without-run-method"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
 ]
