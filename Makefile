@@ -7,7 +7,7 @@ PYTEST ?= $(PY) -m pytest
 check: lint test
 
 lint:
-	$(PY) -m ruff check eagle3_check tests
+	$(PY) -m ruff check eagle3_check tests tests_bench
 
 test:
 	$(PYTEST) -m "not gpu and not slow" -q
@@ -22,3 +22,21 @@ slow:
 # first-kill mode, by tests/test_mutants.py inside `make check`).
 mutants:
 	$(PY) -m eagle3_check.cli mutants --no-progress
+
+# Timing benchmarks (pytest-benchmark; tests_bench/ is not collected by `make check`).
+# bench-compare fails when a median grew by more than BENCH_THRESHOLD percent over the
+# stored baseline, or the speculative / self-reference ratio grew by more than that.
+BENCH_THRESHOLD ?= 25
+BENCH_BASELINE ?= bench/baselines/timing.json
+BENCH = $(PYTEST) tests_bench --benchmark-only -p no:cacheprovider -q
+
+.PHONY: bench bench-compare bench-baseline
+bench:
+	$(BENCH) --benchmark-json=bench/last.json
+
+bench-compare:
+	$(BENCH) --benchmark-compare=$(BENCH_BASELINE) --benchmark-compare-fail=median:$(BENCH_THRESHOLD)% \
+		--ratio-baseline=$(BENCH_BASELINE) --ratio-fail=$(BENCH_THRESHOLD)
+
+bench-baseline:
+	$(BENCH) --benchmark-json=$(BENCH_BASELINE)

@@ -1,0 +1,120 @@
+"""Regression gating: re-run committed goldens, compare tokens exactly and metrics with the baseline.
+
+One pass runs each golden's prompts once; the same runs feed both comparisons
+(`verify_golden` for the tokens and stats, `compare_baseline` for the deterministic
+metrics). `eagle3-check golden verify`, `make check` and `eagle3-check gate --golden`
+all come through `gate_goldens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+from eagle3_check.golden import GoldenKey, golden_root, load_golden, run_golden, version_notes
+from eagle3_check.golden_verify import GoldenDiff, format_diffs, verify_golden
+from eagle3_check.metrics import (
+    MetricDiff,
+    compare_metrics,
+    compute_metrics,
+    format_metric_diffs,
+    load_baseline,
+)
+from eagle3_check.runner import Runner, RunResult
+
+BACKENDS = ("eager",)
+
+
+def golden_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
+    """The given golden files (directories expand to their *.json), default: all of golden/."""
+    paths = list(paths) or [golden_root()]
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.json")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError(f"golden path {p} does not exist", "a golden file or a directory of them",
+                             "list golden/ or record one with `eagle3-check golden record`")
+    return out
+
+
+def program_for_key(key: GoldenKey):
+    """Builds (program, tokenizer) for a golden key (embedded fixture, eager backend)."""
+    from eagle3_check.eager import EagerBackend
+    from eagle3_check.fixtures import load_fixture
+    from eagle3_check.tokenizer import Tokenizer
+
+    if key.backend not in BACKENDS:
+        raise InputError(f"golden backend '{key.backend}' ({key.stem})", f"one of {BACKENDS}",
+                         "verify it where that backend is available, or pass only eager goldens")
+    fx = load_fixture(key.fixture)
+    return EagerBackend.from_fixture(fx, key.device, key.dtype), Tokenizer.load(fx.tokenizer_path)
+
+
+@dataclass
+class GateOutcome:
+    golden_diffs: list[GoldenDiff] = field(default_factory=list)
+    metric_diffs: list[MetricDiff] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    runs: dict[str, dict[str, RunResult]] = field(default_factory=dict)  # key stem -> prompt -> run
+    keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
+    baseline: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.golden_diffs and not self.metric_diffs
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "goldens": sorted(self.runs),
+            "baseline": self.baseline,
+            "golden_diffs": [d.to_json() for d in self.golden_diffs],
+            "metric_diffs": [d.to_json() for d in self.metric_diffs],
+            "notes": self.notes,
+        }
+
+    def format(self) -> str:
+        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})", format_diffs(self.golden_diffs)]
+        if self.baseline:
+            lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
+        lines.extend(f"note: {n}" for n in self.notes)
+        lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(lines)
+
+
+def gate_goldens(
+    paths: Iterable[str | Path] = (),
+    baseline: str | Path | None = None,
+    runner: Runner | None = None,
+    build: Callable[[GoldenKey], tuple] = program_for_key,
+    on_prompt: Callable[[str], None] | None = None,
+) -> GateOutcome:
+    """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given)."""
+    out = GateOutcome(baseline=str(baseline) if baseline else None)
+    entries = load_baseline(baseline) if baseline else {}
+    cache: dict[tuple, tuple] = {}
+    for path in golden_paths(paths):
+        golden = load_golden(path)
+        key = golden.key
+        pk = (key.fixture, key.backend, key.device, key.dtype)
+        if pk not in cache:
+            cache[pk] = build(key)
+        program, tokenizer = cache[pk]
+        runs = run_golden(program, tokenizer, golden, runner, on_prompt)
+        out.runs[key.stem] = runs
+        out.keys[key.stem] = key
+        out.golden_diffs.extend(verify_golden(runs, golden))
+        out.notes.extend(version_notes(golden))
+        if baseline:
+            out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(runs.values(), key.k), entries.get(key.stem)))
+    return out
+
+
+def total_prompts(paths: Iterable[str | Path] = ()) -> int:
+    return sum(len(load_golden(p).prompts) for p in golden_paths(paths))
+
