@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eagle3_check.contract import read_metadata
-from eagle3_check.errors import OptionError
+from eagle3_check.errors import ContractViolation, OptionError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import HFReference
 from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
@@ -114,6 +114,10 @@ def run_check(
             raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
     for p, want_ids in zip(prompts, requests):
         run = runner.run(program, tokenizer, p.text, options)
+        if not isinstance(run, RunResult):
+            raise ContractViolation(f"contract violated: the runner's run() returned a {type(run).__name__}",
+                                    "an eagle3_check.runner.RunResult",
+                                    "return RunResult(...) from run() (see the Runner protocol)")
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         ref = reference.greedy(want_ids, max(max_new, 1), stops.ids)
         problem = audit_run(run, want_ids, k)

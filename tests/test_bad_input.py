@@ -103,6 +103,17 @@ class Bad:
         p.write_bytes(data)
         return str(p)
 
+    def module(self, name: str, source: str) -> str:
+        """A Python module `name` in a directory on sys.path for this session."""
+        import sys
+
+        d = self.root / "modules"
+        d.mkdir(exist_ok=True)
+        (d / f"{name}.py").write_text(source)
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+        return name
+
     def small_vocab_tokenizer(self) -> str:
         p = self.root / "small-tokenizer.json"
         if not p.exists():
@@ -126,6 +137,12 @@ def fx(b: Bad) -> str:
 def fd(b: Bad) -> str:
     return str(FIXTURE / "draft")
 
+
+DICT_RUNNER = """
+class DictRunner:
+    def run(self, program, tokenizer, prompt, options):
+        return {"tokens": [1, 2, 3]}
+"""
 
 RUN = ["run", "--prompt", "Hi", "--max-new-tokens", "4"]
 
@@ -195,10 +212,12 @@ CLI_CASES = [
                  id="runner-module-not-importable"),
     pytest.param(lambda b: ["check", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
                  id="runner-not-module-colon-factory"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
-                 id="runner-factory-not-callable"),
     pytest.param(lambda b: ["check", "--runner", "eagle3_check.options:RunOptions"], "RunOptions without run()",
                  id="runner-without-run-method"),
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
+                 id="runner-factory-not-callable-str"),
+    pytest.param(lambda b: ["check", "--runner", b.module("dict_runner", DICT_RUNNER) + ":DictRunner"],
+                 "the runner's run() returned a dict", id="runner-returns-not-a-runresult"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
 ]
