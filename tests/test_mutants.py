@@ -63,3 +63,11 @@ def test_mutants_subcommand_prints_a_kill_table(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "tau_counts_prefill" in out and "killed" in out and "mutation score: 2/2 killed (100 %)" in out
+
+
+def test_a_survivor_names_the_case_the_suites_lack(ctx):
+    only_stop_bonus = [p for p in PROBES if p.name == "toy:stop-bonus"]
+    report = kill_run([BY_NAME["tau_counts_prefill"]], probes=only_stop_bonus, ctx=ctx)
+    table = format_kill_table(report)
+    assert not report.ok and report.score == 0.0
+    assert "SURVIVED" in table and BY_NAME["tau_counts_prefill"].needs in table
