@@ -243,3 +243,10 @@ def version_notes(golden: Golden) -> list[str]:
     now = versions()
     return [f"{golden.key.stem}: recorded with {name} {golden.versions.get(name)}, now {now[name]}"
             for name in VERSIONED if golden.versions.get(name) != now[name]]
+
+
+def verify_golden(report_or_runs, golden: Golden | str | Path) -> list:
+    """Hook for `eagle3-check gate --golden`: see `golden_verify.verify_golden` (the diffs live there)."""
+    from eagle3_check.golden_verify import verify_golden as verify
+
+    return verify(report_or_runs, golden)

@@ -163,6 +163,16 @@ def test_verify_names_the_first_differing_stat(toy, tokenizer, toy_golden, field
     assert expect in diffs[0].message
 
 
+def test_gate_hook_is_importable_from_the_golden_module(toy, tokenizer, toy_golden, tmp_path):
+    from eagle3_check.golden import verify_golden as hook
+
+    path = save_golden(toy_golden, tmp_path)
+    runs = run_golden(toy, tokenizer, toy_golden)
+    assert hook(runs, path) == []
+    runs["hi"].tokens[0] += 1
+    assert [d.field for d in hook(runs, path)] == ["tokens"]
+
+
 def test_verify_reports_a_missing_prompt(toy, tokenizer, toy_golden):
     runs = run_golden(toy, tokenizer, toy_golden)
     del runs["hi"]
