@@ -24,7 +24,7 @@ from eagle3_check.metrics import (
 )
 from eagle3_check.runner import Runner, RunResult
 
-BACKENDS = ("eager",)
+BACKENDS = ("eager", "pte")
 
 
 def golden_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
@@ -42,16 +42,34 @@ def golden_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
     return out
 
 
-def program_for_key(key: GoldenKey):
-    """Builds (program, tokenizer) for a golden key (embedded fixture, eager backend)."""
+def unavailable(key: GoldenKey, pte: str | Path | None = None) -> str | None:
+    """Why a golden cannot run here, or None when it can."""
+    if key.backend not in BACKENDS:
+        return f"backend '{key.backend}' is not one of {BACKENDS}"
+    if key.backend == "pte" and pte is None:
+        return f"a .pte golden: pass --pte FILE (an export of fixture {key.fixture}) to verify it"
+    if key.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return "needs a CUDA device (none here)"
+    return None
+
+
+def program_for_key(key: GoldenKey, pte: str | Path | None = None):
+    """Builds (program, tokenizer) for a golden key: the embedded fixture, eager or its .pte export."""
     from eagle3_check.eager import EagerBackend
     from eagle3_check.fixtures import load_fixture
     from eagle3_check.tokenizer import Tokenizer
 
-    if key.backend not in BACKENDS:
-        raise InputError(f"golden backend '{key.backend}' ({key.stem})", f"one of {BACKENDS}",
-                         "verify it where that backend is available, or pass only eager goldens")
+    why = unavailable(key, pte)
+    if why:
+        raise InputError(f"golden {key.stem}: {why}", "a golden this machine can run", "verify it elsewhere")
     fx = load_fixture(key.fixture)
+    if key.backend == "pte":
+        from eagle3_check.pte_backend import PteBackend
+
+        return PteBackend(pte), Tokenizer.load(fx.tokenizer_path)
     return EagerBackend.from_fixture(fx, key.device, key.dtype), Tokenizer.load(fx.tokenizer_path)
 
 
@@ -62,16 +80,19 @@ class GateOutcome:
     notes: list[str] = field(default_factory=list)
     runs: dict[str, dict[str, RunResult]] = field(default_factory=dict)  # key stem -> prompt -> run
     keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
+    skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
     baseline: str | None = None
 
     @property
     def passed(self) -> bool:
-        return not self.golden_diffs and not self.metric_diffs
+        """Nothing differs, and at least one golden ran (an all-skipped gate proves nothing)."""
+        return bool(self.runs) and not self.golden_diffs and not self.metric_diffs
 
     def to_json(self) -> dict:
         return {
             "passed": self.passed,
             "goldens": sorted(self.runs),
+            "skipped": self.skipped,
             "baseline": self.baseline,
             "golden_diffs": [d.to_json() for d in self.golden_diffs],
             "metric_diffs": [d.to_json() for d in self.metric_diffs],
@@ -82,6 +103,7 @@ class GateOutcome:
         lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})", format_diffs(self.golden_diffs)]
         if self.baseline:
             lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
+        lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
         lines.extend(f"note: {n}" for n in self.notes)
         lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
@@ -91,16 +113,28 @@ def gate_goldens(
     paths: Iterable[str | Path] = (),
     baseline: str | Path | None = None,
     runner: Runner | None = None,
-    build: Callable[[GoldenKey], tuple] = program_for_key,
+    build: Callable[[GoldenKey], tuple] | None = None,
     on_prompt: Callable[[str], None] | None = None,
+    pte: str | Path | None = None,
 ) -> GateOutcome:
-    """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given)."""
+    """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
+
+    Goldens this machine cannot run (a .pte golden without `pte`, a CUDA golden without a
+    GPU) are listed in `skipped` with the reason; `build` replaces the program factory."""
+    build = build or (lambda key: program_for_key(key, pte))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
     for path in golden_paths(paths):
         golden = load_golden(path)
         key = golden.key
+        why = unavailable(key, pte)
+        if why:
+            out.skipped[key.stem] = why
+            if on_prompt:
+                for p in golden.prompts:
+                    on_prompt(p.prompt_id)
+            continue
         pk = (key.fixture, key.backend, key.device, key.dtype)
         if pk not in cache:
             cache[pk] = build(key)

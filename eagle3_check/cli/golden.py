@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--baseline", default=None, help="metrics baseline JSON (default: bench/baselines/metrics.json)")
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
+            v.add_argument("--pte", default=None, metavar="FILE",
+                           help="the .pte export to verify backend-pte goldens with (skipped without it)")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
                            help="the runner to verify (a plug-in factory, see `check --runner`); default reference")
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -150,7 +152,7 @@ def verify_main(args: argparse.Namespace) -> int:
         if not args.baseline and not Path(baseline).is_file():
             baseline = None  # no committed baseline yet: tokens only
     bar = _progress(args, args.json)
-    outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1))
+    outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte)
     bar.close()
     print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
     return 0 if outcome.passed else 1
@@ -167,6 +169,8 @@ def baseline_main(args: argparse.Namespace) -> int:
         print(outcome.format())
         print("error: the goldens do not verify; a baseline is only written for verified goldens", file=sys.stderr)
         return 1
+    for stem, why in outcome.skipped.items():
+        print(f"skipped {stem}: {why}")
     entries = {stem: compute_metrics(outcome.runs[stem].values(), key.k) for stem, key in outcome.keys.items()}
     path = write_baseline(_baseline_path(args), entries)
     print(f"wrote {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} to {path}")
