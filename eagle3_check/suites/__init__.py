@@ -1,0 +1,51 @@
+"""The edge-case suites: cases as data, run by `eagle3-check check --suite NAME` and by pytest.
+
+`SUITES` is the one place where suites are listed; each suite module holds its cases.
+`edge` is every suite together. A case's expectation is derived at run time from DESIGN §2
+and a greedy reference (see `suites.execute`), never from hard-coded tokens.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from eagle3_check.errors import OptionError
+from eagle3_check.suites.blocks import ACCEPTANCE, BUDGET, EOS_BONUS, EOS_IN_BLOCK, ONE_TOKEN
+from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
+from eagle3_check.suites.inputs import METADATA, OPTIONS
+from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE
+
+SUITES: dict[str, list[Case]] = {
+    "acceptance": ACCEPTANCE,
+    "one-token": ONE_TOKEN,
+    "eos-bonus": EOS_BONUS,
+    "eos-in-block": EOS_IN_BLOCK,
+    "budget": BUDGET,
+    "context": CONTEXT,
+    "prefill-range": PREFILL_RANGE,
+    "metadata": METADATA,
+    "chain": CHAIN,
+    "options": OPTIONS,
+}
+ALL = "edge"
+
+__all__ = ["ALL", "SUITES", "Case", "Expect", "PromptSpec", "StopAt", "all_cases", "suite_cases"]
+
+
+def all_cases() -> list[Case]:
+    return [c for cases in SUITES.values() for c in cases]
+
+
+def suite_cases(name: str) -> list[Case]:
+    """The cases of a suite (`edge` = all), or of one case by its full name."""
+    if name == ALL:
+        return all_cases()
+    if name in SUITES:
+        return list(SUITES[name])
+    by_name = {c.name: c for c in all_cases()}
+    if name in by_name:
+        return [by_name[name]]
+    names = [ALL, *SUITES]
+    close = difflib.get_close_matches(name, names + list(by_name), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check check --list`"
+    raise OptionError(f"unknown suite '{name}'", f"one of {', '.join(names)} (or a case name)", hint)

@@ -1,0 +1,128 @@
+"""A suite case as data: prompt, program spec, runner options, forcing, and what it expects.
+
+Nothing here names an expected token. Expectations come from DESIGN §2 (through
+`rules.expected_length` and the verdict) and a greedy reference at run time; a case only
+says which boundary it aims at (`Expect.reason`), which makes a mis-built case fail
+loudly instead of silently testing something else.
+
+Lengths and positions are relative to the program under test where they can be, so the
+same case runs on any backend: `PromptSpec(anchor="room", offset=2)` means L + K =
+max_seq_len - 2 whatever max_seq_len is. `spec` is a wish for a program factory that can
+build programs (the eager backend builds a small one); a fixed program (a `.pte`) ignores
+it and the case skips when its prompt cannot fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eagle3_check.contract import Metadata
+from eagle3_check.forcing import Forcing
+
+ANCHORS = ("min_prefill", "max_prefill", "max_seq_len", "room")
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """The request's prompt: fixture text through the chat template, or exactly L ids.
+
+    - text: a literal prompt text;
+    - pick: the first fixture prompt that suits the case (default when nothing else is given);
+    - length: L ids (BOS, then filler text ids);
+    - anchor + offset: L relative to the program: min_prefill / max_prefill / max_seq_len +
+      offset, or "room": L = max_seq_len - K - offset (offset 2 means L + K = max_seq_len - 2).
+    """
+
+    text: str | None = None
+    length: int | None = None
+    anchor: str | None = None
+    offset: int = 0
+    from_file: bool = False  # write the text to a file and read it back (the prompt-file path)
+
+    def resolve_length(self, md: Metadata, k: int) -> int | None:
+        if self.anchor is None:
+            return self.length
+        if self.anchor == "room":
+            return md.max_seq_len - k - self.offset
+        return getattr(md, self.anchor) + self.offset
+
+    def describe(self) -> str:
+        if self.anchor == "room":
+            return f"L+K=max_seq_len{-self.offset:+d}" if self.offset else "L+K=max_seq_len"
+        if self.anchor:
+            return f"L={self.anchor}{self.offset:+d}" if self.offset else f"L={self.anchor}"
+        if self.length is not None:
+            return f"L={self.length}"
+        src = "file" if self.from_file else "text"
+        return f"{src} {self.text!r}" if self.text is not None else "fixture prompt"
+
+
+@dataclass(frozen=True)
+class StopAt:
+    """Target-side forcing: the emitted token of `round` at `slot` becomes a stop token.
+
+    Round 0 slot 0 is the prefill bonus; in round r >= 1, slot j < a_r is accepted proposal j
+    and slot a_r is the corrected token."""
+
+    round: int
+    slot: int
+
+    def describe(self) -> str:
+        return "bonus" if self.round == 0 else f"r{self.round}.{self.slot}"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a case checks besides the always-on checks (reference prefix, rule length,
+    call-log invariants, tau * rounds + 1 = emitted, forced a = run's a)."""
+
+    reason: str | None = None  # stop | max_new | context: the boundary the rules must land on
+    error: str | None = None  # Eagle3CheckError subclass name; then no program method may run
+    mentions: tuple[str, ...] = ()  # substrings of the error message
+    draft_calls: int | None = None  # e.g. 0: the draft is never seeded
+    rounds: int | None = None
+    note: str | None = None  # substring of one of the run's notes
+    prompt: str | None = None  # "drop-bos": ids = default ids minus BOS; "decodes": see execute.py
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # "suite/short-name"
+    what: str  # one line: the boundary under test
+    prompt: PromptSpec = field(default_factory=PromptSpec)
+    options: tuple[tuple[str, object], ...] = ()  # RunOptions overrides
+    k: int | tuple[str, int] | None = None  # K, or ("lo"|"hi", offset) relative to the k range
+    forcing: Forcing | None = None
+    stop_at: tuple[StopAt, ...] = ()
+    max_new_at: tuple[int, int] | None = None  # (round, offset): max_new_tokens = block_end + offset
+    spec: tuple[tuple[str, int], ...] = ()  # ProgramSpec wish (program factories may ignore it)
+    drop_key: str | None = None  # metadata key removed from the program
+    expect: Expect = field(default_factory=Expect)
+    fixture: str = "tiny-llama"
+
+    @property
+    def suite(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    def option_dict(self) -> dict[str, object]:
+        return dict(self.options)
+
+    def describe(self) -> str:
+        """The case's setup in one line (for `check --list`)."""
+        bits = [self.prompt.describe()]
+        if isinstance(self.k, tuple):
+            bits.append(f"K={self.k[0]}{self.k[1]:+d}" if self.k[1] else f"K={self.k[0]}")
+        elif self.k is not None:
+            bits.append(f"K={self.k}")
+        if self.forcing:
+            bits.append(self.forcing.describe())
+        if self.stop_at:
+            bits.append("stop@" + ",".join(s.describe() for s in self.stop_at))
+        if self.max_new_at:
+            r, off = self.max_new_at
+            bits.append(f"max_new=end(r{r}){off:+d}" if off else f"max_new=end(r{r})")
+        bits += [f"{k}={v!r}" for k, v in self.options]
+        bits += [f"{k}={v}" for k, v in self.spec]
+        if self.drop_key:
+            bits.append(f"drop {self.drop_key}")
+        return " ".join(bits)

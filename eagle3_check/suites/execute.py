@@ -1,0 +1,303 @@
+"""Running one case: build the request, force it, run the reference runner, judge it.
+
+Checks on every case that runs (besides what its `Expect` adds):
+- the emitted tokens are a prefix of the greedy reference of exactly the length
+  DESIGN §2 fixes (the verdict: `verdict.compare`, `rules.expected_length`);
+- the runner's stop reason is the one the rules fix;
+- under forcing, every forced round accepted exactly the forced a;
+- the call log holds the DESIGN §2 invariants (`instrument.call_problems`), which include
+  "no KV position >= max_seq_len";
+- tau * rounds + 1 = tokens emitted.
+
+A `SuiteEnv` holds what cases need and nothing case-specific: a program factory (spec wish ->
+program; the eager one builds and caches small programs, a fixed one returns its program),
+a tokenizer, a greedy reference (`greedy(ids, n, stop_ids)`, HF or self) and the prompt set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_check.contract import Metadata, SpeculatorProgram, read_metadata
+from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
+from eagle3_check.instrument import RecordingProgram, call_problems
+from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file, stop_set
+from eagle3_check.rules import expected_length
+from eagle3_check.runner import ReferenceRunner, Runner
+from eagle3_check.suites.case import Case
+from eagle3_check.verdict import FAIL, TIE, compare
+
+PASS, SKIP = "pass", "skip"
+DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
+
+
+class _Skip(Exception):
+    pass
+
+
+@dataclass
+class CaseResult:
+    name: str
+    status: str  # pass | fail | tie | skip
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)  # L, K, tokens, rounds, accepted, stop
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class SuiteEnv:
+    def __init__(
+        self,
+        program_for: Callable[[dict[str, int]], SpeculatorProgram],
+        tokenizer,
+        reference,
+        prompts: list[str],
+        tolerance: float,
+    ):
+        self.program_for = program_for
+        self.tokenizer = tokenizer
+        self.reference = reference
+        self.prompts = prompts
+        self.tolerance = tolerance
+        self._refs: dict[tuple[int, ...], Any] = {}
+
+    @classmethod
+    def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32") -> SuiteEnv:
+        """The embedded fixture on the eager backend; programs built per spec wish and cached."""
+        import torch
+
+        from eagle3_check.eager import EagerBackend
+        from eagle3_check.fixtures import load_fixture
+        from eagle3_check.hf_reference import HFReference
+        from eagle3_check.tokenizer import Tokenizer
+        from eagle3_check.verdict import TIE_TOLERANCE
+
+        fx = load_fixture(fixture_name)
+        built: dict[tuple, SpeculatorProgram] = {}
+
+        def program_for(spec: dict[str, int]) -> SpeculatorProgram:
+            key = tuple(sorted(spec.items()))
+            if key not in built:
+                built[key] = EagerBackend.from_fixture(fx, device, dtype, **spec)
+            return built[key]
+
+        reference = HFReference(fx.target_dir, device, getattr(torch, dtype))
+        return cls(program_for, Tokenizer.load(fx.tokenizer_path), reference,
+                   [p.text for p in fx.prompts()], TIE_TOLERANCE[dtype])
+
+    @classmethod
+    def fixed(cls, program: SpeculatorProgram, tokenizer, reference, prompts: list[str], tolerance: float) -> SuiteEnv:
+        """One given program (e.g. a `.pte`): spec wishes are ignored; cases that cannot fit skip."""
+        return cls(lambda spec: program, tokenizer, reference, prompts, tolerance)
+
+    def greedy(self, ids: list[int], n: int):
+        """The reference continuation of `ids`, at least n tokens (no stop set: rules cut it)."""
+        key = tuple(ids)
+        got = self._refs.get(key)
+        if got is None or len(got.tokens) < n:
+            got = self.reference.greedy(list(ids), n, frozenset())
+            self._refs[key] = got
+        return got
+
+    def filler_ids(self, length: int, bos_id: int) -> list[int]:
+        """Exactly `length` prompt ids: BOS (unless -1), then the prompt set's text ids, repeated."""
+        body = self.tokenizer.encode(" ".join(self.prompts))
+        head = [] if bos_id == -1 else [bos_id]
+        need = max(0, length - len(head))
+        return (head + (body * (need // len(body) + 1))[:need])[:max(0, length)]
+
+
+class _WithoutKey(SpeculatorProgram):
+    """The program with one metadata key removed (the metadata suite)."""
+
+    def __init__(self, inner: SpeculatorProgram, key: str):
+        self.inner, self.key = inner, key
+
+    def metadata(self) -> dict[str, Any]:
+        return {k: v for k, v in self.inner.metadata().items() if k != self.key}
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        return self.inner.prefill(tokens, positions)
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        return self.inner.target_verify(tokens, positions)
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        return self.inner.draft_decode(tokens, feature, positions)
+
+
+def _resolve_k(case: Case, md: Metadata) -> int | None:
+    """The K the case asks for (None: the program's default)."""
+    if isinstance(case.k, tuple):
+        end, off = case.k
+        return md.k_range[0 if end == "lo" else 1] + off
+    return case.k
+
+
+def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseResult:
+    """Runs one case through `runner` (the reference runner by default) and judges it."""
+    try:
+        return _run(case, env, runner or ReferenceRunner())
+    except _Skip as s:
+        return CaseResult(case.name, SKIP, str(s))
+
+
+def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
+    base = env.program_for(dict(case.spec))
+    md = read_metadata(base.metadata())
+    k_req = _resolve_k(case, md)
+    lo, hi = md.k_range
+    if k_req is not None and not lo <= k_req <= hi and case.expect.error is None:
+        raise _Skip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
+    k = md.chain_len if k_req is None else k_req
+    opts = case.option_dict()
+    opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
+    options = RunOptions(**opts, chain_len=k_req)
+    program: SpeculatorProgram = _WithoutKey(base, case.drop_key) if case.drop_key else base
+    if case.expect.error:
+        return _run_error(case, env, program, options, md, k, runner)
+
+    accepts = [a if a is not None else -1 for a in case.forcing.resolve(k, 64)] if case.forcing else []
+    if case.max_new_at:
+        r, off = case.max_new_at
+        options.max_new_tokens = block_end(accepts, r) + off
+    stop_idx = [emitted_index(accepts, s.round, s.slot) for s in case.stop_at]
+    base_stops = stop_set(env.tokenizer, md, options).ids
+    prompt, ids, ref = _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts)
+    if stop_idx:
+        options.stop_ids = tuple(options.stop_ids) + tuple(dict.fromkeys(ref.tokens[i] for i in stop_idx))
+    inner = ForcedDraft(base, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
+        if case.forcing else program
+    rec = RecordingProgram(inner)
+    try:
+        run = runner.run(rec, env.tokenizer, prompt, options)
+    except Eagle3CheckError as e:
+        return CaseResult(case.name, FAIL, f"raised {type(e).__name__}: {e}", {"L": len(ids), "K": k})
+    stops = stop_set(env.tokenizer, md, options)
+    verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, env.tolerance)
+    problems = [] if verdict.status == PASS else [verdict.message]
+    if run.prompt_ids != ids:
+        problems.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
+    if verdict.expected_reason and run.stop_reason != verdict.expected_reason:
+        problems.append(f"runner says stop '{run.stop_reason}', rules fix '{verdict.expected_reason}'")
+    if case.forcing:
+        for r, (got, want) in enumerate(zip(run.accepted, case.forcing.resolve(k, run.rounds)), start=1):
+            if want is not None and got != want:
+                problems.append(f"round {r} accepted {got}, forced {want}")
+                break
+    problems += call_problems(rec, run, md.max_seq_len)
+    if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
+        problems.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
+    problems += _expectations(case, env, run, verdict, rec, options)
+    details = {"L": len(ids), "K": k, "tokens": len(run.tokens), "rounds": run.rounds,
+               "accepted": run.accepted, "stop": run.stop_reason, "max_new": run.max_new}
+    if problems:
+        status = TIE if verdict.status == TIE and len(problems) == 1 else FAIL
+        return CaseResult(case.name, status, "; ".join(problems), details)
+    return CaseResult(case.name, PASS, verdict.message, details)
+
+
+def _expectations(case, env, run, verdict, rec, options) -> list[str]:
+    ex, out = case.expect, []
+    if ex.reason and verdict.expected_reason != ex.reason:
+        out.append(f"case aims at stop '{ex.reason}' but the rules fix '{verdict.expected_reason}' (case setup)")
+    if ex.draft_calls is not None and len(rec.of("draft_decode")) != ex.draft_calls:
+        out.append(f"{len(rec.of('draft_decode'))} draft_decode calls, expected {ex.draft_calls}")
+    if ex.rounds is not None and run.rounds != ex.rounds:
+        out.append(f"{run.rounds} rounds, expected {ex.rounds}")
+    if ex.note and not any(ex.note in n for n in run.notes):
+        out.append(f"no run note mentions {ex.note!r} (notes: {run.notes})")
+    text = case.prompt.text if case.prompt.text is not None else env.prompts[0]
+    if ex.prompt == "drop-bos":
+        with_bos = prompt_ids(env.tokenizer, text, dataclasses.replace(options, bos_id=RunOptions.bos_id))
+        if run.prompt_ids != with_bos[1:]:
+            out.append(f"bos -1: prompt ids {run.prompt_ids[:4]}... are not the default ids minus BOS {with_bos[:4]}...")
+    elif ex.prompt == "decodes":
+        want = text if options.raw else options.chat_prefix + text + options.chat_suffix
+        body = run.prompt_ids if options.bos_id == -1 else run.prompt_ids[1:]
+        if (options.bos_id != -1 and run.prompt_ids[:1] != [options.bos_id]) or env.tokenizer.decode(body) != want:
+            out.append(f"prompt decodes to {env.tokenizer.decode(run.prompt_ids)!r}, rules give BOS + {want!r}")
+    return out
+
+
+def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
+    """Cases that must fail before any program method runs, with a clear one-line error."""
+    L = case.prompt.resolve_length(md, k)
+    prompt = env.filler_ids(L, options.bos_id) if L is not None else (case.prompt.text or env.prompts[0])
+    rec = RecordingProgram(program)
+    try:
+        run = runner.run(rec, env.tokenizer, prompt, options)
+    except Eagle3CheckError as e:
+        msg, problems = str(e), []
+        if type(e).__name__ != case.expect.error:
+            problems.append(f"raised {type(e).__name__}, expected {case.expect.error}")
+        problems += [f"error does not mention {m!r}" for m in case.expect.mentions if m not in msg]
+        if "\n" in msg:
+            problems.append("error message is more than one line")
+        if rec.calls:
+            problems.append(f"{len(rec.calls)} program calls ran before the error (expected none)")
+        details = {"L": L, "K": k, "error": msg}
+        return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or f"error: {msg}", details)
+    return CaseResult(case.name, FAIL, f"expected {case.expect.error}, but the run emitted "
+                      f"{len(run.tokens)} tokens ({run.stop_reason})", {"L": L, "K": k})
+
+
+def _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
+    """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt that
+    fits the prefill range, makes each forced stop index the first stop in the reference, and
+    (under full forcing) lands on the boundary the case aims at."""
+    L = case.prompt.resolve_length(md, k)
+    if L is not None:
+        candidates = [env.filler_ids(L, options.bos_id)]
+    elif case.prompt.text is not None:
+        candidates = [case.prompt.text]
+    else:
+        candidates = list(env.prompts)
+    fits = 0
+    for cand in candidates:
+        ids = list(cand) if isinstance(cand, list) else prompt_ids(env.tokenizer, cand, options)
+        if not md.min_prefill <= len(ids) <= md.max_prefill:
+            continue
+        fits += 1
+        n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
+        ref = env.greedy(ids, n)
+        stops = base_stops | {ref.tokens[i] for i in stop_idx if i < len(ref.tokens)}
+        if all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx) and \
+                _aims(case, ref, ids, md, k, options, accepts, stops):
+            return _as_prompt(case, cand), ids, ref
+    if not fits:
+        raise _Skip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
+                    f"[{md.min_prefill}, {md.max_prefill}]")
+    raise _Skip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
+                f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
+
+
+def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
+    """Under full forcing, do the rules land this prompt on the boundary the case aims at?"""
+    if not case.expect.reason or not accepts or min(accepts) < 0:
+        return True
+    exp = expected_length(ref.tokens, stops, options.max_new_tokens, len(ids), k, md.max_seq_len, accepts)
+    return exp.reason == case.expect.reason
+
+
+def _first_stop_at(tokens: list[int], i: int, base_stops: frozenset[int]) -> bool:
+    """tokens[i] is new (not earlier in tokens), not already a stop, and no earlier token is a stop."""
+    if i >= len(tokens) or tokens[i] in base_stops or tokens[i] in tokens[:i]:
+        return False
+    return not any(t in base_stops for t in tokens[:i])
+
+
+def _as_prompt(case: Case, cand):
+    if not case.prompt.from_file or isinstance(cand, list):
+        return cand
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "prompt.txt"
+        path.write_text(cand, encoding="utf-8")
+        return read_prompt_file(path)
