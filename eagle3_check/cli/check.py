@@ -22,6 +22,9 @@ examples:
   eagle3-check check -k 7 --json             # machine-readable report
   eagle3-check check --target T --draft D --tokenizer T/tokenizer.json --prompts my.json
   eagle3-check check --runner my_pkg.runners:make_runner   # judge your own runner
+  eagle3-check check --list                  # the edge-case suites and their cases
+  eagle3-check check --suite edge            # every edge case (stop, budget, context, ...)
+  eagle3-check check --suite context --json  # one suite (or one case: --suite context/room-0)
 """
 
 
@@ -35,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
                    help="the runner to judge: a no-argument factory returning an object with "
                    "run(program, tokenizer, prompt, options) -> RunResult (default: reference)")
+    p.add_argument("--suite", default=None, metavar="NAME",
+                   help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
+                   "Cases set their own options and program spec")
+    p.add_argument("--list", action="store_true", help="list the suites and their cases, then exit")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
@@ -49,7 +56,11 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.plugin import load_runner
     from eagle3_check.verdict import TIE_TOLERANCE
 
+    if args.list:
+        return list_main(args)
     runner = load_runner(args.runner)
+    if args.suite:
+        return suite_main(args, runner)
     options = options_from_args(args)
     setup = build_program(args)
     if args.prompts:
@@ -81,3 +92,57 @@ def raise_no_prompts() -> None:
 
     raise InputError("--target/--draft given without --prompts", "a prompt set JSON file",
                      "pass --prompts FILE (see fixtures/prompts.json for the format)")
+
+
+def list_main(args: argparse.Namespace) -> int:
+    from eagle3_check.suites.report import format_list, list_suites
+
+    print(json.dumps(list_suites(), indent=2) if args.json else format_list())
+    return 0
+
+
+def suite_main(args: argparse.Namespace, runner) -> int:
+    """`check --suite NAME`: the cases of the suite on the fixture (eager programs built per case
+    spec) or, with --target/--draft, on that one program (cases that cannot fit it skip)."""
+    from tqdm import tqdm
+
+    from eagle3_check.errors import InputError
+    from eagle3_check.suites import suite_cases
+    from eagle3_check.suites.execute import SuiteEnv
+    from eagle3_check.suites.report import format_suite_table, run_suite
+
+    cases = suite_cases(args.suite)  # unknown name -> error with "did you mean"
+    if args.target or args.draft:
+        env, info = _fixed_env(args)
+    else:
+        given = [f for f in ("max_seq_len", "min_prefill", "max_prefill") if getattr(args, f) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",
+                             f"drop {flag}")
+        name = args.fixture or "tiny-llama"
+        env, info = SuiteEnv.eager(name, args.device, args.dtype), {"fixture": name, "backend": "eager"}
+    bar = tqdm(total=len(cases), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
+               disable=args.no_progress or args.json)
+    report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+    bar.close()
+    report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner)
+    print(json.dumps(report.to_json(), indent=2) if args.json else format_suite_table(report))
+    return 0 if report.passed else 1
+
+
+def _fixed_env(args: argparse.Namespace):
+    import torch
+
+    from eagle3_check.fixtures import load_prompts
+    from eagle3_check.hf_reference import HFReference
+    from eagle3_check.suites.execute import SuiteEnv
+    from eagle3_check.verdict import TIE_TOLERANCE
+
+    if not args.prompts:
+        raise_no_prompts()
+    setup = build_program(args)
+    reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    prompts = [p.text for p in load_prompts(args.prompts)]
+    env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype])
+    return env, {**setup.info}

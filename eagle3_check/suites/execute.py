@@ -147,6 +147,10 @@ def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseRes
         return _run(case, env, runner or ReferenceRunner())
     except _Skip as s:
         return CaseResult(case.name, SKIP, str(s))
+    except Eagle3CheckError:
+        raise
+    except Exception as e:  # a crashing program or runner fails its case; the suite goes on
+        return CaseResult(case.name, FAIL, f"crashed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
 
 
 def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
@@ -206,7 +210,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
 
 def _expectations(case, env, run, verdict, rec, options) -> list[str]:
     ex, out = case.expect, []
-    if ex.reason and verdict.expected_reason != ex.reason:
+    if ex.reason and verdict.expected_reason and verdict.expected_reason != ex.reason:
         out.append(f"case aims at stop '{ex.reason}' but the rules fix '{verdict.expected_reason}' (case setup)")
     if ex.draft_calls is not None and len(rec.of("draft_decode")) != ex.draft_calls:
         out.append(f"{len(rec.of('draft_decode'))} draft_decode calls, expected {ex.draft_calls}")

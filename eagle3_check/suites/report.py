@@ -1,0 +1,87 @@
+"""Running a list of cases and presenting the outcome: the table, JSON, and `--list`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eagle3_check.runner import Runner
+from eagle3_check.suites import SUITES
+from eagle3_check.suites.case import Case
+from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
+from eagle3_check.verdict import FAIL
+
+
+@dataclass
+class SuiteReport:
+    suite: str
+    results: list[CaseResult] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[CaseResult]:
+        return [r for r in self.results if r.status == FAIL]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and not self.failed and any(r.status != SKIP for r in self.results)
+
+    def to_json(self) -> dict:
+        return {"suite": self.suite, "passed": self.passed, "info": self.info,
+                "counts": {s: sum(r.status == s for r in self.results) for s in ("pass", "tie", "fail", "skip")},
+                "cases": [r.to_json() for r in self.results]}
+
+
+def run_suite(
+    name: str,
+    cases: list[Case],
+    env: SuiteEnv,
+    runner: Runner | None = None,
+    on_case: Callable[[CaseResult], None] | None = None,
+) -> SuiteReport:
+    report = SuiteReport(name)
+    for case in cases:
+        result = run_case(case, env, runner)
+        report.results.append(result)
+        if on_case:
+            on_case(result)
+    return report
+
+
+def format_suite_table(report: SuiteReport) -> str:
+    rows = [("case", "L", "K", "tokens", "rounds", "accepted", "stop", "result")]
+    for r in report.results:
+        d = r.details
+        acc = d.get("accepted")
+        acc_s = "" if acc is None else ",".join(map(str, acc[:8])) + ("..." if len(acc) > 8 else "")
+        rows.append((r.name, _s(d.get("L")), _s(d.get("K")), _s(d.get("tokens")), _s(d.get("rounds")),
+                     acc_s, _s(d.get("stop")), f"{r.status.upper()}: {r.message}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    counts = report.to_json()["counts"]
+    lines.append("")
+    lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'} "
+                 f"({counts['pass']} pass, {counts['tie']} tie, {counts['fail']} fail, {counts['skip']} skipped "
+                 f"of {len(report.results)} cases)")
+    return "\n".join(lines)
+
+
+def _s(v) -> str:
+    return "" if v is None else str(v)
+
+
+def list_suites() -> dict:
+    """{suite: [{name, what, setup}]} for `check --list`."""
+    return {suite: [{"name": c.name, "what": c.what, "setup": c.describe()} for c in cases]
+            for suite, cases in SUITES.items()}
+
+
+def format_list() -> str:
+    lines = []
+    for suite, cases in list_suites().items():
+        lines.append(f"{suite} ({len(cases)} cases)")
+        width = max(len(c["name"]) for c in cases)
+        lines += [f"  {c['name'].ljust(width)}  {c['what']}\n  {' ' * width}    [{c['setup']}]" for c in cases]
+    total = sum(len(c) for c in SUITES.values())
+    lines.append(f"\nedge = all {len(SUITES)} suites ({total} cases). Run: eagle3-check check --suite NAME")
+    return "\n".join(lines)

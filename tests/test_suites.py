@@ -1,0 +1,117 @@
+"""The edge-case suites under pytest: every registered case, by name, plus proofs that the
+checks bite (deliberately broken runners must fail the cases aimed at their bug)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from eagle3_check.eager import EagerBackend
+from eagle3_check.runner import ReferenceRunner
+from eagle3_check.suites import SUITES, all_cases, suite_cases
+from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
+from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+
+CASES = all_cases()
+
+
+@pytest.fixture(scope="session")
+def suite_env(fixture, program, tokenizer, hf_reference):
+    """The CLI's eager environment, reusing the session's default program and HF reference."""
+    built = {(): program}
+
+    def program_for(spec):
+        key = tuple(sorted(spec.items()))
+        if key not in built:
+            built[key] = EagerBackend.from_fixture(fixture, **spec)
+        return built[key]
+
+    return SuiteEnv(program_for, tokenizer, hf_reference, [p.text for p in fixture.prompts()],
+                    TIE_TOLERANCE["float32"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case(case, suite_env):
+    result = run_case(case, suite_env)
+    if result.status == SKIP:
+        pytest.skip(result.message)
+    assert result.status != FAIL, f"{case.name} ({case.what}): {result.message}"
+
+
+def test_registry_names_are_unique_and_prefixed_by_their_suite():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names))
+    for suite, cases in SUITES.items():
+        assert cases and all(c.suite == suite for c in cases), suite
+
+
+def test_unknown_suite_says_did_you_mean():
+    with pytest.raises(Exception, match="did you mean 'context'"):
+        suite_cases("contxt")
+
+
+# --- the checks bite: broken runners ------------------------------------------------------
+
+
+class _Tamper:
+    """A runner that runs the reference runner, then breaks its result in one way."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def run(self, program, tokenizer, prompt, options):
+        return self.fn(ReferenceRunner().run(program, tokenizer, prompt, options), program)
+
+
+def _emit_past_stop(r, _):
+    return dataclasses.replace(r, tokens=r.tokens + [r.tokens[-1]]) if r.stop_reason == "stop" else r
+
+
+def _drop_last(r, _):
+    return dataclasses.replace(r, tokens=r.tokens[:-1])
+
+
+def _claim_one_more(r, _):
+    return dataclasses.replace(r, accepted=[a + 1 for a in r.accepted])
+
+
+def _tau_with_bonus(r, _):
+    return dataclasses.replace(r, tau=len(r.tokens) / r.rounds if r.rounds else 0.0)
+
+
+def _seed_anyway(r, program):
+    """Seeds the draft even when the bonus was a stop token."""
+    if r.rounds == 0:
+        L = len(r.prompt_ids)
+        _, feature = program.prefill(torch.tensor([r.prompt_ids]), torch.arange(L))  # [1, L, H]
+        program.draft_decode(torch.tensor([r.prompt_ids[1:] + r.tokens[:1]]), feature, torch.arange(L))
+    return r
+
+
+def _verify_past_end(r, program):
+    md = program.metadata()
+    end = md["get_max_seq_len"]
+    program.target_verify(torch.tensor([[r.tokens[-1], r.tokens[-1]]]), torch.arange(end - 1, end + 1))
+    return r
+
+
+@pytest.mark.parametrize(
+    "mutant, case_name, complaint",
+    [
+        (_emit_past_stop, "eos-in-block/middle", "diverged at token"),
+        (_drop_last, "budget/full-end", "length"),
+        (_claim_one_more, "acceptance/partial", "forced 2"),
+        (_tau_with_bonus, "acceptance/zero", "tau"),
+        (_seed_anyway, "eos-bonus/bonus-is-stop", "draft_decode calls"),
+        (_verify_past_end, "context/room-1-zero", "crashed: IndexError"),
+    ],
+    ids=["emits-past-stop", "drops-last-token", "overclaims-acceptance", "tau-counts-bonus",
+         "seeds-after-stop-bonus", "verifies-past-max-seq-len"],
+)
+def test_broken_runner_fails_its_case(mutant, case_name, complaint, suite_env):
+    (case,) = suite_cases(case_name)
+    result = run_case(case, suite_env, runner=_Tamper(mutant))
+    assert result.status == FAIL, result.message
+    assert complaint in result.message
