@@ -88,4 +88,11 @@ BUDGET = [
            f"a = 0: max new tokens {where} the end of round 3", forcing=NONE, max_new_at=(3, off),
            expect=Expect(reason="max_new", rounds=3 + off))
       for off, where in ((-1, "1 before"), (0, "exactly at"), (1, "1 past"))),
+    Case("budget/stop-at-limit", "the corrected token is a stop token and the last allowed one: stop wins",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 4),), max_new_at=(2, 0), expect=Expect(reason="stop", rounds=2)),
+    Case("budget/stop-at-limit-mid", "an accepted proposal is a stop token and the last allowed one",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 1),), max_new_at=(2, -3), expect=Expect(reason="stop", rounds=2)),
+    Case("budget/stop-one-past-limit", "the stop token would come one past max new tokens: never emitted",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 4),), max_new_at=(2, -1),
+         expect=Expect(reason="max_new", rounds=2)),
 ]
