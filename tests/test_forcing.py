@@ -92,7 +92,7 @@ def test_call_problems_flags_a_wrong_reseed():
     run, rec, _ = forced_run((2, 0), max_new=5)
     reseed = rec.of("draft_decode")[4]  # after round 1: seed + 3 chain steps, then the reseed
     reseed.positions = [p + 1 for p in reseed.positions]
-    assert any("round 1: reseed" in p for p in call_problems(rec, run, 64))
+    assert any("round 2: reseed" in p for p in call_problems(rec, run, 64))
 
 
 def test_forced_stop_ends_the_block():
@@ -102,3 +102,10 @@ def test_forced_stop_ends_the_block():
     run2, _, _ = forced_run((FULL,), then=FULL, stop_ids=(stop,))
     first = run.tokens.index(stop)
     assert run2.tokens == run.tokens[: first + 1] and run2.stop_reason == "stop"
+
+
+def test_call_problems_flags_a_chain_step_fed_the_wrong_g_row():
+    run, rec, _ = forced_run((2, 0), max_new=5)
+    step = rec.of("draft_decode")[5]  # round 2, chain step 1 (after the 3-row reseed)
+    step.feature = rec.of("draft_decode")[4].out_feature[:, :1]  # the reseed's first g row, not its last
+    assert any("round 2: chain step 1" in p for p in call_problems(rec, run, 64))
