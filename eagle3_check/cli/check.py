@@ -112,7 +112,7 @@ def suite_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.suites.report import format_suite_table, run_suite
 
     cases = suite_cases(args.suite)  # unknown name -> error with "did you mean"
-    if args.target or args.draft:
+    if args.target or args.draft or getattr(args, "pte", None):  # one given program
         env, info = _fixed_env(args)
     else:
         given = [f for f in ("max_seq_len", "min_prefill", "max_prefill") if getattr(args, f) is not None]
@@ -134,15 +134,16 @@ def suite_main(args: argparse.Namespace, runner) -> int:
 def _fixed_env(args: argparse.Namespace):
     import torch
 
-    from eagle3_check.fixtures import load_prompts
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.hf_reference import HFReference
     from eagle3_check.suites.execute import SuiteEnv
     from eagle3_check.verdict import TIE_TOLERANCE
 
-    if not args.prompts:
+    if args.target and not args.prompts:
         raise_no_prompts()
     setup = build_program(args)
     reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
-    prompts = [p.text for p in load_prompts(args.prompts)]
+    prompts = load_prompts(args.prompts) if args.prompts else load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
+    prompts = [p.text for p in prompts]
     env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype])
     return env, {**setup.info}

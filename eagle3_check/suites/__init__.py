@@ -10,7 +10,14 @@ from __future__ import annotations
 import difflib
 
 from eagle3_check.errors import OptionError
-from eagle3_check.suites.blocks import ACCEPTANCE, BUDGET, EOS_BONUS, EOS_IN_BLOCK, ONE_TOKEN
+from eagle3_check.suites.blocks import (
+    ACCEPTANCE,
+    BUDGET,
+    EOS_BONUS,
+    EOS_IN_BLOCK,
+    ONE_TOKEN,
+    STOP_SET,
+)
 from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
 from eagle3_check.suites.inputs import METADATA, OPTIONS
 from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE
@@ -21,6 +28,7 @@ SUITES: dict[str, list[Case]] = {
     "eos-bonus": EOS_BONUS,
     "eos-in-block": EOS_IN_BLOCK,
     "budget": BUDGET,
+    "stop-set": STOP_SET,
     "context": CONTEXT,
     "prefill-range": PREFILL_RANGE,
     "metadata": METADATA,

@@ -96,3 +96,21 @@ BUDGET = [
          forcing=ALL_K, k=K4, stop_at=(StopAt(2, 4),), max_new_at=(2, -1),
          expect=Expect(reason="max_new", rounds=2)),
 ]
+
+_ONLY = (("stop_ids", ()), ("stop_token", None), ("eos_id", None))  # no other stop source
+STOP_SET = [
+    Case("stop-set/stop-ids", "a token of the output given in stop ids ends the run there",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2),), options=_ONLY, expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/eos-id", "a token of the output given as eos id ends the run there",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="eos_id"),), options=_ONLY,
+         expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/program-eos", "a token of the output in the program's get_eos_ids ends the run there",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="program_eos"),), options=_ONLY,
+         expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/stop-token", "a stop token string that encodes to one token of the output ends the run",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="stop_token"),), options=_ONLY,
+         expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/stop-string-multi", "a stop string of two output tokens is not a stop (said in the notes)",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="stop_string_multi"),), options=_ONLY,
+         expect=Expect(reason="max_new", note="not added to the stop set")),
+]

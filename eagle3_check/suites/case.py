@@ -57,18 +57,26 @@ class PromptSpec:
         return f"{src} {self.text!r}" if self.text is not None else "fixture prompt"
 
 
+VIAS = ("stop_ids", "eos_id", "program_eos", "stop_token", "stop_string_multi")
+
+
 @dataclass(frozen=True)
 class StopAt:
     """Target-side forcing: the emitted token of `round` at `slot` becomes a stop token.
 
     Round 0 slot 0 is the prefill bonus; in round r >= 1, slot j < a_r is accepted proposal j
-    and slot a_r is the corrected token."""
+    and slot a_r is the corrected token. `via` is the DESIGN §2 rule-2 source it goes through:
+    stop_ids (added), eos_id (replaced), program_eos (the program's get_eos_ids, extended),
+    stop_token (its one-token string), or stop_string_multi: a string of this token and the
+    next, which encodes to several tokens and so must NOT become a stop (rule 2)."""
 
     round: int
     slot: int
+    via: str = "stop_ids"
 
     def describe(self) -> str:
-        return "bonus" if self.round == 0 else f"r{self.round}.{self.slot}"
+        at = "bonus" if self.round == 0 else f"r{self.round}.{self.slot}"
+        return at if self.via == "stop_ids" else f"{at} via {self.via}"
 
 
 @dataclass(frozen=True)

@@ -114,14 +114,17 @@ class SuiteEnv:
         return (head + (body * (need // len(body) + 1))[:need])[:max(0, length)]
 
 
-class _WithoutKey(SpeculatorProgram):
-    """The program with one metadata key removed (the metadata suite)."""
+class _PatchedMetadata(SpeculatorProgram):
+    """The program with one metadata key removed, or with extra get_eos_ids (program-side forcing)."""
 
-    def __init__(self, inner: SpeculatorProgram, key: str):
-        self.inner, self.key = inner, key
+    def __init__(self, inner: SpeculatorProgram, drop: str | None = None, eos: tuple[int, ...] = ()):
+        self.inner, self.drop, self.eos = inner, drop, eos
 
     def metadata(self) -> dict[str, Any]:
-        return {k: v for k, v in self.inner.metadata().items() if k != self.key}
+        md = {k: v for k, v in self.inner.metadata().items() if k != self.drop}
+        if self.eos:
+            md["get_eos_ids"] = [*(md.get("get_eos_ids") or []), *self.eos]
+        return md
 
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
         return self.inner.prefill(tokens, positions)
@@ -164,7 +167,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     opts = case.option_dict()
     opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
     options = RunOptions(**opts, chain_len=k_req)
-    program: SpeculatorProgram = _WithoutKey(base, case.drop_key) if case.drop_key else base
+    program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
     if case.expect.error:
         return _run_error(case, env, program, options, md, k, runner)
 
@@ -175,9 +178,11 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     stop_idx = [emitted_index(accepts, s.round, s.slot) for s in case.stop_at]
     base_stops = stop_set(env.tokenizer, md, options).ids
     prompt, ids, ref = _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts)
-    if stop_idx:
-        options.stop_ids = tuple(options.stop_ids) + tuple(dict.fromkeys(ref.tokens[i] for i in stop_idx))
-    inner = ForcedDraft(base, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
+    options, eos = _apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+    if eos:
+        program = _PatchedMetadata(base, eos=eos)
+        md = read_metadata(program.metadata())
+    inner = ForcedDraft(program, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
         if case.forcing else program
     rec = RecordingProgram(inner)
     try:
@@ -272,15 +277,50 @@ def _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
         fits += 1
         n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
         ref = env.greedy(ids, n)
-        stops = base_stops | {ref.tokens[i] for i in stop_idx if i < len(ref.tokens)}
-        if all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx) and \
-                _aims(case, ref, ids, md, k, options, accepts, stops):
+        forced = _apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+        if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
+            continue
+        stops = base_stops | set(forced[1]) | set(forced[0].stop_ids) | \
+            ({forced[0].eos_id} if forced[0].eos_id is not None else set()) | _single(env.tokenizer, forced[0].stop_token)
+        if _aims(case, ref, ids, md, k, options, accepts, frozenset(stops)):
             return _as_prompt(case, cand), ids, ref
     if not fits:
         raise _Skip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
                     f"[{md.min_prefill}, {md.max_prefill}]")
     raise _Skip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
                 f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
+
+
+def _apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: RunOptions):
+    """(options with the forced stops, extra program EOS ids), or None when this reference
+    cannot carry them (a token's string does not re-encode to what the case needs)."""
+    stop_ids, eos, opts = list(options.stop_ids), [], dataclasses.replace(options)
+    for s, i in zip(case.stop_at, stop_idx):
+        if i >= len(ref):
+            return None
+        tok = ref[i]
+        if s.via == "stop_ids":
+            stop_ids.append(tok)
+        elif s.via == "eos_id":
+            opts.eos_id = tok
+        elif s.via == "program_eos":
+            eos.append(tok)
+        elif s.via == "stop_token":
+            opts.stop_token = tokenizer.decode([tok])
+            if tokenizer.encode(opts.stop_token) != [tok]:
+                return None
+        elif s.via == "stop_string_multi":
+            opts.stop_token = tokenizer.decode(ref[i : i + 2])
+            enc = tokenizer.encode(opts.stop_token)
+            if len(enc) < 2 or enc[0] != tok:
+                return None
+    opts.stop_ids = tuple(dict.fromkeys(stop_ids))
+    return opts, tuple(eos)
+
+
+def _single(tokenizer, text: str | None) -> set[int]:
+    enc = tokenizer.encode(text) if text else []
+    return set(enc) if len(enc) == 1 else set()
 
 
 def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
