@@ -106,6 +106,8 @@ def call_problems(rec: RecordingProgram, run, max_seq_len: int) -> list[str]:
     i, anchor_pos, emitted = 1, L, 1
     seed = (run.prompt_ids[1:] + run.tokens[:1], list(range(L)), pre.out_feature)
     for r, a in enumerate(run.accepted, start=1):
+        if emitted > len(run.tokens) or not 0 <= a <= k:
+            return out + [f"round {r}: the run reports a = {a} after {emitted} tokens, but emitted {len(run.tokens)}"]
         chain, i = calls[i : i + k], i + k
         if len(chain) < k or any(c.method != "draft_decode" for c in chain):
             return out + [f"round {r}: expected {k} draft_decode calls before target_verify"]
