@@ -12,28 +12,15 @@ from eagle3_check.runner import ReferenceRunner
 from eagle3_check.toy import ToyProgram, greedy
 
 PROMPT = [7, 11, 13, 17, 19, 23, 29, 31, 37, 41]  # L = 10
-NO_STOPS = dict(stop_ids=(), stop_token=None, eos_id=None)
+NO_STOPS = dict(stop_ids=(), stop_token=None, eos_id=None)  # the fixture tokenizer's EOS (1) never occurs in the toy
 
 
-class _NoTok:
-    """Just enough tokenizer for id prompts."""
-
-    eos_ids = ()
-    vocab_size = 512
-
-    def encode(self, text):
-        return [3] * len(text.split())
-
-    def decode(self, ids, skip_special_tokens=False):
-        return " ".join(map(str, ids))
-
-
-def forced_run(pattern, k=4, max_new=16, then=None, wrong_at=None, stop_ids=()):
+def forced_run(tokenizer, pattern, k=4, max_new=16, then=None, wrong_at=None, stop_ids=()):
     toy = ToyProgram(chain_len=k, wrong_at=wrong_at)
     seq = PROMPT + greedy(PROMPT, 64)
     rec = RecordingProgram(ForcedDraft(toy, seq, Forcing(tuple(pattern), then), k, 512))
     opts = RunOptions(**{**NO_STOPS, "stop_ids": tuple(stop_ids)}, max_new_tokens=max_new, chain_len=k, bos_id=-1)
-    return ReferenceRunner().run(rec, _NoTok(), list(PROMPT), opts), rec, seq
+    return ReferenceRunner().run(rec, tokenizer, list(PROMPT), opts), rec, seq
 
 
 def test_emitted_index_and_block_end_worked_example():
@@ -51,24 +38,24 @@ def test_forcing_resolve_uses_then_and_full():
 
 
 @pytest.mark.parametrize("pattern", [(4, 4, 4), (0, 0, 0), (2, 1, 3), (0, 4, 1)], ids=str)
-def test_forced_pattern_is_what_the_runner_accepts(pattern):
-    run, rec, seq = forced_run(pattern, max_new=1 + sum(a + 1 for a in pattern))
+def test_forced_pattern_is_what_the_runner_accepts(pattern, tokenizer):
+    run, rec, seq = forced_run(tokenizer, pattern, max_new=1 + sum(a + 1 for a in pattern))
     assert run.accepted == list(pattern)
     assert run.tokens == seq[len(PROMPT):][: len(run.tokens)]
     assert call_problems(rec, run, 64) == []
 
 
-def test_forcing_overrides_a_draft_that_is_right_and_one_that_is_wrong():
+def test_forcing_overrides_a_draft_that_is_right_and_one_that_is_wrong(tokenizer):
     # the toy draft is wrong at positions 12..20, yet forcing a = K makes every round accept all
-    run, _, _ = forced_run((FULL,), then=FULL, wrong_at=set(range(12, 21)))
+    run, _, _ = forced_run(tokenizer, (FULL,), then=FULL, wrong_at=set(range(12, 21)))
     assert run.accepted == [4, 4, 4]
-    run, _, _ = forced_run((0,), then=0)  # a draft that is always right, forced to a = 0
+    run, _, _ = forced_run(tokenizer, (0,), then=0)  # a draft that is always right, forced to a = 0
     assert set(run.accepted) == {0}
 
 
-def test_call_log_worked_example_of_call_problems():
+def test_call_log_worked_example_of_call_problems(tokenizer):
     # docstring of call_problems: L = 10, K = 2, accepted = [1, 0]
-    run, rec, _ = forced_run((1, 0), k=2, max_new=4)
+    run, rec, _ = forced_run(tokenizer, (1, 0), k=2, max_new=4)
     assert run.accepted == [1, 0]
     got = [(c.method, c.positions[0], c.positions[-1]) for c in rec.calls]
     assert got == [
@@ -80,32 +67,32 @@ def test_call_log_worked_example_of_call_problems():
     assert call_problems(rec, run, 64) == []
 
 
-def test_call_problems_flags_a_position_past_max_seq_len():
-    run, rec, _ = forced_run((0,), then=0, max_new=3)
+def test_call_problems_flags_a_position_past_max_seq_len(tokenizer):
+    run, rec, _ = forced_run(tokenizer, (0,), then=0, max_new=3)
     rec.target_verify(torch.tensor([[1, 2]]), torch.tensor([63, 64]))
     problems = call_problems(rec, run, 64)
     assert any("position 64 >= max_seq_len 64" in p for p in problems)
     assert any("target_verify calls" in p for p in problems)
 
 
-def test_call_problems_flags_a_wrong_reseed():
-    run, rec, _ = forced_run((2, 0), max_new=5)
+def test_call_problems_flags_a_wrong_reseed(tokenizer):
+    run, rec, _ = forced_run(tokenizer, (2, 0), max_new=5)
     reseed = rec.of("draft_decode")[4]  # after round 1: seed + 3 chain steps, then the reseed
     reseed.positions = [p + 1 for p in reseed.positions]
     assert any("round 2: reseed" in p for p in call_problems(rec, run, 64))
 
 
-def test_forced_stop_ends_the_block():
-    run, _, seq = forced_run((FULL,), then=FULL)
+def test_forced_stop_ends_the_block(tokenizer):
+    run, _, seq = forced_run(tokenizer, (FULL,), then=FULL)
     stop_at = emitted_index([4, 4], 2, 1)  # round 2, accepted proposal 1
     stop = seq[len(PROMPT) + stop_at]
-    run2, _, _ = forced_run((FULL,), then=FULL, stop_ids=(stop,))
+    run2, _, _ = forced_run(tokenizer, (FULL,), then=FULL, stop_ids=(stop,))
     first = run.tokens.index(stop)
     assert run2.tokens == run.tokens[: first + 1] and run2.stop_reason == "stop"
 
 
-def test_call_problems_flags_a_chain_step_fed_the_wrong_g_row():
-    run, rec, _ = forced_run((2, 0), max_new=5)
+def test_call_problems_flags_a_chain_step_fed_the_wrong_g_row(tokenizer):
+    run, rec, _ = forced_run(tokenizer, (2, 0), max_new=5)
     step = rec.of("draft_decode")[5]  # round 2, chain step 1 (after the 3-row reseed)
     step.feature = rec.of("draft_decode")[4].out_feature[:, :1]  # the reseed's first g row, not its last
     assert any("round 2: chain step 1" in p for p in call_problems(rec, run, 64))

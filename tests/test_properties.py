@@ -47,19 +47,6 @@ def toy_requests(draw):
                 forcing=Forcing(pattern, then), stop_ids=tuple(from_ref + other), ref=ref)
 
 
-class _IdsOnly:
-    """Tokenizer stand-in for id prompts: no EOS ids of its own."""
-
-    eos_ids = ()
-    vocab_size = 512
-
-    def encode(self, text):
-        return [3] * len(text.split())
-
-    def decode(self, ids, skip_special_tokens=False):
-        return " ".join(map(str, ids))
-
-
 def check_properties(program, tokenizer, prompt, ref, k, max_new, forcing, stop_ids):
     md = read_metadata(program.metadata())
     opts = RunOptions(stop_ids=stop_ids, stop_token=None, eos_id=None, bos_id=-1,
@@ -80,23 +67,24 @@ def check_properties(program, tokenizer, prompt, ref, k, max_new, forcing, stop_
     assert call_problems(rec, run, md.max_seq_len) == []
 
 
-def _toy_case(req):
+def _toy_case(req, tokenizer):
+    """The fixture tokenizer: its EOS (1) never occurs in the toy's output (ids 200..499)."""
     toy = ToyProgram(max_seq_len=req["msl"], max_prefill=req["max_prefill"], chain_len=req["k"])
-    check_properties(toy, _IdsOnly(), req["prompt"], req["ref"], req["k"], req["max_new"],
+    check_properties(toy, tokenizer, req["prompt"], req["ref"], req["k"], req["max_new"],
                      req["forcing"], req["stop_ids"])
 
 
 @settings(max_examples=300, **FAST)
-@given(toy_requests())
-def test_toy_runner_properties(req):
-    _toy_case(req)
+@given(req=toy_requests())
+def test_toy_runner_properties(req, tokenizer):
+    _toy_case(req, tokenizer)
 
 
 @pytest.mark.slow
 @settings(max_examples=5000, **SLOW)
-@given(toy_requests())
-def test_toy_runner_properties_many(req):
-    _toy_case(req)
+@given(req=toy_requests())
+def test_toy_runner_properties_many(req, tokenizer):
+    _toy_case(req, tokenizer)
 
 
 @st.composite
