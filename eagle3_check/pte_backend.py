@@ -116,6 +116,10 @@ class PteBackend(SpeculatorProgram):
     def info(self) -> dict:
         return {"backend": "pte", "pte": str(self.path), "kernels": self.backend}
 
+    def method_maxima(self) -> dict[str, int]:
+        """The largest length each compute method was compiled for (last dim of input 0)."""
+        return {m: int(self._program.metadata(m).input_tensor_meta(0).sizes()[-1]) for m in METHODS}
+
     def metadata(self) -> dict[str, Any]:
         return dict(self._metadata)
 

@@ -1,0 +1,349 @@
+"""`eagle3-check gate`: everything a new export must pass before it ships, in one verdict.
+
+Checks, in order (a check that cannot run is skipped with the reason, never silently):
+1. load      - the `.pte` loads through executorch.runtime and has the three methods;
+2. metadata  - required keys, consistent ranges, vocab sizes vs tokenizer and target
+               (`metadata_check.validate_metadata`);
+3. edge suites - the case registry of issue 4, through the hook `eagle3_check.suites.gate_cases`
+               (see `_edge_suites`); skipped while that module is absent;
+4. runner vs self reference - bit-identical tokens (the lossless check, quantized or not);
+5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
+6. self reference vs HF reference - the program's target equals the HF target;
+7. golden    - `--golden FILE`, through the hook `eagle3_check.golden.gate_cases`;
+8. baseline  - `--baseline FILE`: tau must not drop more than `tau_tolerance` below it.
+
+The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_check.contract import SpeculatorProgram, read_metadata
+from eagle3_check.errors import ContractViolation, Eagle3CheckError, InputError
+from eagle3_check.fixtures import Prompt
+from eagle3_check.hf_reference import ReferenceResult
+from eagle3_check.junit import JUnitCase, JUnitSuite
+from eagle3_check.metadata_check import target_facts, validate_metadata
+from eagle3_check.options import RunOptions, stop_set
+from eagle3_check.runner import ReferenceRunner, RunResult
+from eagle3_check.self_reference import self_greedy
+from eagle3_check.tokenizer import Tokenizer
+from eagle3_check.verdict import FAIL, TIE_TOLERANCE, compare
+
+PASS, SKIP = "pass", "skip"
+TAU_TOLERANCE = 0.05  # absolute: tau may drop at most this much below the baseline
+
+
+@dataclass
+class GateInputs:
+    pte: Path | None
+    tokenizer: Tokenizer
+    target_dir: Path | None  # the HF reference target (None: HF checks skipped)
+    prompts: list[Prompt]
+    options: RunOptions = field(default_factory=RunOptions)
+    tolerance: float = TIE_TOLERANCE["float32"]
+    ks: list[int] | None = None  # chain lengths to run; None = the program's default K
+    golden: Path | None = None
+    baseline: Path | None = None
+    tau_tolerance: float = TAU_TOLERANCE
+    hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
+
+
+@dataclass
+class GateCheck:
+    name: str
+    status: str  # pass | fail | skip
+    message: str
+    seconds: float = 0.0
+    cases: list[JUnitCase] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message,
+                "seconds": round(self.seconds, 3), "details": self.details,
+                "cases": [{"name": c.name, "status": c.status, "message": c.message} for c in self.cases]}
+
+
+@dataclass
+class GateReport:
+    checks: list[GateCheck] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    tau: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.status != FAIL for c in self.checks)
+
+    def check(self, name: str) -> GateCheck | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "tau": self.tau, "info": self.info,
+                "checks": [c.to_json() for c in self.checks]}
+
+    def junit_suites(self) -> list[JUnitSuite]:
+        out = []
+        for c in self.checks:
+            cases = c.cases or [JUnitCase(c.name, c.status, c.message, c.seconds)]
+            out.append(JUnitSuite(c.name, cases))
+        return out
+
+
+def _timed(name: str, fn: Callable[[], GateCheck]) -> GateCheck:
+    t0 = time.perf_counter()
+    try:
+        chk = fn()
+    except Eagle3CheckError as e:
+        chk = GateCheck(name, FAIL, str(e))
+    chk.seconds = time.perf_counter() - t0
+    return chk
+
+
+def _skip(name: str, why: str) -> GateCheck:
+    return GateCheck(name, SKIP, why)
+
+
+def _summary(name: str, cases: list[JUnitCase], what: str) -> GateCheck:
+    fails = [c for c in cases if c.status == FAIL]
+    ties = sum(c.status == "tie" for c in cases)
+    if not cases:
+        return GateCheck(name, SKIP, "no cases ran", cases=cases)
+    if fails:
+        return GateCheck(name, FAIL, f"{len(fails)}/{len(cases)} {what} failed; first: {fails[0].name}: "
+                         f"{fails[0].message}", cases=cases)
+    tie_note = f" ({ties} numerical ties)" if ties else ""
+    return GateCheck(name, PASS, f"{len(cases)}/{len(cases)} {what} identical{tie_note}", cases=cases)
+
+
+def _borrow_margins(self_ref: ReferenceResult, hf: ReferenceResult | None) -> ReferenceResult:
+    """The program has no logits: take the HF margin where HF agrees with the self reference so far."""
+    margins = list(self_ref.margins)
+    if hf is not None:
+        for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
+            if a != b:
+                break
+            margins[i] = hf.margins[i]
+    return ReferenceResult(self_ref.tokens, margins, self_ref.runner_up)
+
+
+def _reference_vs_reference(self_ref: ReferenceResult, hf: ReferenceResult, tol: float) -> tuple[str, str]:
+    for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
+        if a != b:
+            m = hf.margins[i]
+            status = "tie" if m < tol else FAIL
+            return status, (f"{'tie' if status == 'tie' else 'diverged'} at token {i}: self {a}, HF {b} "
+                            f"(HF margin {m:.3g}, tolerance {tol:g})")
+    if len(self_ref.tokens) != len(hf.tokens):
+        return FAIL, f"length: self reference {len(self_ref.tokens)} tokens, HF reference {len(hf.tokens)}"
+    return PASS, f"identical ({len(hf.tokens)} tokens)"
+
+
+def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
+    """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
+    md = read_metadata(program.metadata())
+    stops = stop_set(inputs.tokenizer, md, inputs.options).ids
+    ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
+    runner = ReferenceRunner()
+    vs_self: list[JUnitCase] = []
+    vs_hf: list[JUnitCase] = []
+    self_hf: list[JUnitCase] = []
+    self_cache: dict[tuple, ReferenceResult] = {}
+    hf_cache: dict[tuple, ReferenceResult] = {}
+    runs: list[RunResult] = []
+    broken = None
+    for k in ks:
+        opts = RunOptions(**{**inputs.options.__dict__, "chain_len": k})
+        for p in inputs.prompts:
+            case = f"{p.id} K={k}" if len(ks) > 1 else p.id
+            if broken:
+                for lst in (vs_self, vs_hf):
+                    lst.append(JUnitCase(case, SKIP, f"not run after a contract violation: {broken}"))
+                continue
+            t0 = time.perf_counter()
+            try:
+                run = runner.run(program, inputs.tokenizer, p.text, opts)
+            except ContractViolation as e:
+                broken = str(e)
+                for lst in (vs_self, vs_hf):
+                    lst.append(JUnitCase(case, FAIL, str(e), time.perf_counter() - t0))
+                continue
+            except Eagle3CheckError as e:
+                for lst in (vs_self, vs_hf):
+                    lst.append(JUnitCase(case, FAIL, str(e), time.perf_counter() - t0))
+                continue
+            secs = time.perf_counter() - t0
+            runs.append(run)
+            key = (tuple(run.prompt_ids), max(run.max_new, 1))
+            if hf is not None and key not in hf_cache:
+                hf_cache[key] = hf.greedy(run.prompt_ids, key[1], stops)
+            if key not in self_cache:
+                try:
+                    self_cache[key] = self_greedy(program, run.prompt_ids, key[1], stops)
+                except Eagle3CheckError as e:
+                    vs_self.append(JUnitCase(case, FAIL, f"self reference failed: {e}", secs))
+                    continue
+                if hf is not None:
+                    st, msg = _reference_vs_reference(self_cache[key], hf_cache[key], inputs.tolerance)
+                    self_hf.append(JUnitCase(p.id, st, msg))
+            ref_self = _borrow_margins(self_cache[key], hf_cache.get(key))
+            v = compare(run, ref_self, stops, opts.max_new_tokens, md.max_seq_len, inputs.tolerance)
+            vs_self.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
+            if hf is not None:
+                v = compare(run, hf_cache[key], stops, opts.max_new_tokens, md.max_seq_len, inputs.tolerance)
+                vs_hf.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
+    rounds = sum(r.rounds for r in runs)
+    tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
+    checks = [_summary("runner vs self reference", vs_self, "requests")]
+    if hf is None:
+        checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
+                   _skip("self reference vs HF reference", "no reference target given")]
+    else:
+        checks += [_summary("runner vs HF reference", vs_hf, "requests"),
+                   _summary("self reference vs HF reference", self_hf, "prompts")]
+    checks[0].details = {"k": ks, "tau": tau, "requests": len(runs)}
+    return checks, tau
+
+
+def _hook(module: str, name: str):
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return getattr(mod, name, None)
+
+
+def _edge_suites(program, inputs: GateInputs) -> GateCheck:
+    """Hook for the edge-suite registry (issue 4): `eagle3_check.suites.gate_cases(program, tokenizer)`
+    returning a list of JUnitCase-like objects (name, status, message)."""
+    fn = _hook("eagle3_check.suites", "gate_cases")
+    if fn is None:
+        return _skip("edge suites", "edge-suite registry (eagle3_check.suites.gate_cases) not installed")
+    cases = [c if isinstance(c, JUnitCase) else JUnitCase(c.name, c.status, c.message) for c in fn(program, inputs.tokenizer)]
+    return _summary("edge suites", cases, "cases")
+
+
+def _golden(program, inputs: GateInputs) -> GateCheck:
+    """Hook for goldens (issue 7): `eagle3_check.golden.gate_cases(program, tokenizer, path)`."""
+    if inputs.golden is None:
+        return _skip("golden", "no --golden given")
+    fn = _hook("eagle3_check.golden", "gate_cases")
+    if fn is None:
+        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but golden verification "
+                         "(eagle3_check.golden.gate_cases) is not installed; expected it. Fix: drop --golden")
+    cases = [c if isinstance(c, JUnitCase) else JUnitCase(c.name, c.status, c.message)
+             for c in fn(program, inputs.tokenizer, inputs.golden)]
+    return _summary("golden", cases, "golden requests")
+
+
+def read_baseline_tau(path: Path) -> tuple[float, int | None]:
+    """tau (and K when recorded) from a baseline JSON: a gate or check report, or {"tau": x}."""
+    if not path.is_file():
+        raise InputError(f"--baseline {path} does not exist", "a JSON file with a 'tau' number",
+                         "pass a previous gate report (--report) or {\"tau\": 2.1}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        tau = float(data["tau"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+        raise InputError(f"--baseline {path} has no readable tau ({e.__class__.__name__})",
+                         "JSON with a top-level number 'tau'", "pass a previous gate report") from None
+    k = data.get("k") or (data.get("info") or {}).get("k")
+    return tau, k if isinstance(k, int) else None
+
+
+def _baseline(inputs: GateInputs, tau: float | None, ks: list[int]) -> GateCheck:
+    if inputs.baseline is None:
+        return _skip("baseline", "no --baseline given")
+    base, base_k = read_baseline_tau(Path(inputs.baseline))
+    if tau is None:
+        return GateCheck("baseline", FAIL, "no speculative round ran, so tau is undefined; expected rounds. "
+                         "Fix: use prompts with max new tokens > 1")
+    if base_k is not None and ks != [base_k]:
+        return GateCheck("baseline", FAIL, f"baseline is for K = {base_k} but the gate ran K = {ks}; "
+                         f"expected the same K. Fix: pass -k {base_k}")
+    delta = tau - base
+    details = {"tau": tau, "baseline": base, "tolerance": inputs.tau_tolerance}
+    if delta < -inputs.tau_tolerance:
+        return GateCheck("baseline", FAIL, f"tau {tau:.3f} < baseline {base:.3f} - tolerance "
+                         f"{inputs.tau_tolerance:g}; expected no regression. Fix: find why acceptance dropped",
+                         details=details)
+    return GateCheck("baseline", PASS, f"tau {tau:.3f} vs baseline {base:.3f} (tolerance {inputs.tau_tolerance:g})",
+                     details=details)
+
+
+def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
+             on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
+    """Runs every check; `program` defaults to `PteBackend(inputs.pte)`."""
+    report = GateReport(info={"pte": str(inputs.pte) if inputs.pte else None})
+
+    def add(chk: GateCheck) -> GateCheck:
+        report.checks.append(chk)
+        if on_check:
+            on_check(chk)
+        return chk
+
+    def load() -> GateCheck:
+        nonlocal program
+        if program is None:
+            from eagle3_check.pte_backend import PteBackend
+
+            program = PteBackend(inputs.pte)
+        info = getattr(program, "info", {"backend": type(program).__name__})
+        report.info.update(info)
+        return GateCheck("load", PASS, f"loaded ({', '.join(f'{k}={v}' for k, v in info.items())})")
+
+    if add(_timed("load", load)).status == FAIL:
+        for name in ("metadata", "edge suites", "runner vs self reference", "runner vs HF reference",
+                     "self reference vs HF reference", "golden", "baseline"):
+            add(_skip(name, "program did not load"))
+        return report
+
+    def metadata() -> GateCheck:
+        maxima = program.method_maxima() if hasattr(program, "method_maxima") else None
+        f = validate_metadata(program.metadata(), inputs.tokenizer.vocab_size, target_facts(inputs.target_dir), maxima)
+        details = {"raw": program.metadata(), "notes": f.notes, "problems": f.problems}
+        if not f.ok:
+            cases = [JUnitCase(f"problem {i + 1}", FAIL, msg) for i, msg in enumerate(f.problems)]
+            return GateCheck("metadata", FAIL, "; ".join(f.problems), cases=cases, details=details)
+        return GateCheck("metadata", PASS, f"consistent ({len(f.notes)} notes)", details=details)
+
+    if add(_timed("metadata", metadata)).status == FAIL:
+        for name in ("edge suites", "runner vs self reference", "runner vs HF reference",
+                     "self reference vs HF reference", "golden", "baseline"):
+            add(_skip(name, "metadata invalid"))
+        return report
+    add(_timed("edge suites", lambda: _edge_suites(program, inputs)))
+    hf = inputs.hf_reference
+    if hf is None and inputs.target_dir is not None:
+        from eagle3_check.hf_reference import HFReference
+
+        hf = HFReference(inputs.target_dir)
+    t0 = time.perf_counter()
+    checks, tau = _run_requests(program, inputs, hf)
+    share = (time.perf_counter() - t0) / len(checks)
+    for chk in checks:
+        chk.seconds = share
+        add(chk)
+    report.tau = tau
+    md = read_metadata(program.metadata())
+    ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
+    report.info["k"] = ks[0] if len(ks) == 1 else ks
+    add(_timed("golden", lambda: _golden(program, inputs)))
+    add(_timed("baseline", lambda: _baseline(inputs, tau, ks)))
+    return report
+
+
+def format_table(report: GateReport) -> str:
+    rows = [("check", "status", "time", "message")]
+    for c in report.checks:
+        rows.append((c.name, c.status.upper(), f"{c.seconds:.1f}s", c.message))
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(r[i].ljust(w[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
+    lines += ["", f"GATE: {'PASS' if report.passed else 'FAIL'}{tau}   ({report.info.get('pte')})"]
+    return "\n".join(lines)
