@@ -183,7 +183,11 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
 
 def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path):
     """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import warnings
@@ -47,6 +48,8 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-seq-len", type=int, default=None, help="override the program's max_seq_len")
     g.add_argument("--min-prefill", type=int, default=None, help="override the min prefill chunk")
     g.add_argument("--max-prefill", type=int, default=None, help="override the max prefill chunk")
+    g.add_argument("--pte", default=None, metavar="FILE",
+                   help="run an exported .pte instead (pte extra); --fixture or --target gives the HF reference")
 
 
 def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:
@@ -95,7 +98,10 @@ class ProgramSetup:
 
 
 def build_program(args: argparse.Namespace) -> ProgramSetup:
-    """The program the flags describe: a fixture (default) or --target/--draft, eager backend."""
+    """The program the flags describe: a fixture (default) or --target/--draft, eager backend;
+    or `--pte FILE`, the ExecuTorch backend."""
+    if getattr(args, "pte", None):
+        return build_pte_program(args)
     from eagle3_check.eager import EagerBackend
     from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
     from eagle3_check.tokenizer import Tokenizer
@@ -124,4 +130,45 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
         program = EagerBackend.from_fixture(fx, args.device, args.dtype, **overrides)
         info = {"fixture": fx.name}
     info.update(backend="eager", device=args.device, dtype=args.dtype)
+    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+
+
+def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):
+    """(fixture or None, target_dir, tokenizer path) for a .pte: --target/--tokenizer, else --fixture,
+    else the fixture recorded in the export sidecar, else the default fixture."""
+    from eagle3_check.export import sidecar_path
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture
+
+    if target:
+        if fixture:
+            raise InputError("--fixture with --target", "one or the other", "drop --fixture")
+        t = Path(target)
+        return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
+    if not fixture:
+        try:
+            fixture = json.loads(sidecar_path(pte).read_text())["source"]["fixture"]
+        except (OSError, ValueError, KeyError, TypeError):
+            fixture = DEFAULT_FIXTURE
+    fx = load_fixture(fixture)
+    return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path
+
+
+def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
+    from eagle3_check.pte_backend import PteBackend
+    from eagle3_check.tokenizer import Tokenizer
+
+    if args.draft:
+        raise InputError("--draft with --pte", "the draft inside the .pte", "drop --draft")
+    for flag in ("max_seq_len", "min_prefill", "max_prefill"):
+        if getattr(args, flag, None) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise InputError(f"{name} with --pte", "the shapes the .pte was exported with",
+                             f"drop {name}, or re-export with `eagle3-check export`")
+    if args.device != "cpu" or args.dtype != "float32":
+        raise InputError(f"--device {args.device} --dtype {args.dtype} with --pte", "cpu float32 (the .pte's own)",
+                         "drop --device/--dtype")
+    fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
+    program = PteBackend(args.pte)
+    info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info,
+            "device": "cpu", "dtype": "float32"}
     return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)

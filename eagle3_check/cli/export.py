@@ -1,0 +1,93 @@
+"""`eagle3-check export`: write a speculator `.pte` (ExecuTorch; needs the `pte` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from eagle3_check.errors import InputError
+
+HELP = """Export a target + EAGLE-3 draft to an ExecuTorch .pte with the methods prefill,
+target_verify and draft_decode, the metadata as constant methods, XNNPACK where it lowers
+(portable kernels elsewhere; recorded in get_export_backend and NAME.export.json).
+
+examples:
+  eagle3-check export -o tiny.pte                            # the embedded tiny-llama fixture
+  eagle3-check export --target T --draft D -o model.pte --max-verify-len 8
+  eagle3-check export --from-pte tiny.pte --omit-metadata get_chain_len -o bad.pte
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="export a speculator to an ExecuTorch .pte", description=HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-o", "--output", required=True, help="the .pte to write")
+    p.add_argument("--fixture", default=None, help="embedded fixture name (default tiny-llama)")
+    p.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
+    p.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
+    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"])
+    p.add_argument("--max-seq-len", type=int, default=None)
+    p.add_argument("--min-prefill", type=int, default=None)
+    p.add_argument("--max-prefill", type=int, default=None)
+    p.add_argument("--chain-len", "-k", type=int, default=None, help="default K (get_chain_len)")
+    p.add_argument("--min-verify-len", type=int, default=None, help="smallest verify window (K + 1)")
+    p.add_argument("--max-verify-len", type=int, default=None, help="largest verify window (K + 1)")
+    p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
+                   help="leave a metadata constant method out (repeatable; for negative fixtures)")
+    p.add_argument("--from-pte", default=None, metavar="FILE",
+                   help="copy an existing .pte, only dropping --omit-metadata keys (fast)")
+    p.add_argument("--json", action="store_true", help="print the export record as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.from_pte:
+        return _from_pte(args)
+    from eagle3_check.eager import EagerBackend
+    from eagle3_check.export import export_eager, require_executorch
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+
+    require_executorch()
+    overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
+                                               "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
+    if args.target or args.draft:
+        if not (args.target and args.draft):
+            missing = "--draft" if args.target else "--target"
+            raise InputError(f"{missing} not given", "both --target DIR and --draft DIR", f"add {missing} DIR")
+        if args.fixture:
+            raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
+        base = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4,
+                           min_verify_len=2, max_verify_len=8)
+        spec = ProgramSpec(**{**base.__dict__, **overrides})
+        program = EagerBackend.from_dirs(args.target, args.draft, spec)
+        source = {"target": args.target, "draft": args.draft}
+    else:
+        fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
+        program = EagerBackend.from_fixture(fx, **overrides)
+        source = {"fixture": fx.name}
+    from eagle3_check.contract import read_metadata
+
+    read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
+    record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
+    if args.json:
+        print(json.dumps(record.to_json(), indent=2))
+    else:
+        delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
+        omitted = f"; omitted {', '.join(record.omitted)}" if record.omitted else ""
+        print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
+              f"{record.seconds:.0f} s{omitted})")
+    return 0
+
+
+def _from_pte(args: argparse.Namespace) -> int:
+    from eagle3_check.pte_edit import omit_metadata
+
+    for flag in ("fixture", "target", "draft", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
+                 "min_verify_len", "max_verify_len"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise InputError(f"{name} with --from-pte", "only --omit-metadata (the program is copied)",
+                             f"drop {name}, or export from --fixture / --target")
+    omit_metadata(args.from_pte, args.output, args.omit_metadata)
+    print(f"wrote {args.output} (copy of {args.from_pte} without {', '.join(args.omit_metadata) or 'nothing'})")
+    return 0

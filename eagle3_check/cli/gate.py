@@ -1,0 +1,97 @@
+"""`eagle3-check gate --pte FILE`: every check a new export must pass, one verdict, CI reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
+
+HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
+and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
+with forensics), goldens and a tau baseline when given. Prints a verdict table, writes a
+JSON report (--report) and JUnit XML (--junit); exit code 0 only if nothing failed.
+
+The HF reference target, tokenizer and prompt set come from --target/--tokenizer/--prompts,
+or from a fixture (--fixture; default: the one recorded at export, else tiny-llama).
+
+examples:
+  eagle3-check gate --pte tiny.pte --junit gate.xml
+  eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
+  eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gate", help="gate an exported .pte: metadata, suites, references, CI reports",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pte", required=True, metavar="FILE", help="the exported program")
+    p.add_argument("--fixture", default=None, help="reference fixture (target, tokenizer, prompts)")
+    p.add_argument("--target", default=None, help="HF reference target directory")
+    p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
+    p.add_argument("--prompts", default=None, help="prompt set JSON (default: the fixture's)")
+    p.add_argument("--all-k", action="store_true", help="run every K in the exported verify range")
+    p.add_argument("--golden", default=None, metavar="FILE", help="golden file to verify")
+    p.add_argument("--baseline", default=None, metavar="FILE", help="JSON with a baseline 'tau' (e.g. a report)")
+    p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
+    p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
+    p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
+    p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    add_runner_args(p, max_new_default=64)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from eagle3_check.fixtures import load_prompts
+    from eagle3_check.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
+    from eagle3_check.junit import write_junit
+    from eagle3_check.tokenizer import Tokenizer
+
+    fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
+    if args.prompts:
+        prompts = load_prompts(args.prompts)
+    elif fx is None:
+        from eagle3_check.cli.check import raise_no_prompts
+
+        raise_no_prompts()
+    else:
+        prompts = fx.prompts()
+    inputs = GateInputs(
+        pte=Path(args.pte), tokenizer=Tokenizer.load(tok_path), target_dir=target_dir, prompts=prompts,
+        options=options_from_args(args), golden=Path(args.golden) if args.golden else None,
+        baseline=Path(args.baseline) if args.baseline else None,
+        tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
+    )
+    if args.all_k:
+        inputs.ks = _all_k(args.pte)
+
+    def progress(chk):
+        if not args.json:
+            print(f"  {chk.name}: {chk.status}", file=sys.stderr)
+
+    report = run_gate(inputs, on_check=progress)
+    report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)})
+    Path(args.report).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if args.junit:
+        write_junit(args.junit, report.junit_suites())
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(format_table(report))
+        print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else ""))
+    return 0 if report.passed else 1
+
+
+def _all_k(pte: str) -> list[int] | None:
+    """Every K of the program's verify range; None (default K) when it cannot be read."""
+    from eagle3_check.contract import read_metadata
+    from eagle3_check.errors import Eagle3CheckError
+    from eagle3_check.pte_backend import PteBackend
+
+    try:
+        lo, hi = read_metadata(PteBackend(pte).metadata()).k_range
+    except Eagle3CheckError:
+        return None  # the gate itself reports why the program is unusable
+    return list(range(lo, hi + 1))
