@@ -4,12 +4,12 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
 1. load      - the `.pte` loads through executorch.runtime and has the three methods;
 2. metadata  - required keys, consistent ranges, vocab sizes vs tokenizer and target
                (`metadata_check.validate_metadata`);
-3. edge suites - the case registry of issue 4, through the hook `eagle3_check.suites.gate_cases`
-               (see `_edge_suites`); skipped while that module is absent;
+3. edge suites - the case registry of issue 4 (`eagle3_check.suites`) on this program;
+               skipped while that package is absent;
 4. runner vs self reference - bit-identical tokens (the lossless check, quantized or not);
 5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
 6. self reference vs HF reference - the program's target equals the HF target;
-7. golden    - `--golden FILE`, through the hook `eagle3_check.golden.gate_cases`;
+7. golden    - `--golden FILE`, re-run and compared exactly (`eagle3_check.golden`);
 8. baseline  - `--baseline FILE`: tau must not drop more than `tau_tolerance` below it.
 
 The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
@@ -17,7 +17,6 @@ The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections.abc import Callable
@@ -49,6 +48,7 @@ class GateInputs:
     options: RunOptions = field(default_factory=RunOptions)
     tolerance: float = TIE_TOLERANCE["float32"]
     ks: list[int] | None = None  # chain lengths to run; None = the program's default K
+    suite: str | None = "edge"  # edge-suite name (or case) to run; None = skip the suites
     golden: Path | None = None
     baseline: Path | None = None
     tau_tolerance: float = TAU_TOLERANCE
@@ -210,34 +210,42 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     return checks, tau
 
 
-def _hook(module: str, name: str):
+def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
+    """The edge-suite registry (issue 4) on this one program: `SuiteEnv.fixed` ignores spec
+    wishes, so cases needing another export shape skip. Skipped while the registry is absent."""
+    if not inputs.suite:
+        return _skip("edge suites", "disabled (--suite none)")
     try:
-        mod = importlib.import_module(module)
+        from eagle3_check.suites import suite_cases
+        from eagle3_check.suites.execute import SuiteEnv
+        from eagle3_check.suites.report import run_suite
     except ImportError:
-        return None
-    return getattr(mod, name, None)
+        return _skip("edge suites", "edge-suite registry (eagle3_check.suites) not installed")
+    if hf is None:
+        return _skip("edge suites", "no reference target given (--target or --fixture)")
+    env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance)
+    rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
+    cases = [JUnitCase(r.name, r.status, r.message) for r in rep.results]
+    return _summary("edge suites", [c for c in cases if c.status != SKIP], "cases")
 
 
-def _edge_suites(program, inputs: GateInputs) -> GateCheck:
-    """Hook for the edge-suite registry (issue 4): `eagle3_check.suites.gate_cases(program, tokenizer)`
-    returning a list of JUnitCase-like objects (name, status, message)."""
-    fn = _hook("eagle3_check.suites", "gate_cases")
-    if fn is None:
-        return _skip("edge suites", "edge-suite registry (eagle3_check.suites.gate_cases) not installed")
-    cases = [c if isinstance(c, JUnitCase) else JUnitCase(c.name, c.status, c.message) for c in fn(program, inputs.tokenizer)]
-    return _summary("edge suites", cases, "cases")
-
-
-def _golden(program, inputs: GateInputs) -> GateCheck:
-    """Hook for goldens (issue 7): `eagle3_check.golden.gate_cases(program, tokenizer, path)`."""
+def golden_check(program, inputs: GateInputs) -> GateCheck:
+    """`--golden FILE` through the golden module (issue 7): re-run its prompts with its
+    recorded options, compare exactly; one case per prompt."""
     if inputs.golden is None:
         return _skip("golden", "no --golden given")
-    fn = _hook("eagle3_check.golden", "gate_cases")
-    if fn is None:
-        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but golden verification "
-                         "(eagle3_check.golden.gate_cases) is not installed; expected it. Fix: drop --golden")
-    cases = [c if isinstance(c, JUnitCase) else JUnitCase(c.name, c.status, c.message)
-             for c in fn(program, inputs.tokenizer, inputs.golden)]
+    try:
+        from eagle3_check.golden import load_golden, run_golden, verify_golden
+    except ImportError:
+        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.golden is not "
+                         "installed; expected it. Fix: drop --golden or update eagle3_check")
+    golden = load_golden(inputs.golden)
+    runs = run_golden(program, inputs.tokenizer, golden)
+    diffs = verify_golden(runs, golden)
+    cases = []
+    for p in golden.prompts:
+        mine = [d.message for d in diffs if d.prompt_id == p.prompt_id]
+        cases.append(JUnitCase(p.prompt_id, FAIL if mine else PASS, "; ".join(mine) or "identical to the golden"))
     return _summary("golden", cases, "golden requests")
 
 
@@ -317,12 +325,12 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
                      "self reference vs HF reference", "golden", "baseline"):
             add(_skip(name, "metadata invalid"))
         return report
-    add(_timed("edge suites", lambda: _edge_suites(program, inputs)))
     hf = inputs.hf_reference
     if hf is None and inputs.target_dir is not None:
         from eagle3_check.hf_reference import HFReference
 
         hf = HFReference(inputs.target_dir)
+    add(_timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
     t0 = time.perf_counter()
     checks, tau = _run_requests(program, inputs, hf)
     share = (time.perf_counter() - t0) / len(checks)
@@ -333,7 +341,7 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     report.info["k"] = ks[0] if len(ks) == 1 else ks
-    add(_timed("golden", lambda: _golden(program, inputs)))
+    add(_timed("golden", lambda: golden_check(program, inputs)))
     add(_timed("baseline", lambda: _baseline(inputs, tau, ks)))
     return report
 

@@ -102,8 +102,6 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
     or `--pte FILE`, the ExecuTorch backend."""
     if getattr(args, "pte", None):
         return build_pte_program(args)
-    from eagle3_check.eager import EagerBackend
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
     from eagle3_check.tokenizer import Tokenizer
 
     overrides = {
@@ -111,6 +109,19 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
         for k, v in (("max_seq_len", args.max_seq_len), ("min_prefill", args.min_prefill), ("max_prefill", args.max_prefill))
         if v is not None
     }
+    program, target_dir, tok_path, info = eager_program(args, overrides)
+    info.update(backend="eager", device=args.device, dtype=args.dtype)
+    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+
+
+def eager_program(args: argparse.Namespace, overrides: dict):
+    """(EagerBackend, target_dir, tokenizer path, info) from --fixture (default) or --target/--draft;
+    `overrides` are ProgramSpec fields. Also used by `export`."""
+    from eagle3_check.eager import EagerBackend
+    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+
+    device, dtype = getattr(args, "device", "cpu"), getattr(args, "dtype", "float32")
+    tokenizer = getattr(args, "tokenizer", None)
     if args.target or args.draft:
         if not (args.target and args.draft):
             missing = "--draft" if args.target else "--target"
@@ -118,19 +129,18 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
         if args.fixture:
             raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
         target_dir, draft_dir = Path(args.target), Path(args.draft)
-        tok_path = Path(args.tokenizer) if args.tokenizer else target_dir / "tokenizer.json"
+        tok_path = Path(tokenizer) if tokenizer else target_dir / "tokenizer.json"
         base = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
         spec = ProgramSpec(**{**base.__dict__, **overrides})
-        program = EagerBackend.from_dirs(target_dir, draft_dir, spec, args.device, args.dtype)
+        program = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, dtype)
         info = {"target": str(target_dir), "draft": str(draft_dir)}
     else:
         fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
         target_dir = fx.target_dir
-        tok_path = Path(args.tokenizer) if args.tokenizer else fx.tokenizer_path
-        program = EagerBackend.from_fixture(fx, args.device, args.dtype, **overrides)
+        tok_path = Path(tokenizer) if tokenizer else fx.tokenizer_path
+        program = EagerBackend.from_fixture(fx, device, dtype, **overrides)
         info = {"fixture": fx.name}
-    info.update(backend="eager", device=args.device, dtype=args.dtype)
-    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+    return program, target_dir, tok_path, info
 
 
 def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):

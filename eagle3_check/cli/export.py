@@ -43,28 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.from_pte:
         return _from_pte(args)
-    from eagle3_check.eager import EagerBackend
+    from eagle3_check.cli.common import eager_program
     from eagle3_check.export import export_eager, require_executorch
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
 
     require_executorch()
     overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
                                                "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
-    if args.target or args.draft:
-        if not (args.target and args.draft):
-            missing = "--draft" if args.target else "--target"
-            raise InputError(f"{missing} not given", "both --target DIR and --draft DIR", f"add {missing} DIR")
-        if args.fixture:
-            raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
-        base = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4,
-                           min_verify_len=2, max_verify_len=8)
-        spec = ProgramSpec(**{**base.__dict__, **overrides})
-        program = EagerBackend.from_dirs(args.target, args.draft, spec)
-        source = {"target": args.target, "draft": args.draft}
-    else:
-        fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
-        program = EagerBackend.from_fixture(fx, **overrides)
-        source = {"fixture": fx.name}
+    program, _, _, source = eager_program(args, overrides)
     from eagle3_check.contract import read_metadata
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export

@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
     p.add_argument("--prompts", default=None, help="prompt set JSON (default: the fixture's)")
     p.add_argument("--all-k", action="store_true", help="run every K in the exported verify range")
+    p.add_argument("--suite", default="edge", help="edge suite (or case) to run; 'none' to skip (default edge)")
     p.add_argument("--golden", default=None, metavar="FILE", help="golden file to verify")
     p.add_argument("--baseline", default=None, metavar="FILE", help="JSON with a baseline 'tau' (e.g. a report)")
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
@@ -64,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
         baseline=Path(args.baseline) if args.baseline else None,
         tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
     )
+    inputs.suite = None if args.suite == "none" else args.suite
     if args.all_k:
         inputs.ks = _all_k(args.pte)
 
