@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
-
-from eagle3_check.export import export_eager, export_speculator, sidecar_path  # noqa: E402
-from eagle3_check.pte_backend import PteBackend  # noqa: E402
+# No executorch import here: without it the test modules skip themselves (importorskip) and
+# these fixtures are never used. export.py and pte_backend.py import executorch lazily.
+from eagle3_check.export import export_eager, export_speculator, sidecar_path
+from eagle3_check.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPING = ["export.py", "target.py", "draft.py", "speculator.py", "eager.py"]
