@@ -13,6 +13,7 @@ call, with an error that names the range.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +44,20 @@ def load_program(path: str | Path):
     if size == 0:
         raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")
     rt = _runtime()
+    with open(p, "rb") as f:
+        head = f.read(8)
+    expected = "a complete ExecuTorch .pte file (flatbuffer identifier ETnn at byte 4)"
+    fix = "re-export it with `eagle3-check export`; check the copy was not cut short"
+    if not re.fullmatch(rb"ET[0-9]{2}", head[4:8]):
+        # Checked here: executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier.
+        raise InputError(f"--pte {p} ({size} bytes) is not an ExecuTorch program (identifier {head[4:8]!r})",
+                         expected, fix)
     try:
         return rt.load_program(p)
     except Exception as e:  # the runtime raises RuntimeError with an error code
-        head = p.read_bytes()[:8]
-        kind = "not an ExecuTorch program" if head[4:8] != b"ET12" else "truncated or corrupt"
         raise InputError(
-            f"--pte {p} ({size} bytes) cannot be loaded: {kind} ({str(e).splitlines()[0][:80]})",
-            "a complete ExecuTorch .pte file (flatbuffer identifier ET12)",
-            "re-export it with `eagle3-check export`; check the copy was not cut short",
+            f"--pte {p} ({size} bytes) cannot be loaded: truncated or corrupt ({str(e).splitlines()[0][:60]})",
+            expected, fix,
         ) from None
 
 
