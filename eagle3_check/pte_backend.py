@@ -12,6 +12,8 @@ call, with an error that names the range.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -52,13 +54,14 @@ def load_program(path: str | Path):
         # Checked here: executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier.
         raise InputError(f"--pte {p} ({size} bytes) is not an ExecuTorch program (identifier {head[4:8]!r})",
                          expected, fix)
+    log = io.StringIO()  # the runtime logs why through sys.stderr: keep it for the message
     try:
-        return rt.load_program(p)
+        with contextlib.redirect_stderr(log):
+            return rt.load_program(p)
     except Exception as e:  # the runtime raises RuntimeError with an error code
-        raise InputError(
-            f"--pte {p} ({size} bytes) cannot be loaded: truncated or corrupt ({str(e).splitlines()[0][:60]})",
-            expected, fix,
-        ) from None
+        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or str(e).splitlines()[0]
+        raise InputError(f"--pte {p} ({size} bytes) cannot be loaded, truncated or corrupt: {why[:160]}",
+                         expected, fix) from None
 
 
 def _plain(key: str, value: list) -> Any:
@@ -89,8 +92,10 @@ class PteBackend(SpeculatorProgram):
             except Exception as e:
                 raise InputError(f"constant method {name} of {self.path} fails ({e})",
                                  "a constant method returning ints", "re-export the program") from None
-        # Load every compute method before any runs (see the module docstring).
-        self._methods = {m: self._program.load_method(m) for m in METHODS}
+        # Load every compute method before any runs (see the module docstring). The runtime's
+        # log lines (CPU probing for XNNPACK) go to a buffer, not the user's terminal.
+        with contextlib.redirect_stderr(io.StringIO()):
+            self._methods = {m: self._program.load_method(m) for m in METHODS}
         self.backend = self._metadata.get(BACKEND_KEY, "unknown")
         self.sidecar = self._read_sidecar()
         self._ranges = self._exported_ranges()
@@ -137,10 +142,13 @@ class PteBackend(SpeculatorProgram):
                 f"{method} called with length {n}", f"a length in the exported range [{lo}, {hi}]",
                 "re-export the program with a wider range, or pick K / the prompt inside it",
             )
+        log = io.StringIO()
         try:
-            out = self._methods[method].execute([a.contiguous().clone() for a in args])
+            with contextlib.redirect_stderr(log):
+                out = self._methods[method].execute([a.contiguous().clone() for a in args])
         except RuntimeError as e:
-            raise ContractViolation(f"{method} failed in the ExecuTorch runtime ({str(e)[:100]})",
+            why = " ".join(log.getvalue().split())[-160:] or str(e)[:100]
+            raise ContractViolation(f"{method} failed in the ExecuTorch runtime ({why})",
                                     "a successful execute", f"check the inputs of {method} and the export") from None
         if len(out) != 2:
             raise ContractViolation(f"contract violated: {method} returned {len(out)} outputs",

@@ -43,13 +43,13 @@ def test_methods_match_eager_ids_exactly_and_features_closely(pte_program, progr
     for be in (pte_program, program):
         be.reset()
     (e_next, e_feat), (p_next, p_feat) = program.prefill(toks, pos), pte_program.prefill(toks, pos)
-    assert torch.equal(e_next, p_next) and torch.allclose(e_feat, p_feat, atol=1e-5)
+    assert torch.equal(e_next, p_next) and torch.allclose(e_feat, p_feat, atol=1e-4, rtol=1e-4)
     window, wpos = torch.tensor([[int(e_next), 7, 8, 9, 10]]), torch.arange(7, 12)
     (e_ids, e_vf), (p_ids, p_vf) = program.target_verify(window, wpos), pte_program.target_verify(window, wpos)
-    assert torch.equal(e_ids, p_ids) and torch.allclose(e_vf, p_vf, atol=1e-5)
+    assert torch.equal(e_ids, p_ids) and torch.allclose(e_vf, p_vf, atol=1e-4, rtol=1e-4)
     seed = torch.tensor([[40, 41, 42, 43, 44, 45, int(e_next)]])
     (e_d, e_g), (p_d, p_g) = program.draft_decode(seed, e_feat, pos), pte_program.draft_decode(seed, e_feat, pos)
-    assert torch.equal(e_d, p_d) and torch.allclose(e_g, p_g, atol=1e-5)
+    assert torch.equal(e_d, p_d) and torch.allclose(e_g, p_g, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("k", [None, 1, 7], ids=["k-default", "k1", "k7"])
