@@ -9,7 +9,7 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
 4. runner vs self reference - bit-identical tokens (the lossless check, quantized or not);
 5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
 6. self reference vs HF reference - the program's target equals the HF target;
-7. golden    - `--golden FILE`, re-run and compared exactly (`eagle3_check.golden`);
+7. golden    - `--golden FILE|DIR`, re-run and compared exactly (`gating.gate_goldens`);
 8. baseline  - `--baseline FILE`: tau must not drop more than `tau_tolerance` below it.
 
 The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
@@ -230,23 +230,25 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
 
 
 def golden_check(program, inputs: GateInputs) -> GateCheck:
-    """`--golden FILE` through the golden module (issue 7): re-run its prompts with its
-    recorded options, compare exactly; one case per prompt."""
+    """`--golden FILE|DIR` through `gating.gate_goldens` (issue 7) on this program: re-run each
+    golden's prompts with its recorded options, compare exactly; one case per prompt."""
     if inputs.golden is None:
         return _skip("golden", "no --golden given")
     try:
-        from eagle3_check.golden import load_golden, run_golden, verify_golden
+        from eagle3_check.gating import gate_goldens
     except ImportError:
-        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.golden is not "
+        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.gating is not "
                          "installed; expected it. Fix: drop --golden or update eagle3_check")
-    golden = load_golden(inputs.golden)
-    runs = run_golden(program, inputs.tokenizer, golden)
-    diffs = verify_golden(runs, golden)
+    out = gate_goldens([inputs.golden], build=lambda key: (program, inputs.tokenizer), pte=inputs.pte or "given")
     cases = []
-    for p in golden.prompts:
-        mine = [d.message for d in diffs if d.prompt_id == p.prompt_id]
-        cases.append(JUnitCase(p.prompt_id, FAIL if mine else PASS, "; ".join(mine) or "identical to the golden"))
-    return _summary("golden", cases, "golden requests")
+    for stem, runs in out.runs.items():
+        for pid in runs:
+            mine = [d.message for d in out.golden_diffs if d.golden == stem and d.prompt_id == pid]
+            cases.append(JUnitCase(f"{stem} {pid}", FAIL if mine else PASS, "; ".join(mine) or "identical"))
+    cases += [JUnitCase(stem, SKIP, why) for stem, why in out.skipped.items()]
+    chk = _summary("golden", [c for c in cases if c.status != SKIP], "golden requests")
+    chk.cases = cases
+    return chk
 
 
 def read_baseline_tau(path: Path) -> tuple[float, int | None]:

@@ -82,3 +82,22 @@ def test_edge_suites_pass_on_the_pte(pte_program, tokenizer, hf_reference, fixtu
     inputs = GateInputs(None, tokenizer, fixture.target_dir, fixture.prompts())
     chk = edge_suites_check(pte_program, inputs, hf_reference)
     assert chk.status == "pass", chk.message
+
+
+def test_gate_verifies_a_golden_on_the_pte(pte_path, tmp_path, few_prompts, program, tokenizer, hf_reference,
+                                           capsys):
+    from eagle3_check.fixtures import load_prompts
+    from eagle3_check.golden import GoldenKey, record_golden, save_golden
+
+    key = GoldenKey("tiny-llama", "pte", "cpu", "float32", 4, 16)
+    golden = record_golden(program, tokenizer, hf_reference, load_prompts(few_prompts), key, 1e-4)
+    path = save_golden(golden, tmp_path / "golden")
+    rc, report, _ = _gate(pte_path, tmp_path, few_prompts, "--golden", str(path))
+    data = json.loads(report.read_text())
+    chk = next(c for c in data["checks"] if c["name"] == "golden")
+    assert rc == 0 and chk["status"] == "pass" and len(chk["cases"]) == 3, chk
+    golden.prompts[1].tokens[2] += 1  # a drifted golden must fail with the first differing token
+    path.write_text(json.dumps(golden.to_json()))
+    rc, report, _ = _gate(pte_path, tmp_path, few_prompts, "--golden", str(path))
+    chk = next(c for c in json.loads(report.read_text())["checks"] if c["name"] == "golden")
+    assert rc == 1 and chk["status"] == "fail" and "count" in chk["message"], chk
