@@ -239,6 +239,8 @@ def _expectations(case, env, run, verdict, rec, options) -> list[str]:
 def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
     """Cases that must fail before any program method runs, with a clear one-line error."""
     L = case.prompt.resolve_length(md, k)
+    if L is not None and L < 1 and case.prompt.anchor is not None:  # e.g. min prefill 1, offset -1
+        raise _Skip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
     prompt = env.filler_ids(L, options.bos_id) if L is not None else (case.prompt.text or env.prompts[0])
     rec = RecordingProgram(program)
     try:
