@@ -115,3 +115,37 @@ def test_broken_runner_fails_its_case(mutant, case_name, complaint, suite_env):
     result = run_case(case, suite_env, runner=_Tamper(mutant))
     assert result.status == FAIL, result.message
     assert complaint in result.message
+
+
+# --- the CLI: check --list / --suite -----------------------------------------------------
+
+
+def test_cli_list_shows_every_suite_and_case(capsys):
+    from eagle3_check.cli import main
+
+    assert main(["check", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{suite} (" in out for suite in SUITES)
+    assert all(c.name in out for c in CASES)
+
+
+def test_cli_unknown_suite_is_a_one_line_error(capsys):
+    from eagle3_check.cli import main
+
+    assert main(["check", "--suite", "contxt"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown suite 'contxt'" in err and "did you mean 'context'" in err and err.count("\n") == 1
+
+
+def test_cli_suite_json_passes_and_a_broken_runner_exits_1(capsys):
+    import json
+
+    from eagle3_check.cli import main
+
+    assert main(["check", "--suite", "one-token", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and report["counts"]["pass"] == len(SUITES["one-token"])
+    rc = main(["check", "--suite", "eos-bonus/bonus-is-stop", "--no-progress",
+               "--runner", "eagle3_check.mutants:speculate_after_stop_bonus"])
+    assert rc == 1
+    assert "FAIL" in capsys.readouterr().out
