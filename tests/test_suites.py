@@ -9,12 +9,16 @@ import pytest
 import torch
 
 from eagle3_check.eager import EagerBackend
+from eagle3_check.fixtures import DEFAULT_FIXTURE, list_fixtures
 from eagle3_check.runner import ReferenceRunner
 from eagle3_check.suites import SUITES, all_cases, suite_cases
 from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
 from eagle3_check.verdict import FAIL, TIE_TOLERANCE
 
 CASES = all_cases()
+# every case on every embedded fixture; ids: the case name (prefixed by the fixture if not the default)
+PARAMS = [pytest.param(fx, c, id=c.name if fx == DEFAULT_FIXTURE else f"{fx}:{c.name}")
+          for fx in list_fixtures() for c in CASES]
 
 
 @pytest.fixture(scope="session")
@@ -29,12 +33,25 @@ def suite_env(fixture, program, tokenizer, hf_reference):
         return built[key]
 
     return SuiteEnv(program_for, tokenizer, hf_reference, [p.text for p in fixture.prompts()],
-                    TIE_TOLERANCE["float32"])
+                    TIE_TOLERANCE["float32"], fixture=fixture.name)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case, suite_env):
-    result = run_case(case, suite_env)
+@pytest.fixture(scope="session")
+def suite_envs(suite_env):
+    """fixture name -> its eager environment, built on first use."""
+    envs = {suite_env.fixture: suite_env}
+
+    def get(name: str) -> SuiteEnv:
+        if name not in envs:
+            envs[name] = SuiteEnv.eager(name)
+        return envs[name]
+
+    return get
+
+
+@pytest.mark.parametrize("fixture_name, case", PARAMS)
+def test_case(fixture_name, case, suite_envs):
+    result = run_case(case, suite_envs(fixture_name))
     if result.status == SKIP:
         pytest.skip(result.message)
     assert result.status != FAIL, f"{case.name} ({case.what}): {result.message}"
@@ -142,10 +159,11 @@ def test_cli_suite_json_passes_and_a_broken_runner_exits_1(capsys):
 
     from eagle3_check.cli import main
 
-    assert main(["check", "--suite", "one-token", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["passed"] and report["counts"]["pass"] == len(SUITES["one-token"])
-    rc = main(["check", "--suite", "eos-bonus/bonus-is-stop", "--no-progress",
+    assert main(["check", "--suite", "one-token", "--fixture", "tiny-llama", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (report,) = out["reports"]
+    assert out["passed"] and report["counts"]["pass"] == len(SUITES["one-token"])
+    rc = main(["check", "--suite", "eos-bonus/bonus-is-stop", "--fixture", "tiny-llama", "--no-progress",
                "--runner", "eagle3_check.mutants:speculate_after_stop_bonus"])
     assert rc == 1
     assert "FAIL" in capsys.readouterr().out

@@ -102,33 +102,45 @@ def list_main(args: argparse.Namespace) -> int:
 
 
 def suite_main(args: argparse.Namespace, runner) -> int:
-    """`check --suite NAME`: the cases of the suite on the fixture (eager programs built per case
-    spec) or, with --target/--draft, on that one program (cases that cannot fit it skip)."""
+    """`check --suite NAME`: the cases of the suite on every embedded fixture (or --fixture NAME;
+    eager programs built per case spec) or on one given program (--target/--draft, --pte):
+    there cases that cannot fit skip."""
     from tqdm import tqdm
 
     from eagle3_check.errors import InputError
+    from eagle3_check.fixtures import list_fixtures, load_fixture
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.execute import SuiteEnv
     from eagle3_check.suites.report import format_suite_table, run_suite
 
     cases = suite_cases(args.suite)  # unknown name -> error with "did you mean"
     if args.target or args.draft or getattr(args, "pte", None):  # one given program
-        env, info = _fixed_env(args)
+        envs = [lambda: _fixed_env(args)]
     else:
         given = [f for f in ("max_seq_len", "min_prefill", "max_prefill") if getattr(args, f) is not None]
         if given:
             flag = "--" + given[0].replace("_", "-")
             raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",
                              f"drop {flag}")
-        name = args.fixture or "tiny-llama"
-        env, info = SuiteEnv.eager(name, args.device, args.dtype), {"fixture": name, "backend": "eager"}
-    bar = tqdm(total=len(cases), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
+        names = [load_fixture(args.fixture).name] if args.fixture else list_fixtures()
+        envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype), {"fixture": n, "backend": "eager"})
+                for n in names]
+    bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
                disable=args.no_progress or args.json)
-    report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+    reports = []
+    for make_env in envs:
+        env, info = make_env()
+        report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+        report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner)
+        reports.append(report)
     bar.close()
-    report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner)
-    print(json.dumps(report.to_json(), indent=2) if args.json else format_suite_table(report))
-    return 0 if report.passed else 1
+    passed = all(r.passed for r in reports)
+    if args.json:
+        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports]}, indent=2))
+    else:
+        print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
+                           + format_suite_table(r) for r in reports))
+    return 0 if passed else 1
 
 
 def _fixed_env(args: argparse.Namespace):
@@ -145,5 +157,6 @@ def _fixed_env(args: argparse.Namespace):
     reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
     prompts = load_prompts(args.prompts) if args.prompts else load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
     prompts = [p.text for p in prompts]
-    env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype])
+    env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype],
+                         fixture=setup.info.get("fixture"))
     return env, {**setup.info}

@@ -106,7 +106,7 @@ class Case:
     spec: tuple[tuple[str, int], ...] = ()  # ProgramSpec wish (program factories may ignore it)
     drop_key: str | None = None  # metadata key removed from the program
     expect: Expect = field(default_factory=Expect)
-    fixture: str = "tiny-llama"
+    fixture: str | None = None  # None: every fixture; a name: only that fixture (others skip)
 
     @property
     def suite(self) -> str:
@@ -133,4 +133,6 @@ class Case:
         bits += [f"{k}={v}" for k, v in self.spec]
         if self.drop_key:
             bits.append(f"drop {self.drop_key}")
+        if self.fixture:
+            bits.append(f"fixture {self.fixture} only")
         return " ".join(bits)

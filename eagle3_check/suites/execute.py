@@ -60,7 +60,9 @@ class SuiteEnv:
         reference,
         prompts: list[str],
         tolerance: float,
+        fixture: str | None = None,
     ):
+        self.fixture = fixture  # the embedded fixture's name (None: a user's program)
         self.program_for = program_for
         self.tokenizer = tokenizer
         self.reference = reference
@@ -90,12 +92,16 @@ class SuiteEnv:
 
         reference = HFReference(fx.target_dir, device, getattr(torch, dtype))
         return cls(program_for, Tokenizer.load(fx.tokenizer_path), reference,
-                   [p.text for p in fx.prompts()], TIE_TOLERANCE[dtype])
+                   [p.text for p in fx.prompts()], TIE_TOLERANCE[dtype], fixture=fx.name)
 
     @classmethod
-    def fixed(cls, program: SpeculatorProgram, tokenizer, reference, prompts: list[str], tolerance: float) -> SuiteEnv:
-        """One given program (e.g. a `.pte`): spec wishes are ignored; cases that cannot fit skip."""
-        return cls(lambda spec: program, tokenizer, reference, prompts, tolerance)
+    def fixed(cls, program: SpeculatorProgram, tokenizer, reference, prompts: list[str], tolerance: float,
+              fixture: str | None = None) -> SuiteEnv:
+        """One given program (e.g. a `.pte`): spec wishes are ignored; cases that cannot fit skip.
+
+        `reference` is anything with `greedy(ids, n, stop_ids)`: the HF reference, or the self
+        reference for a quantized program (forcing needs the program's own greedy tokens)."""
+        return cls(lambda spec: program, tokenizer, reference, prompts, tolerance, fixture)
 
     def greedy(self, ids: list[int], n: int):
         """The reference continuation of `ids`, at least n tokens (no stop set: rules cut it)."""
@@ -157,6 +163,8 @@ def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseRes
 
 
 def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
+    if case.fixture and case.fixture != env.fixture:
+        raise _Skip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
     base = env.program_for(dict(case.spec))
     md = read_metadata(base.metadata())
     k_req = _resolve_k(case, md)

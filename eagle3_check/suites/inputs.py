@@ -26,7 +26,7 @@ OPTIONS = [
     Case("options/prompt-file", "the prompt read from a UTF-8 file", prompt=PromptSpec(text=TEXT, from_file=True),
          expect=Expect(prompt="decodes")),
     Case("options/multi-token-stop", "a stop token string of several tokens: not added, and said so",
-         prompt=PromptSpec(text=TEXT), options=(("stop_token", "the end"),),
+         prompt=PromptSpec(text=TEXT), options=(("stop_token", "STOP HERE NOW"),),
          expect=Expect(note="not added to the stop set")),
     Case("options/no-stops", "no stop ids and no stop token: only EOS stops", prompt=PromptSpec(text=TEXT),
          options=(("stop_ids", ()), ("stop_token", None))),
