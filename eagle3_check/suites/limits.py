@@ -68,6 +68,8 @@ PREFILL_RANGE = [
          spec=SMALL, forcing=ALL_K),
     Case("prefill-range/max", "L = max prefill runs", prompt=PromptSpec(anchor="max_prefill"), spec=SMALL,
          forcing=ALL_K),
+    Case("prefill-range/max-default-spec", "L = max prefill on the program's own spec: prefill, then rounds",
+         prompt=PromptSpec(anchor="max_prefill"), forcing=ALL_K),
     Case("prefill-range/max+1", "L = max prefill + 1 is a clear error",
          prompt=PromptSpec(anchor="max_prefill", offset=1), spec=SMALL, expect=_L_ERROR),
     Case("prefill-range/empty", "an empty prompt (L = 0) is a clear error", prompt=PromptSpec(length=0),
