@@ -10,7 +10,10 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
 5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
 6. self reference vs HF reference - the program's target equals the HF target;
 7. golden    - `--golden FILE|DIR`, re-run and compared exactly (`gating.gate_goldens`);
-8. baseline  - `--baseline FILE`: tau must not drop more than `tau_tolerance` below it.
+8. baseline  - `--baseline FILE`: a metrics baseline (`bench/baselines/metrics.json`) is
+               compared exactly with the golden runs (`metrics.compare_metrics`, needs
+               --golden); any other JSON with a 'tau': tau must not drop more than
+               `tau_tolerance` below it.
 
 The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
 """
@@ -229,9 +232,10 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     return _summary("edge suites", [c for c in cases if c.status != SKIP], "cases")
 
 
-def golden_check(program, inputs: GateInputs) -> GateCheck:
+def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
     """`--golden FILE|DIR` through `gating.gate_goldens` (issue 7) on this program: re-run each
-    golden's prompts with its recorded options, compare exactly; one case per prompt."""
+    golden's prompts with its recorded options, compare exactly; one case per prompt.
+    The gating outcome (runs and, for a metrics baseline, metric diffs) goes into `keep`."""
     if inputs.golden is None:
         return _skip("golden", "no --golden given")
     try:
@@ -239,7 +243,13 @@ def golden_check(program, inputs: GateInputs) -> GateCheck:
     except ImportError:
         return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.gating is not "
                          "installed; expected it. Fix: drop --golden or update eagle3_check")
-    out = gate_goldens([inputs.golden], build=lambda key: (program, inputs.tokenizer), pte=inputs.pte or "given")
+    from eagle3_check.metrics import is_metrics_baseline
+
+    metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
+    out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
+                       pte=inputs.pte or "given")
+    if keep is not None:
+        keep["outcome"] = out
     cases = []
     for stem, runs in out.runs.items():
         for pid in runs:
@@ -266,9 +276,31 @@ def read_baseline_tau(path: Path) -> tuple[float, int | None]:
     return tau, k if isinstance(k, int) else None
 
 
-def _baseline(inputs: GateInputs, tau: float | None, ks: list[int]) -> GateCheck:
+def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:
+    """The exact metrics gate (issue 7) over the golden runs: one case per golden key."""
+    from eagle3_check.metrics import format_metric_diffs
+
+    if golden_outcome is None:
+        return GateCheck("baseline", FAIL, f"--baseline {inputs.baseline} is a metrics baseline (per golden) but no "
+                         "--golden ran; expected --golden FILE|DIR. Fix: pass --golden golden/")
+    cases = []
+    for stem in golden_outcome.runs:
+        mine = [d for d in golden_outcome.metric_diffs if d.key == stem]
+        msg = format_metric_diffs(mine, inputs.baseline) if mine else "identical to the baseline"
+        cases.append(JUnitCase(stem, FAIL if mine else PASS, msg))
+    chk = _summary("baseline", cases, "metric sets")
+    if chk.status == FAIL:
+        chk.message = format_metric_diffs(golden_outcome.metric_diffs, inputs.baseline)
+    return chk
+
+
+def _baseline(inputs: GateInputs, tau: float | None, ks: list[int], golden_outcome=None) -> GateCheck:
     if inputs.baseline is None:
         return _skip("baseline", "no --baseline given")
+    from eagle3_check.metrics import is_metrics_baseline
+
+    if is_metrics_baseline(inputs.baseline):
+        return metrics_baseline_check(inputs, golden_outcome)
     base, base_k = read_baseline_tau(Path(inputs.baseline))
     if tau is None:
         return GateCheck("baseline", FAIL, "no speculative round ran, so tau is undefined; expected rounds. "
@@ -343,8 +375,9 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     report.info["k"] = ks[0] if len(ks) == 1 else ks
-    add(_timed("golden", lambda: golden_check(program, inputs)))
-    add(_timed("baseline", lambda: _baseline(inputs, tau, ks)))
+    kept: dict = {}
+    add(_timed("golden", lambda: golden_check(program, inputs, kept)))
+    add(_timed("baseline", lambda: _baseline(inputs, tau, ks, kept.get("outcome"))))
     return report
 
 

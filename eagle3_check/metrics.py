@@ -77,6 +77,15 @@ def compute_metrics(runs: Iterable[RunResult], k: int) -> Metrics:
     )
 
 
+def is_metrics_baseline(path: str | Path) -> bool:
+    """True for a file in this module's format (schema + entries), not some other JSON with a tau."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and "entries" in data and "schema" in data
+
+
 def load_baseline(path: str | Path) -> dict[str, dict]:
     p = Path(path)
     fix = f"write it with `{REFRESH}`"

@@ -21,6 +21,7 @@ examples:
   eagle3-check gate --pte tiny.pte --junit gate.xml
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
+  eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
 """
 
 
@@ -35,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-k", action="store_true", help="run every K in the exported verify range")
     p.add_argument("--suite", default="edge", help="edge suite (or case) to run; 'none' to skip (default edge)")
     p.add_argument("--golden", default=None, metavar="FILE", help="golden file to verify")
-    p.add_argument("--baseline", default=None, metavar="FILE", help="JSON with a baseline 'tau' (e.g. a report)")
+    p.add_argument("--baseline", default=None, metavar="FILE",
+                   help="bench/baselines/metrics.json (exact metrics gate over the --golden runs), or any JSON "
+                   "with a baseline 'tau' (e.g. a report; --tau-tolerance)")
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
