@@ -48,10 +48,12 @@ class Forcing:
     """A per-round acceptance pattern: `pattern[r-1]` for round r, then `then` for later rounds.
 
     Entries are ints in [0, K] or FULL ("K"); `then = None` stops forcing after the pattern
-    (the real draft's proposals are used)."""
+    (the real draft's proposals are used). `wrong` is the token a rejected proposal carries
+    (default: the reference token + 1), e.g. a stop id: a rejected stop token must not stop."""
 
     pattern: tuple[int | str, ...]
     then: int | str | None = None
+    wrong: int | None = None
 
     def resolve(self, k: int, rounds: int) -> list[int | None]:
         """The forced a for rounds 1..rounds (None where unforced)."""
@@ -63,7 +65,8 @@ class Forcing:
 
     def describe(self) -> str:
         body = ",".join(str(a) for a in self.pattern)
-        return f"a=[{body}]" + ("" if self.then is None else f" then {self.then}")
+        return (f"a=[{body}]" + ("" if self.then is None else f" then {self.then}")
+                + ("" if self.wrong is None else f" rejected={self.wrong}"))
 
 
 def emitted_index(accepts: Sequence[int], round_no: int, slot: int) -> int:
@@ -141,8 +144,10 @@ class ForcedDraft(SpeculatorProgram):
         j, q = last - self._base, last + 2
         if not 0 <= j < self.k or q >= len(self.sequence):
             return ids, g
-        want = self.sequence[q]
-        tok = (want + 1) % self.vocab_size if j == a else want
+        want, wrong = self.sequence[q], self.forcing.wrong
+        if wrong is None or wrong == want:
+            wrong = (want + 1) % self.vocab_size
+        tok = wrong if j == a else want
         ids = ids.clone()
         ids[0, -1] = torch.tensor(tok, dtype=ids.dtype, device=ids.device)
         return ids, g

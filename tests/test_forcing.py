@@ -15,10 +15,10 @@ PROMPT = [7, 11, 13, 17, 19, 23, 29, 31, 37, 41]  # L = 10
 NO_STOPS = dict(stop_ids=(), stop_token=None, eos_id=None)  # the fixture tokenizer's EOS (1) never occurs in the toy
 
 
-def forced_run(tokenizer, pattern, k=4, max_new=16, then=None, wrong_at=None, stop_ids=()):
+def forced_run(tokenizer, pattern, k=4, max_new=16, then=None, wrong_at=None, stop_ids=(), wrong=None):
     toy = ToyProgram(chain_len=k, wrong_at=wrong_at)
     seq = PROMPT + greedy(PROMPT, 64)
-    rec = RecordingProgram(ForcedDraft(toy, seq, Forcing(tuple(pattern), then), k, 512))
+    rec = RecordingProgram(ForcedDraft(toy, seq, Forcing(tuple(pattern), then, wrong), k, 512))
     opts = RunOptions(**{**NO_STOPS, "stop_ids": tuple(stop_ids)}, max_new_tokens=max_new, chain_len=k, bos_id=-1)
     return ReferenceRunner().run(rec, tokenizer, list(PROMPT), opts), rec, seq
 
@@ -96,3 +96,10 @@ def test_call_problems_flags_a_chain_step_fed_the_wrong_g_row(tokenizer):
     step = rec.of("draft_decode")[5]  # round 2, chain step 1 (after the 3-row reseed)
     step.feature = rec.of("draft_decode")[4].out_feature[:, :1]  # the reseed's first g row, not its last
     assert any("round 2: chain step 1" in p for p in call_problems(rec, run, 64))
+
+
+def test_a_rejected_proposal_can_carry_a_chosen_token(tokenizer):
+    # round 1 rejects proposal 1 as the stop id 300: it is in the verify window, never emitted
+    run, rec, _ = forced_run(tokenizer, (1,), then=1, max_new=5, wrong=300, stop_ids=(300,))
+    assert rec.of("target_verify")[0].tokens[2] == 300
+    assert run.accepted == [1, 1] and 300 not in run.tokens and run.stop_reason == "max_new"

@@ -43,8 +43,11 @@ def toy_requests(draw):
     ref = greedy(prompt, 64)
     from_ref = draw(st.lists(st.sampled_from(ref), max_size=2))  # reference tokens made stops
     other = draw(st.lists(st.integers(0, 511), max_size=2))
+    stop_ids = tuple(from_ref + other)
+    # the token rejected proposals carry: default, any id, or a stop id (which must stop nothing)
+    wrong = draw(st.one_of(st.none(), st.integers(0, 511), *([st.sampled_from(stop_ids)] if stop_ids else [])))
     return dict(k=k, msl=msl, max_prefill=max_prefill, prompt=prompt, max_new=max_new,
-                forcing=Forcing(pattern, then), stop_ids=tuple(from_ref + other), ref=ref)
+                forcing=Forcing(pattern, then, wrong), stop_ids=stop_ids, ref=ref)
 
 
 def check_properties(program, tokenizer, prompt, ref, k, max_new, forcing, stop_ids):

@@ -68,6 +68,8 @@ EOS_IN_BLOCK = [
          stop_at=(StopAt(3, 0),), expect=Expect(reason="stop", rounds=3)),
     Case(k=K4, name="eos-in-block/before-corrected", what="stop token as the last accepted proposal before the corrected",
          forcing=TWO, stop_at=(StopAt(2, 1),), expect=Expect(reason="stop", rounds=2)),
+    Case(k=K4, name="eos-in-block/rejected-stop", what="a rejected proposal that is a stop token (EOS 1) stops nothing",
+         forcing=Forcing((0, 2, 1), then=2, wrong=1), expect=Expect(reason="max_new")),
     Case(k=K4, name="eos-in-block/two-stops", what="two stop tokens in one block: nothing after the first",
          forcing=ALL_K, stop_at=(StopAt(2, 1), StopAt(2, 3)), expect=Expect(reason="stop", rounds=2)),
     Case(k=K4, name="eos-in-block/two-stops-corrected", what="stop as proposal 0 and as the corrected token of one block",

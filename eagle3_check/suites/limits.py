@@ -64,6 +64,8 @@ PREFILL_RANGE = [
          forcing=ALL_K, expect=Expect(reason="max_new")),
     Case("prefill-range/min+1", "L = min prefill + 1 runs", prompt=PromptSpec(anchor="min_prefill", offset=1),
          spec=SMALL, forcing=ALL_K, expect=Expect(reason="max_new")),
+    Case("prefill-range/one-token-prompt", "L = 1 (BOS alone): the seed is the bonus alone at position 0",
+         prompt=PromptSpec(length=1), forcing=ALL_K),
     Case("prefill-range/max-1", "L = max prefill - 1 runs", prompt=PromptSpec(anchor="max_prefill", offset=-1),
          spec=SMALL, forcing=ALL_K),
     Case("prefill-range/max", "L = max prefill runs", prompt=PromptSpec(anchor="max_prefill"), spec=SMALL,
