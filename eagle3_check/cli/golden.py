@@ -23,6 +23,7 @@ examples:
   eagle3-check golden verify --runner my_pkg.runners:make_runner   # gate your own runner
   eagle3-check golden record --fixture tiny-llama -k 4 --max-new-tokens 48 --only hi,count,capital,soup
   eagle3-check golden record ... --force                  # re-record (review the diff before committing)
+  eagle3-check golden record --pte tiny.pte -k 4 --max-new-tokens 48 --only hi,count   # a .pte golden
   eagle3-check golden baseline                            # refresh the metrics baseline from golden/
 """
 
@@ -93,11 +94,12 @@ def record_main(args: argparse.Namespace) -> int:
     if over:
         raise InputError(f"--{over[0].replace('_', '-')} for a golden", "the fixture's own program shape",
                          "drop the override (a golden's name does not record it)")
-    fixture = args.fixture or DEFAULT_FIXTURE
-    setup = build_program(args)
+    setup = build_program(args)  # --pte: the .pte, its fixture from --fixture or the export sidecar
+    fixture = setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE
+    backend = "pte" if getattr(args, "pte", None) else "eager"
     md = read_metadata(setup.program.metadata())
     k = args.chain_len if args.chain_len is not None else md.chain_len
-    key = GoldenKey(fixture, "eager", args.device, args.dtype, k, args.max_new_tokens)
+    key = GoldenKey(fixture, backend, args.device, args.dtype, k, args.max_new_tokens)
     directory = Path(args.dir) if args.dir else golden_root()
     path = directory / key.filename
     if not args.force and path.exists():
