@@ -17,28 +17,22 @@ a tokenizer, a greedy reference (`greedy(ids, n, stop_ids)`, HF or self) and the
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from eagle3_check.contract import Metadata, SpeculatorProgram, read_metadata
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.instrument import RecordingProgram, call_problems
-from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file, stop_set
-from eagle3_check.rules import expected_length
+from eagle3_check.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner
 from eagle3_check.suites.case import Case
+from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
 from eagle3_check.verdict import FAIL, TIE, compare
 
 PASS, SKIP = "pass", "skip"
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
-
-
-class _Skip(Exception):
-    pass
 
 
 @dataclass
@@ -154,7 +148,7 @@ def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseRes
     """Runs one case through `runner` (the reference runner by default) and judges it."""
     try:
         return _run(case, env, runner or ReferenceRunner())
-    except _Skip as s:
+    except CaseSkip as s:
         return CaseResult(case.name, SKIP, str(s))
     except Eagle3CheckError:
         raise
@@ -164,13 +158,13 @@ def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseRes
 
 def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     if case.fixture and case.fixture != env.fixture:
-        raise _Skip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
+        raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
     base = env.program_for(dict(case.spec))
     md = read_metadata(base.metadata())
     k_req = _resolve_k(case, md)
     lo, hi = md.k_range
     if k_req is not None and not lo <= k_req <= hi and case.expect.error is None:
-        raise _Skip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
+        raise CaseSkip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
     k = md.chain_len if k_req is None else k_req
     opts = case.option_dict()
     opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
@@ -185,8 +179,8 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         options.max_new_tokens = block_end(accepts, r) + off
     stop_idx = [emitted_index(accepts, s.round, s.slot) for s in case.stop_at]
     base_stops = stop_set(env.tokenizer, md, options).ids
-    prompt, ids, ref = _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts)
-    options, eos = _apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+    prompt, ids, ref = pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts)
+    options, eos = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
     if eos:
         program = _PatchedMetadata(base, eos=eos)
         md = read_metadata(program.metadata())
@@ -199,25 +193,27 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         return CaseResult(case.name, FAIL, f"raised {type(e).__name__}: {e}", {"L": len(ids), "K": k})
     stops = stop_set(env.tokenizer, md, options)
     verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, env.tolerance)
-    problems = [] if verdict.status == PASS else [verdict.message]
+    # structural: hold whatever the tokens; outcome: follow from the tokens (a tie explains them)
+    structural = call_problems(rec, run, md.max_seq_len)
     if run.prompt_ids != ids:
-        problems.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
+        structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
+    if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
+        structural.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
+    outcome = [] if verdict.status == PASS else [verdict.message]
     if verdict.expected_reason and run.stop_reason != verdict.expected_reason:
-        problems.append(f"runner says stop '{run.stop_reason}', rules fix '{verdict.expected_reason}'")
+        outcome.append(f"runner says stop '{run.stop_reason}', rules fix '{verdict.expected_reason}'")
     if case.forcing:
         for r, (got, want) in enumerate(zip(run.accepted, case.forcing.resolve(k, run.rounds)), start=1):
             if want is not None and got != want:
-                problems.append(f"round {r} accepted {got}, forced {want}")
+                outcome.append(f"round {r} accepted {got}, forced {want}")
                 break
-    problems += call_problems(rec, run, md.max_seq_len)
-    if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
-        problems.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
-    problems += _expectations(case, env, run, verdict, rec, options)
+    outcome += _expectations(case, env, run, verdict, rec, options)
     details = {"L": len(ids), "K": k, "tokens": len(run.tokens), "rounds": run.rounds,
                "accepted": run.accepted, "stop": run.stop_reason, "max_new": run.max_new}
-    if problems:
-        status = TIE if verdict.status == TIE and len(problems) == 1 else FAIL
-        return CaseResult(case.name, status, "; ".join(problems), details)
+    if verdict.status == TIE and not structural:  # a numerical tie: what follows it is not judged
+        return CaseResult(case.name, TIE, verdict.message, details)
+    if structural or outcome:
+        return CaseResult(case.name, FAIL, "; ".join(outcome + structural), details)
     return CaseResult(case.name, PASS, verdict.message, details)
 
 
@@ -248,7 +244,7 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
     """Cases that must fail before any program method runs, with a clear one-line error."""
     L = case.prompt.resolve_length(md, k)
     if L is not None and L < 1 and case.prompt.anchor is not None:  # e.g. min prefill 1, offset -1
-        raise _Skip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
+        raise CaseSkip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
     prompt = env.filler_ids(L, options.bos_id) if L is not None else (case.prompt.text or env.prompts[0])
     rec = RecordingProgram(program)
     try:
@@ -266,92 +262,3 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
         return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or f"error: {msg}", details)
     return CaseResult(case.name, FAIL, f"expected {case.expect.error}, but the run emitted "
                       f"{len(run.tokens)} tokens ({run.stop_reason})", {"L": L, "K": k})
-
-
-def _pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
-    """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt that
-    fits the prefill range, makes each forced stop index the first stop in the reference, and
-    (under full forcing) lands on the boundary the case aims at."""
-    L = case.prompt.resolve_length(md, k)
-    if L is not None:
-        candidates = [env.filler_ids(L, options.bos_id)]
-    elif case.prompt.text is not None:
-        candidates = [case.prompt.text]
-    else:
-        candidates = list(env.prompts)
-    fits = 0
-    for cand in candidates:
-        ids = list(cand) if isinstance(cand, list) else prompt_ids(env.tokenizer, cand, options)
-        if not md.min_prefill <= len(ids) <= md.max_prefill:
-            continue
-        fits += 1
-        n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
-        ref = env.greedy(ids, n)
-        forced = _apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
-        if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
-            continue
-        stops = base_stops | set(forced[1]) | set(forced[0].stop_ids) | \
-            ({forced[0].eos_id} if forced[0].eos_id is not None else set()) | _single(env.tokenizer, forced[0].stop_token)
-        if _aims(case, ref, ids, md, k, options, accepts, frozenset(stops)):
-            return _as_prompt(case, cand), ids, ref
-    if not fits:
-        raise _Skip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
-                    f"[{md.min_prefill}, {md.max_prefill}]")
-    raise _Skip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
-                f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
-
-
-def _apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: RunOptions):
-    """(options with the forced stops, extra program EOS ids), or None when this reference
-    cannot carry them (a token's string does not re-encode to what the case needs)."""
-    stop_ids, eos, opts = list(options.stop_ids), [], dataclasses.replace(options)
-    for s, i in zip(case.stop_at, stop_idx):
-        if i >= len(ref):
-            return None
-        tok = ref[i]
-        if s.via == "stop_ids":
-            stop_ids.append(tok)
-        elif s.via == "eos_id":
-            opts.eos_id = tok
-        elif s.via == "program_eos":
-            eos.append(tok)
-        elif s.via == "stop_token":
-            opts.stop_token = tokenizer.decode([tok])
-            if tokenizer.encode(opts.stop_token) != [tok]:
-                return None
-        elif s.via == "stop_string_multi":
-            opts.stop_token = tokenizer.decode(ref[i : i + 2])
-            enc = tokenizer.encode(opts.stop_token)
-            if len(enc) < 2 or enc[0] != tok:
-                return None
-    opts.stop_ids = tuple(dict.fromkeys(stop_ids))
-    return opts, tuple(eos)
-
-
-def _single(tokenizer, text: str | None) -> set[int]:
-    enc = tokenizer.encode(text) if text else []
-    return set(enc) if len(enc) == 1 else set()
-
-
-def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
-    """Under full forcing, do the rules land this prompt on the boundary the case aims at?"""
-    if not case.expect.reason or not accepts or min(accepts) < 0:
-        return True
-    exp = expected_length(ref.tokens, stops, options.max_new_tokens, len(ids), k, md.max_seq_len, accepts)
-    return exp.reason == case.expect.reason
-
-
-def _first_stop_at(tokens: list[int], i: int, base_stops: frozenset[int]) -> bool:
-    """tokens[i] is new (not earlier in tokens), not already a stop, and no earlier token is a stop."""
-    if i >= len(tokens) or tokens[i] in base_stops or tokens[i] in tokens[:i]:
-        return False
-    return not any(t in base_stops for t in tokens[:i])
-
-
-def _as_prompt(case: Case, cand):
-    if not case.prompt.from_file or isinstance(cand, list):
-        return cand
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "prompt.txt"
-        path.write_text(cand, encoding="utf-8")
-        return read_prompt_file(path)

@@ -1,0 +1,111 @@
+"""Building a case's request: the prompt, its greedy reference, and the forced stops.
+
+`pick_prompt` takes the first candidate prompt (the case's text, its L ids, or each fixture
+prompt in turn) that fits the program's prefill range, whose reference makes every forced
+stop index the first stop, and on which (under full forcing) the rules land on the boundary
+the case aims at. `apply_stops` turns the forced stop indices into request options (stop
+ids, eos id, stop token string) or extra program EOS ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file
+from eagle3_check.rules import expected_length
+from eagle3_check.suites.case import Case
+
+
+class CaseSkip(Exception):
+    """The case cannot run on this program (the message says why); it is reported as skipped."""
+
+
+def pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
+    """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt that
+    fits the prefill range, makes each forced stop index the first stop in the reference, and
+    (under full forcing) lands on the boundary the case aims at."""
+    L = case.prompt.resolve_length(md, k)
+    if L is not None:
+        candidates = [env.filler_ids(L, options.bos_id)]
+    elif case.prompt.text is not None:
+        candidates = [case.prompt.text]
+    else:
+        candidates = list(env.prompts)
+    fits = 0
+    for cand in candidates:
+        ids = list(cand) if isinstance(cand, list) else prompt_ids(env.tokenizer, cand, options)
+        if not md.min_prefill <= len(ids) <= md.max_prefill:
+            continue
+        fits += 1
+        n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
+        ref = env.greedy(ids, n)
+        forced = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+        if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
+            continue
+        stops = base_stops | set(forced[1]) | set(forced[0].stop_ids) | \
+            ({forced[0].eos_id} if forced[0].eos_id is not None else set()) | _single(env.tokenizer, forced[0].stop_token)
+        if _aims(case, ref, ids, md, k, options, accepts, frozenset(stops)):
+            return _as_prompt(case, cand), ids, ref
+    if not fits:
+        raise CaseSkip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
+                    f"[{md.min_prefill}, {md.max_prefill}]")
+    raise CaseSkip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
+                f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
+
+
+def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: RunOptions):
+    """(options with the forced stops, extra program EOS ids), or None when this reference
+    cannot carry them (a token's string does not re-encode to what the case needs)."""
+    stop_ids, eos, opts = list(options.stop_ids), [], dataclasses.replace(options)
+    for s, i in zip(case.stop_at, stop_idx):
+        if i >= len(ref):
+            return None
+        tok = ref[i]
+        if s.via == "stop_ids":
+            stop_ids.append(tok)
+        elif s.via == "eos_id":
+            opts.eos_id = tok
+        elif s.via == "program_eos":
+            eos.append(tok)
+        elif s.via == "stop_token":
+            opts.stop_token = tokenizer.decode([tok])
+            if tokenizer.encode(opts.stop_token) != [tok]:
+                return None
+        elif s.via == "stop_string_multi":
+            opts.stop_token = tokenizer.decode(ref[i : i + 2])
+            enc = tokenizer.encode(opts.stop_token)
+            if len(enc) < 2 or enc[0] != tok:
+                return None
+    opts.stop_ids = tuple(dict.fromkeys(stop_ids))
+    return opts, tuple(eos)
+
+
+def _single(tokenizer, text: str | None) -> set[int]:
+    enc = tokenizer.encode(text) if text else []
+    return set(enc) if len(enc) == 1 else set()
+
+
+def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
+    """Under full forcing, do the rules land this prompt on the boundary the case aims at?"""
+    if not case.expect.reason or not accepts or min(accepts) < 0:
+        return True
+    exp = expected_length(ref.tokens, stops, options.max_new_tokens, len(ids), k, md.max_seq_len, accepts)
+    return exp.reason == case.expect.reason
+
+
+def _first_stop_at(tokens: list[int], i: int, base_stops: frozenset[int]) -> bool:
+    """tokens[i] is new (not earlier in tokens), not already a stop, and no earlier token is a stop."""
+    if i >= len(tokens) or tokens[i] in base_stops or tokens[i] in tokens[:i]:
+        return False
+    return not any(t in base_stops for t in tokens[:i])
+
+
+def _as_prompt(case: Case, cand):
+    if not case.prompt.from_file or isinstance(cand, list):
+        return cand
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "prompt.txt"
+        path.write_text(cand, encoding="utf-8")
+        return read_prompt_file(path)
