@@ -167,3 +167,26 @@ def test_cli_suite_json_passes_and_a_broken_runner_exits_1(capsys):
                "--runner", "eagle3_check.mutants:speculate_after_stop_bonus"])
     assert rc == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+class _OffAt3:
+    """A reference whose token 3 differs from the program's greedy one, with a chosen margin there."""
+
+    def __init__(self, inner, margin):
+        self.inner, self.margin = inner, margin
+
+    def greedy(self, ids, n, stop_ids=frozenset()):
+        ref = self.inner.greedy(ids, n, stop_ids)
+        tokens, margins = list(ref.tokens), list(ref.margins)
+        tokens[3], margins[3] = (tokens[3] + 1) % 512, self.margin
+        return dataclasses.replace(ref, tokens=tokens, margins=margins)
+
+
+@pytest.mark.parametrize("margin, status", [(0.0, "tie"), (1.0, FAIL)], ids=["tiny-margin-tie", "real-margin-fails"])
+def test_a_divergence_at_a_numerical_tie_is_a_tie_not_a_failure(margin, status, suite_env):
+    env = SuiteEnv(suite_env.program_for, suite_env.tokenizer, _OffAt3(suite_env.reference, margin),
+                   suite_env.prompts, suite_env.tolerance, suite_env.fixture)
+    (case,) = suite_cases("acceptance/full")
+    result = run_case(case, env)
+    assert result.status == status, result.message
+    assert "at token 3" in result.message
