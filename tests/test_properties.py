@@ -8,7 +8,7 @@ max_seq_len, stop sets and acceptance patterns:
 - the call log holds the invariants (`instrument.call_problems`), no position >= max_seq_len.
 
 The ToyProgram (known target, pure arithmetic) takes many examples; the real eager fixture
-program fewer. Default runs are derandomized (same examples every `make check`); the `slow`
+program (with max_seq_len 32, so the context rule is reached) fewer. Default runs are derandomized (same examples every `make check`); the `slow`
 variants draw many more random examples.
 """
 
@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eagle3_check.contract import read_metadata
+from eagle3_check.eager import EagerBackend
 from eagle3_check.forcing import ForcedDraft, Forcing
 from eagle3_check.instrument import RecordingProgram, call_problems
 from eagle3_check.options import RunOptions, stop_set
@@ -92,8 +93,9 @@ def test_toy_runner_properties_many(req, tokenizer):
 
 @st.composite
 def eager_requests(draw, vocab=512):
+    """On a program with max_seq_len 32: long prompts reach the context rule."""
     k = draw(st.integers(1, 7))
-    L = draw(st.integers(1, 12))
+    L = draw(st.integers(1, 28))
     prompt = draw(st.lists(st.integers(3, vocab - 1), min_size=L, max_size=L))
     max_new = draw(st.integers(1, 12))
     pattern = tuple(draw(st.lists(st.integers(0, k), min_size=1, max_size=6)))
@@ -108,14 +110,20 @@ def _eager_case(req, program, tokenizer, hf_reference):
     check_properties(program, tokenizer, req["prompt"], ref, req["k"], req["max_new"], req["forcing"], stop_ids)
 
 
-@settings(max_examples=12, **FAST)
+@pytest.fixture(scope="session")
+def small_program(fixture):
+    """The fixture's eager program with max_seq_len 32 (prefill 1..31)."""
+    return EagerBackend.from_fixture(fixture, max_seq_len=32, min_prefill=1, max_prefill=31)
+
+
+@settings(max_examples=16, **FAST)
 @given(req=eager_requests())
-def test_eager_runner_properties(req, program, tokenizer, hf_reference):
-    _eager_case(req, program, tokenizer, hf_reference)
+def test_eager_runner_properties(req, small_program, tokenizer, hf_reference):
+    _eager_case(req, small_program, tokenizer, hf_reference)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, **SLOW)
 @given(req=eager_requests())
-def test_eager_runner_properties_many(req, program, tokenizer, hf_reference):
-    _eager_case(req, program, tokenizer, hf_reference)
+def test_eager_runner_properties_many(req, small_program, tokenizer, hf_reference):
+    _eager_case(req, small_program, tokenizer, hf_reference)
