@@ -155,7 +155,8 @@ def _fixed_env(args: argparse.Namespace):
         raise_no_prompts()
     setup = build_program(args)
     reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
-    prompts = load_prompts(args.prompts) if args.prompts else load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
+    fixture = setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE  # a .pte names its own
+    prompts = load_prompts(args.prompts) if args.prompts else load_fixture(fixture).prompts()
     prompts = [p.text for p in prompts]
     env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype],
                          fixture=setup.info.get("fixture"))
