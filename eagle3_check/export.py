@@ -142,6 +142,9 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
         with torch.no_grad():
             for k, v in module.named_buffers():
                 v.copy_(snapshot[k])
+        # Tracing bound the HF cache layers to the fake buffers; point them back at the real
+        # ones, or the eager module is unusable after an export.
+        _Method(module, "rebind")._bind()
     return programs
 
 

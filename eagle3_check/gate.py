@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3_check.contract import SpeculatorProgram, read_metadata
-from eagle3_check.errors import ContractViolation, Eagle3CheckError, InputError
+from eagle3_check.errors import ContractViolation, Eagle3CheckError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import ReferenceResult
 from eagle3_check.junit import JUnitCase, JUnitSuite
@@ -35,11 +35,11 @@ from eagle3_check.metadata_check import target_facts, validate_metadata
 from eagle3_check.options import RunOptions, stop_set
 from eagle3_check.runner import ReferenceRunner, RunResult
 from eagle3_check.self_reference import self_greedy
+from eagle3_check.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.tokenizer import Tokenizer
 from eagle3_check.verdict import FAIL, TIE_TOLERANCE, compare
 
 PASS, SKIP = "pass", "skip"
-TAU_TOLERANCE = 0.05  # absolute: tau may drop at most this much below the baseline
 
 
 @dataclass
@@ -261,21 +261,6 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
     return chk
 
 
-def read_baseline_tau(path: Path) -> tuple[float, int | None]:
-    """tau (and K when recorded) from a baseline JSON: a gate or check report, or {"tau": x}."""
-    if not path.is_file():
-        raise InputError(f"--baseline {path} does not exist", "a JSON file with a 'tau' number",
-                         "pass a previous gate report (--report) or {\"tau\": 2.1}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        tau = float(data["tau"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
-        raise InputError(f"--baseline {path} has no readable tau ({e.__class__.__name__})",
-                         "JSON with a top-level number 'tau'", "pass a previous gate report") from None
-    k = data.get("k") or (data.get("info") or {}).get("k")
-    return tau, k if isinstance(k, int) else None
-
-
 def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:
     """The exact metrics gate (issue 7) over the golden runs: one case per golden key."""
     from eagle3_check.metrics import format_metric_diffs
@@ -301,21 +286,8 @@ def _baseline(inputs: GateInputs, tau: float | None, ks: list[int], golden_outco
 
     if is_metrics_baseline(inputs.baseline):
         return metrics_baseline_check(inputs, golden_outcome)
-    base, base_k = read_baseline_tau(Path(inputs.baseline))
-    if tau is None:
-        return GateCheck("baseline", FAIL, "no speculative round ran, so tau is undefined; expected rounds. "
-                         "Fix: use prompts with max new tokens > 1")
-    if base_k is not None and ks != [base_k]:
-        return GateCheck("baseline", FAIL, f"baseline is for K = {base_k} but the gate ran K = {ks}; "
-                         f"expected the same K. Fix: pass -k {base_k}")
-    delta = tau - base
-    details = {"tau": tau, "baseline": base, "tolerance": inputs.tau_tolerance}
-    if delta < -inputs.tau_tolerance:
-        return GateCheck("baseline", FAIL, f"tau {tau:.3f} < baseline {base:.3f} - tolerance "
-                         f"{inputs.tau_tolerance:g}; expected no regression. Fix: find why acceptance dropped",
-                         details=details)
-    return GateCheck("baseline", PASS, f"tau {tau:.3f} vs baseline {base:.3f} (tolerance {inputs.tau_tolerance:g})",
-                     details=details)
+    status, message, details = compare_tau(Path(inputs.baseline), tau, ks, inputs.tau_tolerance)
+    return GateCheck("baseline", status, message, details=details)
 
 
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,

@@ -101,3 +101,12 @@ def test_gate_verifies_a_golden_on_the_pte(pte_path, tmp_path, few_prompts, prog
     rc, report, _ = _gate(pte_path, tmp_path, few_prompts, "--golden", str(path))
     chk = next(c for c in json.loads(report.read_text())["checks"] if c["name"] == "golden")
     assert rc == 1 and chk["status"] == "fail" and "count" in chk["message"], chk
+
+
+def test_gate_all_k_runs_every_chain_length_of_the_export(pte_path, tmp_path, capsys):
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"prompts": [{"id": "count", "text": "Count from one to ten."}]}))
+    rc, report, junit = _gate(pte_path, tmp_path, one, "--all-k")
+    data = json.loads(report.read_text())
+    chk = next(c for c in data["checks"] if c["name"] == "runner vs HF reference")
+    assert rc == 0 and [c["name"] for c in chk["cases"]] == [f"count K={k}" for k in range(1, 8)]

@@ -98,3 +98,14 @@ def test_unloadable_files_are_one_clear_error(pte_path, tmp_path, make, named):
     with pytest.raises(InputError, match=named) as err:
         PteBackend(bad)
     assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_export_leaves_the_eager_module_usable(program):
+    from eagle3_check.export import export_methods
+
+    toks, pos = torch.tensor([[2, 40, 41, 42]]), torch.arange(4)
+    program.reset()
+    before = program.prefill(toks, pos)
+    export_methods(program.module, program.spec, program.module.draft.cfg.hidden_size)
+    after = program.prefill(toks, pos)
+    assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])

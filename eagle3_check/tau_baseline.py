@@ -1,0 +1,47 @@
+"""tau against a baseline for the gate: tau may not drop more than a stated tolerance below it.
+
+A baseline is any JSON with a top-level number `tau` (and optionally `k`, or `info.k`): an
+earlier `eagle3-check gate --report`, a `check --json` report, or `{"tau": 2.1, "k": 4}`.
+The tolerance is absolute (default 0.05): on CPU fp32 tau is deterministic, so the slack
+is for a new export whose kernels round differently, not for run-to-run noise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+
+TAU_TOLERANCE = 0.05
+
+
+def read_baseline_tau(path: Path) -> tuple[float, int | None]:
+    """tau (and K when recorded) from a baseline JSON."""
+    if not path.is_file():
+        raise InputError(f"--baseline {path} does not exist", "a JSON file with a 'tau' number",
+                         "pass a previous gate report (--report) or {\"tau\": 2.1}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        tau = float(data["tau"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+        raise InputError(f"--baseline {path} has no readable tau ({e.__class__.__name__})",
+                         "JSON with a top-level number 'tau'", "pass a previous gate report") from None
+    k = data.get("k") or (data.get("info") or {}).get("k")
+    return tau, k if isinstance(k, int) else None
+
+
+def compare_tau(path: Path, tau: float | None, ks: list[int], tolerance: float = TAU_TOLERANCE) -> tuple[str, str, dict]:
+    """(status pass|fail, one-line message, details) of this run's tau against the baseline."""
+    base, base_k = read_baseline_tau(path)
+    if tau is None:
+        return "fail", ("no speculative round ran, so tau is undefined; expected rounds. "
+                        "Fix: use prompts with max new tokens > 1"), {}
+    if base_k is not None and ks != [base_k]:
+        return "fail", (f"baseline is for K = {base_k} but the gate ran K = {ks}; expected the same K. "
+                        f"Fix: pass -k {base_k}"), {}
+    details = {"tau": tau, "baseline": base, "tolerance": tolerance}
+    if tau - base < -tolerance:
+        return "fail", (f"tau {tau:.3f} < baseline {base:.3f} - tolerance {tolerance:g}; expected no "
+                        "regression. Fix: find why acceptance dropped"), details
+    return "pass", f"tau {tau:.3f} vs baseline {base:.3f} (tolerance {tolerance:g})", details
