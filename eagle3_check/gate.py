@@ -20,24 +20,21 @@ The report is JSON-serialisable and converts to JUnit suites (`junit.py`).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3_check.contract import SpeculatorProgram, read_metadata
-from eagle3_check.errors import ContractViolation, Eagle3CheckError
+from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures import Prompt
-from eagle3_check.hf_reference import ReferenceResult
+from eagle3_check.gate_requests import run_requests
 from eagle3_check.junit import JUnitCase, JUnitSuite
 from eagle3_check.metadata_check import target_facts, validate_metadata
-from eagle3_check.options import RunOptions, stop_set
-from eagle3_check.runner import ReferenceRunner, RunResult
-from eagle3_check.self_reference import self_greedy
+from eagle3_check.options import RunOptions
 from eagle3_check.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import FAIL, TIE_TOLERANCE, compare
+from eagle3_check.verdict import FAIL, TIE_TOLERANCE
 
 PASS, SKIP = "pass", "skip"
 
@@ -124,93 +121,20 @@ def _summary(name: str, cases: list[JUnitCase], what: str) -> GateCheck:
     return GateCheck(name, PASS, f"{len(cases)}/{len(cases)} {what} identical{tie_note}", cases=cases)
 
 
-def _borrow_margins(self_ref: ReferenceResult, hf: ReferenceResult | None) -> ReferenceResult:
-    """The program has no logits: take the HF margin where HF agrees with the self reference so far."""
-    margins = list(self_ref.margins)
-    if hf is not None:
-        for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
-            if a != b:
-                break
-            margins[i] = hf.margins[i]
-    return ReferenceResult(self_ref.tokens, margins, self_ref.runner_up)
-
-
-def _reference_vs_reference(self_ref: ReferenceResult, hf: ReferenceResult, tol: float) -> tuple[str, str]:
-    for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
-        if a != b:
-            m = hf.margins[i]
-            status = "tie" if m < tol else FAIL
-            return status, (f"{'tie' if status == 'tie' else 'diverged'} at token {i}: self {a}, HF {b} "
-                            f"(HF margin {m:.3g}, tolerance {tol:g})")
-    if len(self_ref.tokens) != len(hf.tokens):
-        return FAIL, f"length: self reference {len(self_ref.tokens)} tokens, HF reference {len(hf.tokens)}"
-    return PASS, f"identical ({len(hf.tokens)} tokens)"
-
-
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
     """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
     md = read_metadata(program.metadata())
-    stops = stop_set(inputs.tokenizer, md, inputs.options).ids
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
-    runner = ReferenceRunner()
-    vs_self: list[JUnitCase] = []
-    vs_hf: list[JUnitCase] = []
-    self_hf: list[JUnitCase] = []
-    self_cache: dict[tuple, ReferenceResult] = {}
-    hf_cache: dict[tuple, ReferenceResult] = {}
-    runs: list[RunResult] = []
-    broken = None
-    for k in ks:
-        opts = RunOptions(**{**inputs.options.__dict__, "chain_len": k})
-        for p in inputs.prompts:
-            case = f"{p.id} K={k}" if len(ks) > 1 else p.id
-            if broken:
-                for lst in (vs_self, vs_hf):
-                    lst.append(JUnitCase(case, SKIP, f"not run after a contract violation: {broken}"))
-                continue
-            t0 = time.perf_counter()
-            try:
-                run = runner.run(program, inputs.tokenizer, p.text, opts)
-            except ContractViolation as e:
-                broken = str(e)
-                for lst in (vs_self, vs_hf):
-                    lst.append(JUnitCase(case, FAIL, str(e), time.perf_counter() - t0))
-                continue
-            except Eagle3CheckError as e:
-                for lst in (vs_self, vs_hf):
-                    lst.append(JUnitCase(case, FAIL, str(e), time.perf_counter() - t0))
-                continue
-            secs = time.perf_counter() - t0
-            runs.append(run)
-            key = (tuple(run.prompt_ids), max(run.max_new, 1))
-            if hf is not None and key not in hf_cache:
-                hf_cache[key] = hf.greedy(run.prompt_ids, key[1], stops)
-            if key not in self_cache:
-                try:
-                    self_cache[key] = self_greedy(program, run.prompt_ids, key[1], stops)
-                except Eagle3CheckError as e:
-                    vs_self.append(JUnitCase(case, FAIL, f"self reference failed: {e}", secs))
-                    continue
-                if hf is not None:
-                    st, msg = _reference_vs_reference(self_cache[key], hf_cache[key], inputs.tolerance)
-                    self_hf.append(JUnitCase(p.id, st, msg))
-            ref_self = _borrow_margins(self_cache[key], hf_cache.get(key))
-            v = compare(run, ref_self, stops, opts.max_new_tokens, md.max_seq_len, inputs.tolerance)
-            vs_self.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
-            if hf is not None:
-                v = compare(run, hf_cache[key], stops, opts.max_new_tokens, md.max_seq_len, inputs.tolerance)
-                vs_hf.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
-    rounds = sum(r.rounds for r in runs)
-    tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
-    checks = [_summary("runner vs self reference", vs_self, "requests")]
+    rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf)
+    checks = [_summary("runner vs self reference", rc.vs_self, "requests")]
     if hf is None:
         checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
                    _skip("self reference vs HF reference", "no reference target given")]
     else:
-        checks += [_summary("runner vs HF reference", vs_hf, "requests"),
-                   _summary("self reference vs HF reference", self_hf, "prompts")]
-    checks[0].details = {"k": ks, "tau": tau, "requests": len(runs)}
-    return checks, tau
+        checks += [_summary("runner vs HF reference", rc.vs_hf, "requests"),
+                   _summary("self reference vs HF reference", rc.self_vs_hf, "prompts")]
+    checks[0].details = {"k": ks, "tau": rc.tau, "requests": rc.runs}
+    return checks, rc.tau
 
 
 def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
