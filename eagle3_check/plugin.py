@@ -18,7 +18,10 @@ import importlib
 from eagle3_check.errors import InputError
 from eagle3_check.runner import Runner
 
-ALIASES = {"reference": "eagle3_check.runner:ReferenceRunner"}
+ALIASES = {
+    "reference": "eagle3_check.runner:ReferenceRunner",
+    "device": "eagle3_check.device_runner:DeviceRunner",  # data on the program's device (CUDA)
+}
 FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.runner:ReferenceRunner"
 
 

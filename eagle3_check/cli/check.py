@@ -10,6 +10,7 @@ from eagle3_check.cli.common import (
     add_program_args,
     add_runner_args,
     build_program,
+    default_runner,
     options_from_args,
 )
 
@@ -35,9 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: the fixture's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
+    p.add_argument("--runner", default=None, metavar="MODULE:FACTORY",
                    help="the runner to judge: a no-argument factory returning an object with "
-                   "run(program, tokenizer, prompt, options) -> RunResult (default: reference)")
+                   "run(program, tokenizer, prompt, options) -> RunResult, or 'reference' / 'device' "
+                   "(default: device with --device cuda, reference elsewhere)")
     p.add_argument("--suite", default=None, metavar="NAME",
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
@@ -58,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.list:
         return list_main(args)
-    runner = load_runner(args.runner)
+    runner_name = args.runner = args.runner or default_runner(args.device)
+    runner = load_runner(runner_name)
     if args.suite:
         return suite_main(args, runner)
     options = options_from_args(args)
@@ -79,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
                            TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
     finally:
         bar.close()
-    report.info.update(setup.info, runner=args.runner, tie_tolerance=TIE_TOLERANCE[args.dtype])
+    report.info.update(setup.info, runner=runner_name, tie_tolerance=TIE_TOLERANCE[args.dtype])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

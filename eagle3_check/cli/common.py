@@ -45,6 +45,9 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (eager backend)")
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="eager backend dtype")
+    g.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay target_verify (and short draft_decode calls) as CUDA graphs "
+                   "(default: on with --device cuda; --cuda-graph on CPU is an error)")
     g.add_argument("--max-seq-len", type=int, default=None, help="override the program's max_seq_len")
     g.add_argument("--min-prefill", type=int, default=None, help="override the min prefill chunk")
     g.add_argument("--max-prefill", type=int, default=None, help="override the max prefill chunk")
@@ -102,6 +105,7 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
     or `--pte FILE`, the ExecuTorch backend."""
     if getattr(args, "pte", None):
         return build_pte_program(args)
+    from eagle3_check.cuda_graph import GraphedProgram, with_cuda_graphs
     from eagle3_check.tokenizer import Tokenizer
 
     overrides = {
@@ -110,7 +114,8 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
         if v is not None
     }
     program, target_dir, tok_path, info = eager_program(args, overrides)
-    info.update(backend="eager", device=args.device, dtype=args.dtype)
+    program = with_cuda_graphs(program, getattr(args, "cuda_graph", None))
+    info.update(backend="eager", device=args.device, dtype=args.dtype, cuda_graph=isinstance(program, GraphedProgram))
     return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
 
 
@@ -182,3 +187,8 @@ def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
     info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info,
             "device": "cpu", "dtype": "float32"}
     return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+
+
+def default_runner(device: str) -> str:
+    """The runner a command uses unless told: the device-resident one on CUDA, else the reference."""
+    return "device" if str(device).startswith("cuda") else "reference"

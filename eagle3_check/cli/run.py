@@ -9,6 +9,7 @@ from eagle3_check.cli.common import (
     add_program_args,
     add_runner_args,
     build_program,
+    default_runner,
     options_from_args,
     prompt_from_args,
 )
@@ -32,12 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from eagle3_check.runner import ReferenceRunner
+    from eagle3_check.plugin import load_runner
 
     prompt = prompt_from_args(args)
     options = options_from_args(args)
     setup = build_program(args)
-    result = ReferenceRunner().run(setup.program, setup.tokenizer, prompt, options)
+    result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, options)
     if args.json:
         print(json.dumps({**result.to_json(), "info": setup.info}, indent=2))
         return 0

@@ -1,0 +1,313 @@
+"""GPU benchmark: speculative decoding with a graph-captured target_verify vs greedy peers.
+
+Target: a Llama-shaped model of about 1B parameters with random bf16 weights (built in
+memory, seeded). Draft: a real EAGLE-3 head sized for it (one layer, hidden = the target's),
+random weights, in "oracle" mode: the head runs and is timed on every draft call, then its
+ids are replaced by the known greedy continuation, right with probability --accept per
+position (`eagle3_check.oracle`). A random-weight target cannot be predicted by a head
+trained within a short GPU budget, so acceptance is controlled; the JSON says so.
+
+Measured in one run, prompt --prompt-len tokens, --new tokens, greedy, batch 1:
+  (a) hf-eager      HF generate, dynamic cache, eager
+  (b) hf-compiled   HF generate, static cache + torch.compile(mode="reduce-overhead")
+  (c) self-graph    greedy through our target, target_verify of one token replayed as a CUDA graph
+  (d) spec-K        DeviceRunner, graph-captured verify and draft calls, K in --ks
+  plus spec-K4-eager-draft (draft calls not captured) and spec-K4-own-draft (the head's own ids).
+Each: tokens/s (new tokens over the whole call, prefill included; median of --repeats), tau,
+ms per round split into verify / draft / host (device-timeline spans from CUDA events), peak
+GPU memory (weights included). Ratios printed last.
+
+Reproduce: python bench/gpu_bench.py --out bench/results/h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eagle3_check.cuda_graph import GraphedProgram  # noqa: E402
+from eagle3_check.device_runner import DeviceRunner, PhaseTimer  # noqa: E402
+from eagle3_check.draft import DraftConfig, Eagle3DraftHead  # noqa: E402
+from eagle3_check.eager import EagerBackend  # noqa: E402
+from eagle3_check.fixtures import ProgramSpec  # noqa: E402
+from eagle3_check.options import RunOptions  # noqa: E402
+from eagle3_check.oracle import OracleDraftProgram  # noqa: E402
+from eagle3_check.self_reference import self_greedy  # noqa: E402
+from eagle3_check.speculator import Eagle3Speculator  # noqa: E402
+from eagle3_check.target import TargetAdapter  # noqa: E402
+
+
+class IdTokenizer:
+    """The runner needs a tokenizer only for the stop set and the text: ids in, nothing out."""
+
+    eos_ids: tuple[int, ...] = ()
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return []
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return ""
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--intermediate", type=int, default=8192)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--draft-vocab", type=int, default=8192)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--new", type=int, default=256)
+    p.add_argument("--ks", default="2,4,6")
+    p.add_argument("--accept", type=float, default=0.8, help="oracle: chance a position's proposal is right")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--skip", default="", help="comma-separated methods to skip (hf-eager,hf-compiled,...)")
+    p.add_argument("--out", default=None, help="write the results JSON here")
+    p.add_argument("--device", default="cuda", help="cuda (cpu: a smoke test with emulated graphs)")
+    return p.parse_args(argv)
+
+
+CUDA = torch.cuda.is_available()
+
+
+def sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def peak_gib() -> float | None:
+    return torch.cuda.max_memory_allocated() / 2**30 if CUDA else None
+
+
+def build(args, dev):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+        max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+        bos_token_id=None, eos_token_id=None, pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    n = args.layers
+    dcfg = DraftConfig(
+        hidden_size=args.hidden, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+        intermediate_size=args.intermediate, vocab_size=args.vocab, draft_vocab_size=args.draft_vocab,
+        aux_layer_ids=[2, n // 2, n - 3], target_hidden_size=args.hidden,
+    )
+    max_seq = 1 << (args.prompt_len + args.new + 16).bit_length()
+    spec = ProgramSpec(max_seq_len=max_seq, min_prefill=1, max_prefill=args.prompt_len, chain_len=4,
+                       min_verify_len=2, max_verify_len=8)
+    with torch.device(dev):
+        draft = Eagle3DraftHead(dcfg, max_seq)
+    module = Eagle3Speculator(TargetAdapter(model, dcfg.aux_layer_ids, max_seq), draft)
+    module = module.to(device=dev, dtype=torch.bfloat16).eval()
+    n_target = sum(p.numel() for p in model.parameters())
+    n_draft = sum(p.numel() for p in draft.parameters())
+    return model, EagerBackend(module, spec), n_target, n_draft
+
+
+def timed(fn, repeats: int):
+    """Runs fn once to warm up, then `repeats` times; returns (last output, wall seconds each)."""
+    out = fn()
+    walls = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        walls.append(time.perf_counter() - t0)
+    return out, walls
+
+
+def summarize(walls, new_tokens, rounds, phases=None, tau=None, extra=None):
+    wall = statistics.median(walls)
+    row = {
+        "tokens_per_s": new_tokens / wall,
+        "wall_ms": wall * 1e3,
+        "walls_ms": [w * 1e3 for w in walls],
+        "tau": tau,
+        "rounds": rounds,
+        "ms_per_round": wall * 1e3 / rounds,
+        "peak_gib": peak_gib(),
+    }
+    if phases is not None:
+        row.update({f"{k}_ms_per_round": v / rounds for k, v in phases.items() if k in ("verify", "draft", "host")})
+        busy = phases["verify"] + phases["draft"]
+        row["host_share"] = phases["host"] / busy if busy else None
+    row.update(extra or {})
+    return row
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    global CUDA
+    dev = torch.device(args.device)
+    CUDA = dev.type == "cuda"
+    mode = "cuda" if CUDA else "emulate"
+    skip = set(filter(None, args.skip.split(",")))
+    model, plain, n_target, n_draft = build(args, dev)
+    graphed = GraphedProgram(plain, mode)
+    eager_draft = GraphedProgram(plain, mode, draft_graphs=False)
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(3, args.vocab, (args.prompt_len,), generator=gen).tolist()
+    prompt_t = torch.tensor([prompt], device=dev)
+    tok = IdTokenizer(args.vocab)
+    import transformers
+
+    res = {
+        "gpu": torch.cuda.get_device_name() if CUDA else "cpu (smoke test)",
+        "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "target": {"params": n_target, "layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
+                   "heads": args.heads, "kv_heads": args.kv_heads, "vocab": args.vocab, "dtype": "bfloat16",
+                   "weights": "random (seed 0)"},
+        "draft": {"params": n_draft, "draft_vocab": args.draft_vocab, "mode": "oracle",
+                  "accept": args.accept,
+                  "note": "real EAGLE-3 head (random weights) runs and is timed on every draft call; its ids are "
+                          "replaced by the greedy continuation, right with probability `accept` per position"},
+        "prompt_len": args.prompt_len, "new_tokens": args.new, "repeats": args.repeats,
+        "tokens_per_s_definition": "new tokens / wall time of the whole request (prefill included), median",
+        "results": {},
+    }
+
+    def save():
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
+
+    def method(name, fn):
+        if name in skip:
+            return
+        if CUDA:
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            res["results"][name] = fn()
+        except Exception as e:  # a failing peer is reported, not fatal to the run
+            res["results"][name] = {"error": f"{type(e).__name__}: {str(e)[:400]}"}
+        print(f"{name}: {json.dumps(res['results'][name])[:300]}", file=sys.stderr, flush=True)
+        save()
+
+    def hf_generate(**kw):
+        def fn():
+            out = model.generate(input_ids=prompt_t, attention_mask=torch.ones_like(prompt_t),
+                                 max_new_tokens=args.new, min_new_tokens=args.new, do_sample=False, **kw)
+            return out[0, args.prompt_len:].tolist()
+        return fn
+
+    def hf_method(**kw):
+        toks, walls = timed(hf_generate(**kw), args.repeats)
+        return summarize(walls, len(toks), len(toks), extra={"tokens_head": toks[:16]})
+
+    method("hf-eager", lambda: hf_method(disable_compile=True))
+
+    greedy = {}
+
+    def self_method():
+        timer = PhaseTimer(dev)
+        out, walls = timed(lambda: self_greedy(graphed, prompt, args.new), args.repeats)
+        self_greedy(graphed, prompt, args.new, timer=timer)
+        greedy["tokens"] = out.tokens
+        phases = timer.totals()
+        return summarize(walls, len(out.tokens), len(out.tokens) - 1, phases, 1.0,
+                         {"tokens_head": out.tokens[:16]})
+
+    method("self-graph", self_method)
+    if "tokens" not in greedy:
+        greedy["tokens"] = self_greedy(graphed, prompt, args.new).tokens
+    seq = prompt + greedy["tokens"]
+    opts = dict(raw=True, bos_id=-1, stop_ids=(), stop_token=None, eos_id=None, max_new_tokens=args.new)
+
+    def spec_method(program, k):
+        def fn():
+            o = RunOptions(chain_len=k, **opts)
+            timer = PhaseTimer(dev)
+            out, walls = timed(lambda: DeviceRunner().run(program, tok, prompt, o), args.repeats)
+            DeviceRunner(timer).run(program, tok, prompt, o)
+            same = out.tokens == greedy["tokens"]
+            first = next((i for i, (a, b) in enumerate(zip(out.tokens, greedy["tokens"])) if a != b), None)
+            return summarize(walls, len(out.tokens), out.rounds, timer.totals(), out.tau,
+                             {"k": k, "identical_to_self_graph": same, "first_divergence": first,
+                              "n_alpha": [sum(a > j for a in out.accepted) / out.rounds for j in range(k)]})
+        return fn
+
+    for k in [int(x) for x in args.ks.split(",")]:
+        method(f"spec-K{k}", spec_method(OracleDraftProgram(graphed, seq, args.accept), k))
+    method("spec-K4-eager-draft", spec_method(OracleDraftProgram(eager_draft, seq, args.accept), 4))
+    method("spec-K4-own-draft", spec_method(graphed, 4))
+
+    from transformers import CompileConfig
+
+    method("hf-compiled", lambda: hf_method(cache_implementation="static",
+                                            compile_config=CompileConfig(mode="reduce-overhead", fullgraph=True)))
+    res["ratios"] = ratios(res["results"])
+    save()
+    print_table(res)
+    return 0
+
+
+def ratios(r: dict) -> dict:
+    def tps(name):
+        return r.get(name, {}).get("tokens_per_s")
+
+    out = {}
+    spec = {n: v for n, v in r.items() if n.startswith("spec-K") and n[6:].isdigit() and "tokens_per_s" in v}
+    if tps("self-graph") and tps("spec-K4"):
+        out["spec-K4 / self-graph"] = tps("spec-K4") / tps("self-graph")
+    if tps("hf-compiled"):
+        for n in spec:
+            out[f"{n} / hf-compiled"] = tps(n) / tps("hf-compiled")
+    if tps("hf-eager"):
+        for n in spec:
+            out[f"{n} / hf-eager"] = tps(n) / tps("hf-eager")
+    for n, v in spec.items():
+        out[f"{n} host / (verify + draft)"] = v.get("host_share")
+    if tps("spec-K4-eager-draft") and tps("spec-K4"):
+        out["spec-K4 / spec-K4-eager-draft"] = tps("spec-K4") / tps("spec-K4-eager-draft")
+    return out
+
+
+def print_table(res: dict) -> None:
+    print(f"\n{res['gpu']}  torch {res['torch']}  transformers {res['transformers']}  {res['date']}")
+    print(f"target {res['target']['params'] / 1e9:.2f}B params bf16 (random), draft {res['draft']['params'] / 1e6:.0f}M "
+          f"({res['draft']['mode']}, accept {res['draft']['accept']}); prompt {res['prompt_len']}, new {res['new_tokens']}")
+    head = f"{'method':22} {'tok/s':>8} {'tau':>5} {'ms/round':>9} {'verify':>7} {'draft':>7} {'host':>7} {'host%':>6} {'peak GiB':>8}"
+    print(head)
+
+    def f(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+    for name, v in res["results"].items():
+        if "error" in v:
+            print(f"{name:22} error: {v['error'][:100]}")
+            continue
+        share = v.get("host_share")
+        print(f"{name:22} {v['tokens_per_s']:8.1f} {f(v.get('tau'), '5.2f')} {v['ms_per_round']:9.3f} "
+              f"{f(v.get('verify_ms_per_round'), '7.3f')} {f(v.get('draft_ms_per_round'), '7.3f')} "
+              f"{f(v.get('host_ms_per_round'), '7.3f')} {f(share * 100 if share is not None else None, '6.1f')} "
+              f"{f(v['peak_gib'], '8.2f')}")
+    for k, v in res.get("ratios", {}).items():
+        print(f"{k:40} {f(v, '.2f')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

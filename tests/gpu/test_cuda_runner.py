@@ -1,0 +1,160 @@
+"""The runner on CUDA, graphs on and off: bit-identical to HF eager greedy in fp32, graph on ==
+graph off in fp32 and bf16, bf16 within the tie tolerance, one read back per round.
+
+Every embedded fixture is used (the default tiny-llama and any trained ones beside it).
+An oracle draft (`eagle3_check.oracle`) makes rounds accept 0..K proposals, so the reseed
+slices of graph-owned verify outputs are exercised even with an untrained draft.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from eagle3_check.check import format_table, run_check
+from eagle3_check.cuda_graph import GraphedProgram
+from eagle3_check.device_runner import DeviceRunner
+from eagle3_check.eager import EagerBackend
+from eagle3_check.fixtures import list_fixtures, load_fixture
+from eagle3_check.hf_reference import HFReference
+from eagle3_check.options import RunOptions, prompt_ids
+from eagle3_check.oracle import OracleDraftProgram
+from eagle3_check.runner import ReferenceRunner
+from eagle3_check.self_reference import self_greedy
+from eagle3_check.tokenizer import Tokenizer
+from eagle3_check.verdict import PASS, TIE, TIE_TOLERANCE
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; torch.cuda.is_available() is False"),
+]
+
+FIXTURES = list_fixtures()
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+OPTS = RunOptions(max_new_tokens=64)
+NO_STOP = RunOptions(max_new_tokens=64, stop_ids=(), stop_token=None, eos_id=None)
+_cache: dict = {}
+
+
+def programs(name: str, dtype: str) -> tuple[EagerBackend, GraphedProgram]:
+    """(graphs off, graphs on) over one module: they share weights and KV caches."""
+    if (name, dtype) not in _cache:
+        plain = EagerBackend.from_fixture(load_fixture(name), "cuda", dtype)
+        _cache[name, dtype] = (plain, GraphedProgram(plain))
+    return _cache[name, dtype]
+
+
+def hf(name: str, dtype: str) -> HFReference:
+    if ("hf", name, dtype) not in _cache:
+        _cache["hf", name, dtype] = HFReference(load_fixture(name).target_dir, "cuda", DTYPES[dtype])
+    return _cache["hf", name, dtype]
+
+
+def tok(name: str) -> Tokenizer:
+    return Tokenizer.load(load_fixture(name).tokenizer_path)
+
+
+@pytest.mark.parametrize("runner", [DeviceRunner(), ReferenceRunner()], ids=["device-runner", "reference-runner"])
+@pytest.mark.parametrize("graph", [True, False], ids=["graph-on", "graph-off"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fp32_bit_identical_to_hf_eager(name, graph, runner):
+    plain, graphed = programs(name, "float32")
+    report = run_check(graphed if graph else plain, tok(name), hf(name, "float32"),
+                       load_fixture(name).prompts(), OPTS, tolerance=0.0, runner=runner)
+    print(format_table(report))
+    assert [o.verdict.status for o in report.outcomes] == [PASS] * len(report.outcomes), format_table(report)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", FIXTURES)
+def test_graph_on_equals_off(name, dtype):
+    plain, graphed = programs(name, dtype)
+    t = tok(name)
+    for p in load_fixture(name).prompts():
+        ids = prompt_ids(t, p.text, NO_STOP)
+        seq = ids + self_greedy(plain, ids, 64).tokens
+        for draft in ("own", "oracle"):
+            off_p = OracleDraftProgram(plain, seq, 0.7) if draft == "oracle" else plain
+            on_p = OracleDraftProgram(graphed, seq, 0.7) if draft == "oracle" else graphed
+            off = DeviceRunner().run(off_p, t, ids, NO_STOP)
+            on = DeviceRunner().run(on_p, t, ids, NO_STOP)
+            assert (on.tokens, on.accepted, on.tau) == (off.tokens, off.accepted, off.tau), (p.id, draft)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_bf16_pass_or_tie(name):
+    tol = TIE_TOLERANCE["bfloat16"]
+    _, graphed = programs(name, "bfloat16")
+    report = run_check(graphed, tok(name), hf(name, "bfloat16"), load_fixture(name).prompts(), OPTS,
+                       tolerance=tol, runner=DeviceRunner())
+    print(f"bf16 vs HF bf16 eager on CUDA, tie tolerance {tol}:")
+    print(format_table(report))
+    for o in report.outcomes:
+        if o.verdict.status == TIE:
+            print(f"tie: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} < {tol}")
+    assert report.passed, format_table(report)
+
+
+def test_verify_captured_once_per_chain_length():
+    name = FIXTURES[0]
+    plain, _ = programs(name, "float32")
+    graphed = GraphedProgram(plain)  # fresh graph caches
+    t = tok(name)
+    rounds = 0
+    for k in (2, 4, 2, 4):
+        rounds += DeviceRunner().run(graphed, t, "Count from one to ten.", RunOptions(max_new_tokens=24, chain_len=k)).rounds
+    windows = sorted(key[0][0][1] for key in graphed.verify_graphs.entries)
+    assert windows == [3, 5]
+    assert sum(graphed.verify_graphs.captures.values()) == rounds
+    assert graphed.verify_graphs.eager_calls == 0
+
+
+def test_one_read_back_per_round():
+    """With CUDA's sync debug mode on, a warm run synchronises once per round plus at most a
+    few times per request (prompt upload, prefill bonus read)."""
+    name = FIXTURES[0]
+    _, graphed = programs(name, "float32")
+    t = tok(name)
+    ids = prompt_ids(t, "Hi", NO_STOP)
+    oracle = OracleDraftProgram(graphed, ids + self_greedy(graphed, ids, 64).tokens, 0.7)
+    DeviceRunner().run(oracle, t, ids, NO_STOP)  # warm: graphs captured
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            result = DeviceRunner().run(oracle, t, ids, NO_STOP)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = sum("synchroniz" in str(w.message) for w in caught)
+    print(f"rounds {result.rounds}, synchronisations {syncs}")
+    assert result.rounds <= syncs <= result.rounds + 3
+
+
+@pytest.mark.parametrize("graph", [True, False], ids=["graph-on", "graph-off"])
+def test_edge_suites_on_cuda(graph):
+    """Every registered edge case (eagle3_check.suites) on the CUDA program, device runner."""
+    from eagle3_check.suites import all_cases
+    from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
+    from eagle3_check.verdict import FAIL as CASE_FAIL
+
+    name = FIXTURES[0]
+    base = SuiteEnv.eager(name, "cuda", "float32")
+    built: dict = {}
+
+    def program_for(spec):
+        key = tuple(sorted(spec.items()))
+        if key not in built:
+            built[key] = GraphedProgram(base.program_for(spec)) if graph else base.program_for(spec)
+        return built[key]
+
+    env = SuiteEnv(program_for, base.tokenizer, base.reference, base.prompts, base.tolerance)
+    results = [run_case(case, env, DeviceRunner()) for case in all_cases()]
+    ran = [r for r in results if r.status != SKIP]
+    for r in results:
+        print(f"{r.name}: {r.status} {r.message}")
+    assert ran, "no edge case ran"
+    failed = [f"{r.name}: {r.message}" for r in ran if r.status == CASE_FAIL]
+    assert not failed, "\n".join(failed)
