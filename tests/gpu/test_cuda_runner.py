@@ -24,7 +24,7 @@ from eagle3_check.oracle import OracleDraftProgram
 from eagle3_check.runner import ReferenceRunner
 from eagle3_check.self_reference import self_greedy
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import PASS, TIE, TIE_TOLERANCE
+from eagle3_check.verdict import FAIL, PASS, TIE, TIE_TOLERANCE
 
 pytestmark = [
     pytest.mark.gpu,
@@ -94,7 +94,29 @@ def test_bf16_pass_or_tie(name):
     for o in report.outcomes:
         if o.verdict.status == TIE:
             print(f"tie: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} < {tol}")
+        elif o.verdict.status == FAIL and o.verdict.margin is not None:
+            print(f"fail: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} >= {tol}; "
+                  + hf_sdpa_diagnosis(name, o))
     assert report.passed, format_table(report)
+
+
+def hf_sdpa_diagnosis(name: str, outcome) -> str:
+    """Forensics for a bf16 failure: does Transformers itself, with SDPA attention instead of
+    eager, produce the runner's tokens up to the divergence? Then it is kernel numerics."""
+    from transformers import AutoModelForCausalLM
+
+    ref = hf(name, "bfloat16")
+    sdpa = AutoModelForCausalLM.from_pretrained(load_fixture(name).target_dir, dtype=torch.bfloat16,
+                                                attn_implementation="sdpa").to("cuda").eval()
+    eager_model, ref.model = ref.model, sdpa
+    try:
+        i = outcome.verdict.index
+        got = ref.greedy(outcome.run.prompt_ids, i + 1).tokens
+    finally:
+        ref.model = eager_model
+    same = got == outcome.run.tokens[: i + 1]
+    return (f"HF with SDPA attention {'produces' if same else 'does not produce'} the runner's tokens "
+            f"0..{i} (HF sdpa token {got[i]}, runner {outcome.run.tokens[i]})")
 
 
 def test_verify_captured_once_per_chain_length():
