@@ -143,12 +143,19 @@ class DeviceRunner:
             check_shapes("draft_decode", out_ids, g, t)
             return out_ids, g  # [1, T], [1, T, H]
 
+        g_in: list[torch.Tensor] = []  # runner-owned [1, 1, H] input row for chain steps
+
         def chain(window: torch.Tensor, first: torch.Tensor, g: torch.Tensor, start: int) -> None:
             """Writes p0..p(K-1) into window[:, 1:]: p0 = first; step j feeds p(j-1) with the
-            last g row at start + j - 1."""
+            last g row at start + j - 1. The g row is copied into a runner-owned buffer first:
+            a graph-owned g is overwritten by the very call it feeds, and a wrapper that looks
+            at its inputs after the call (instrument.RecordingProgram) must see what was fed."""
             window[:, 1:2].copy_(first)
             for j in range(1, k):
-                step_ids, g = draft(window[:, j : j + 1], g[:, -1:], start + j - 1)
+                if not g_in or g_in[0].shape != g[:, -1:].shape or g_in[0].dtype != g.dtype:
+                    g_in[:] = [torch.empty_like(g[:, -1:])]
+                g_in[0].copy_(g[:, -1:])
+                step_ids, g = draft(window[:, j : j + 1], g_in[0], start + j - 1)
                 window[:, j + 1 : j + 2].copy_(step_ids[:, -1:])
 
         prompt_t = torch.tensor([ids], device=dev)  # [1, L]
