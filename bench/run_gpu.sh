@@ -7,10 +7,10 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 python -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, torch.cuda.get_device_name())" | tee "$out/env.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$out/env.txt"
+python bench/gpu_bench.py --out "$out/gpu_bench.json" "${@:2}" 2>&1 | tee "$out/gpu_bench.log"
+bench=$?
 python -m pytest -m gpu -q -rP -p no:cacheprovider --continue-on-collection-errors \
   --junitxml="$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log"
 tests=$?
-python bench/gpu_bench.py --out "$out/gpu_bench.json" "${@:2}" 2>&1 | tee "$out/gpu_bench.log"
-bench=$?
 echo "pytest -m gpu exit $tests, bench exit $bench"
 exit $((tests || bench))

@@ -155,8 +155,7 @@ def test_one_read_back_per_round():
     assert result.rounds <= syncs <= result.rounds + 3
 
 
-@pytest.mark.parametrize("graph", [True, False], ids=["graph-on", "graph-off"])
-def test_edge_suites_on_cuda(graph):
+def test_edge_suites_on_cuda(graph=True):
     """Every registered edge case (eagle3_check.suites) on the CUDA program, device runner."""
     from eagle3_check.suites import all_cases
     from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
