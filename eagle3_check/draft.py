@@ -120,18 +120,36 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(x.dtype)
 
 
+def rope_tables(
+    positions: torch.Tensor,  # [T]
+    d: int,
+    theta: float,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:  # cos, sin [T, D]
+    """Computed once per call and shared by q and k (fewer small kernels on CUDA)."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d))
+    ang = positions.float()[:, None] * inv[None, :]  # [T, D/2]
+    c, s = ang.cos(), ang.sin()
+    return torch.cat([c, c], -1).to(dtype), torch.cat([s, s], -1).to(dtype)
+
+
+def apply_rope(
+    x: torch.Tensor,  # [1, heads, T, D]
+    cos: torch.Tensor,  # [T, D]
+    sin: torch.Tensor,  # [T, D]
+) -> torch.Tensor:  # [1, heads, T, D]
+    d = x.shape[-1]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
 def rope(
     x: torch.Tensor,  # [1, heads, T, D]
     positions: torch.Tensor,  # [T]
     theta: float,
 ) -> torch.Tensor:  # [1, heads, T, D]
-    d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
-    ang = positions.float()[:, None] * inv[None, :]  # [T, D/2]
-    cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)
-    sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
+    cos, sin = rope_tables(positions, x.shape[-1], theta, x.dtype)
+    return apply_rope(x, cos, sin)
 
 
 class DraftAttention(nn.Module):
@@ -157,7 +175,8 @@ class DraftAttention(nn.Module):
         q = self.q_proj(x).view(1, t, self.n_heads, self.d).transpose(1, 2)
         k = self.k_proj(x).view(1, t, self.n_kv, self.d).transpose(1, 2)
         v = self.v_proj(x).view(1, t, self.n_kv, self.d).transpose(1, 2)
-        q, k = rope(q, positions, self.theta), rope(k, positions, self.theta)
+        cos, sin = rope_tables(positions, self.d, self.theta, q.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
         self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
         slots = torch.arange(self.k_cache.shape[2], device=x.device)
