@@ -101,7 +101,7 @@ def parse_args(argv=None):
     p.add_argument("--new", type=int, default=256)
     p.add_argument("--ks", default="2,4,6")
     p.add_argument("--accept", type=float, default=0.8, help="oracle: chance a position's proposal is right")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip", default="", help="comma-separated methods to skip (hf-eager,hf-compiled,...)")
     p.add_argument("--out", default=None, help="write the results JSON here")
     p.add_argument("--device", default="cuda", help="cuda (cpu: a smoke test with emulated graphs)")

@@ -96,7 +96,7 @@ def test_bf16_pass_or_tie(name):
             print(f"tie: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} < {tol}")
         elif o.verdict.status == FAIL and o.verdict.margin is not None:
             print(f"fail: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} >= {tol}; "
-                  + hf_sdpa_diagnosis(name, o))
+                  + hf_sdpa_diagnosis(name, o) + "; " + one_row_diagnosis(programs(name, "bfloat16")[0], o))
     assert report.passed, format_table(report)
 
 
@@ -117,6 +117,23 @@ def hf_sdpa_diagnosis(name: str, outcome) -> str:
     same = got == outcome.run.tokens[: i + 1]
     return (f"HF with SDPA attention {'produces' if same else 'does not produce'} the runner's tokens "
             f"0..{i} (HF sdpa token {got[i]}, runner {outcome.run.tokens[i]})")
+
+
+@torch.no_grad()
+def one_row_diagnosis(plain: EagerBackend, outcome) -> str:
+    """Forensics for a bf16 failure: our own target decoded one row at a time (the HF
+    reference's shape) instead of K + 1-row verify windows. If it gives the reference's
+    token, the divergence is the batched verify's rounding, not the cache or the mask."""
+    i, ids = outcome.verdict.index, outcome.run.prompt_ids
+    target, dev = plain.module.target, plain.device
+    logits, _ = target(torch.tensor([ids], device=dev), torch.arange(len(ids), device=dev))
+    seq = [int(logits[0, -1].argmax())]
+    for pos in range(len(ids), len(ids) + i):
+        logits, _ = target(torch.tensor([[seq[-1]]], device=dev), torch.tensor([pos], device=dev))
+        seq.append(int(logits[0, -1].argmax()))
+    top = logits[0, -1].float().topk(2)
+    return (f"our target one row at a time gives token {seq[i]} at {i} (its own margin "
+            f"{float(top.values[0] - top.values[1]):.3g}; reference {outcome.verdict.want}, runner {outcome.verdict.got})")
 
 
 def test_verify_captured_once_per_chain_length():
