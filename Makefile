@@ -2,7 +2,7 @@
 PY ?= python
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: check lint test gpu slow mutants
+.PHONY: check lint test gpu gpu-bench slow mutants
 
 check: lint test
 
@@ -14,6 +14,10 @@ test:
 
 gpu:
 	$(PYTEST) -m gpu -q
+
+# On a CUDA machine: pytest -m gpu, then bench/gpu_bench.py; logs and JSON in bench/results/.
+gpu-bench:
+	bash bench/run_gpu.sh bench/results
 
 slow:
 	$(PYTEST) -m slow -q
