@@ -190,3 +190,16 @@ def test_a_divergence_at_a_numerical_tie_is_a_tie_not_a_failure(margin, status, 
     result = run_case(case, env)
     assert result.status == status, result.message
     assert "at token 3" in result.message
+
+
+def test_cli_suite_with_the_self_reference(capsys):
+    import json
+
+    from eagle3_check.cli import main
+
+    argv = ["check", "--suite", "eos-in-block/middle", "--fixture", "tiny-llama", "--reference", "self", "--json"]
+    assert main(argv) == 0
+    (report,) = json.loads(capsys.readouterr().out)["reports"]
+    assert report["info"]["reference"] == "self" and report["counts"]["pass"] == 1
+    rc = main(argv[:-1] + ["--no-progress", "--runner", "eagle3_check.mutants:stop_not_truncating"])
+    assert rc == 1

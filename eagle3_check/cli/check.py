@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
     p.add_argument("--list", action="store_true", help="list the suites and their cases, then exit")
+    p.add_argument("--reference", choices=["hf", "self"], default="hf",
+                   help="greedy reference: hf (Transformers, the default) or self (the program's own "
+                   "prefill/target_verify: the fair one for a quantized .pte; no ties)")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
@@ -74,7 +77,12 @@ def main(args: argparse.Namespace) -> int:
         prompts = load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
     import torch
 
-    reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    if args.reference == "self":
+        from eagle3_check.self_reference import SelfReference
+
+        reference = SelfReference(setup.program)
+    else:
+        reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
                delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
     try:
@@ -82,7 +90,8 @@ def main(args: argparse.Namespace) -> int:
                            TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
     finally:
         bar.close()
-    report.info.update(setup.info, runner=runner_name, tie_tolerance=TIE_TOLERANCE[args.dtype])
+    report.info.update(setup.info, runner=runner_name, reference=args.reference,
+                       tie_tolerance=TIE_TOLERANCE[args.dtype])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -126,15 +135,15 @@ def suite_main(args: argparse.Namespace, runner) -> int:
             raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",
                              f"drop {flag}")
         names = [load_fixture(args.fixture).name] if args.fixture else list_fixtures()
-        envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype), {"fixture": n, "backend": "eager"})
-                for n in names]
+        envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
+                             {"fixture": n, "backend": "eager"}) for n in names]
     bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
                disable=args.no_progress or args.json)
     reports = []
     for make_env in envs:
         env, info = make_env()
         report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
-        report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner)
+        report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner, reference=args.reference)
         reports.append(report)
     bar.close()
     passed = all(r.passed for r in reports)
@@ -151,13 +160,14 @@ def _fixed_env(args: argparse.Namespace):
 
     from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.hf_reference import HFReference
-    from eagle3_check.suites.execute import SuiteEnv
+    from eagle3_check.suites.execute import SELF, SuiteEnv
     from eagle3_check.verdict import TIE_TOLERANCE
 
     if args.target and not args.prompts:
         raise_no_prompts()
     setup = build_program(args)
-    reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    reference = SELF if args.reference == "self" else \
+        HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
     fixture = setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE  # a .pte names its own
     prompts = load_prompts(args.prompts) if args.prompts else load_fixture(fixture).prompts()
     prompts = [p.text for p in prompts]

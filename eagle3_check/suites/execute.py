@@ -27,11 +27,13 @@ from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.instrument import RecordingProgram, call_problems
 from eagle3_check.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner
+from eagle3_check.self_reference import SelfReference
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
 from eagle3_check.verdict import FAIL, TIE, compare
 
 PASS, SKIP = "pass", "skip"
+SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (self_reference.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
 
 
@@ -59,14 +61,16 @@ class SuiteEnv:
         self.fixture = fixture  # the embedded fixture's name (None: a user's program)
         self.program_for = program_for
         self.tokenizer = tokenizer
-        self.reference = reference
+        self.reference = reference  # an object with greedy(ids, n, stop_ids), or SELF
         self.prompts = prompts
         self.tolerance = tolerance
-        self._refs: dict[tuple[int, ...], Any] = {}
+        self._refs: dict[tuple, Any] = {}
 
     @classmethod
-    def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32") -> SuiteEnv:
-        """The embedded fixture on the eager backend; programs built per spec wish and cached."""
+    def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32",
+              reference: str = "hf") -> SuiteEnv:
+        """The embedded fixture on the eager backend; programs built per spec wish and cached.
+        `reference`: "hf" (Transformers) or "self" (each program's own target methods)."""
         import torch
 
         from eagle3_check.eager import EagerBackend
@@ -84,8 +88,8 @@ class SuiteEnv:
                 built[key] = EagerBackend.from_fixture(fx, device, dtype, **spec)
             return built[key]
 
-        reference = HFReference(fx.target_dir, device, getattr(torch, dtype))
-        return cls(program_for, Tokenizer.load(fx.tokenizer_path), reference,
+        ref = HFReference(fx.target_dir, device, getattr(torch, dtype)) if reference == "hf" else SELF
+        return cls(program_for, Tokenizer.load(fx.tokenizer_path), ref,
                    [p.text for p in fx.prompts()], TIE_TOLERANCE[dtype], fixture=fx.name)
 
     @classmethod
@@ -93,16 +97,19 @@ class SuiteEnv:
               fixture: str | None = None) -> SuiteEnv:
         """One given program (e.g. a `.pte`): spec wishes are ignored; cases that cannot fit skip.
 
-        `reference` is anything with `greedy(ids, n, stop_ids)`: the HF reference, or the self
-        reference for a quantized program (forcing needs the program's own greedy tokens)."""
+        `reference` is anything with `greedy(ids, n, stop_ids)` (the HF reference), or SELF: the
+        program's own target methods, the fair reference for a quantized program (forcing needs
+        the program's own greedy tokens; its margins are unknown, so no divergence is a tie)."""
         return cls(lambda spec: program, tokenizer, reference, prompts, tolerance, fixture)
 
-    def greedy(self, ids: list[int], n: int):
-        """The reference continuation of `ids`, at least n tokens (no stop set: rules cut it)."""
-        key = tuple(ids)
+    def greedy(self, ids: list[int], n: int, program: SpeculatorProgram):
+        """The reference continuation of `ids` on `program`, at least n tokens where the reference
+        can give them (the self reference stops at max_seq_len); no stop set: the rules cut it."""
+        own = self.reference == SELF
+        key = (id(program) if own else None, tuple(ids))
         got = self._refs.get(key)
         if got is None or len(got.tokens) < n:
-            got = self.reference.greedy(list(ids), n, frozenset())
+            got = (SelfReference(program) if own else self.reference).greedy(list(ids), n, frozenset())
             self._refs[key] = got
         return got
 
@@ -179,7 +186,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         options.max_new_tokens = block_end(accepts, r) + off
     stop_idx = [emitted_index(accepts, s.round, s.slot) for s in case.stop_at]
     base_stops = stop_set(env.tokenizer, md, options).ids
-    prompt, ids, ref = pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts)
+    prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, accepts)
     options, eos = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
     if eos:
         program = _PatchedMetadata(base, eos=eos)

@@ -22,7 +22,7 @@ class CaseSkip(Exception):
     """The case cannot run on this program (the message says why); it is reported as skipped."""
 
 
-def pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
+def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accepts):
     """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt that
     fits the prefill range, makes each forced stop index the first stop in the reference, and
     (under full forcing) lands on the boundary the case aims at."""
@@ -40,7 +40,7 @@ def pick_prompt(case, env, md, k, options, stop_idx, base_stops, accepts):
             continue
         fits += 1
         n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
-        ref = env.greedy(ids, n)
+        ref = env.greedy(ids, n, program)
         forced = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
         if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
             continue
