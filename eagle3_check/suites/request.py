@@ -13,7 +13,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file
+from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file, stop_set
 from eagle3_check.rules import expected_length
 from eagle3_check.suites.case import Case
 
@@ -44,15 +44,15 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
         forced = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
         if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
             continue
-        stops = base_stops | set(forced[1]) | set(forced[0].stop_ids) | \
-            ({forced[0].eos_id} if forced[0].eos_id is not None else set()) | _single(env.tokenizer, forced[0].stop_token)
-        if _aims(case, ref, ids, md, k, options, accepts, frozenset(stops)):
+        forced_opts, eos = forced
+        stops = stop_set(env.tokenizer, dataclasses.replace(md, eos_ids=md.eos_ids + eos), forced_opts).ids
+        if _aims(case, ref, ids, md, k, options, accepts, stops):
             return _as_prompt(case, cand), ids, ref
     if not fits:
         raise CaseSkip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
-                    f"[{md.min_prefill}, {md.max_prefill}]")
+                       f"[{md.min_prefill}, {md.max_prefill}]")
     raise CaseSkip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
-                f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
+                   f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
 
 
 def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: RunOptions):
@@ -80,11 +80,6 @@ def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: R
                 return None
     opts.stop_ids = tuple(dict.fromkeys(stop_ids))
     return opts, tuple(eos)
-
-
-def _single(tokenizer, text: str | None) -> set[int]:
-    enc = tokenizer.encode(text) if text else []
-    return set(enc) if len(enc) == 1 else set()
 
 
 def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
