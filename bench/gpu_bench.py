@@ -305,6 +305,9 @@ def main(argv=None) -> int:
     for k in [int(x) for x in args.ks.split(",")]:
         method(f"spec-K{k}", spec_method(OracleDraftProgram(graphed, seq, args.accept), k))
     method("spec-K4-eager-draft", spec_method(OracleDraftProgram(eager_draft, seq, args.accept), 4))
+    if CUDA and "spec-K4-compiled-draft" not in skip:  # experimental: inductor-fused chain steps
+        fused = GraphedProgram(plain, mode, compile_draft_steps=True)
+        method("spec-K4-compiled-draft", spec_method(OracleDraftProgram(fused, seq, args.accept), 4))
     method("spec-K4-own-draft", spec_method(graphed, 4))
 
     from transformers import CompileConfig
@@ -333,6 +336,10 @@ def ratios(r: dict) -> dict:
             out[f"{n} / hf-eager"] = tps(n) / tps("hf-eager")
     for n, v in spec.items():
         out[f"{n} host / (verify + draft)"] = v.get("host_share")
+    if tps("spec-K4-compiled-draft") and tps("self-graph"):
+        out["spec-K4-compiled-draft / self-graph"] = tps("spec-K4-compiled-draft") / tps("self-graph")
+    if tps("spec-K4-compiled-draft") and tps("hf-compiled"):
+        out["spec-K4-compiled-draft / hf-compiled"] = tps("spec-K4-compiled-draft") / tps("hf-compiled")
     if tps("spec-K4-eager-draft") and tps("spec-K4"):
         out["spec-K4 / spec-K4-eager-draft"] = tps("spec-K4") / tps("spec-K4-eager-draft")
     return out

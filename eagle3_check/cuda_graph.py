@@ -122,14 +122,17 @@ class GraphedProgram(SpeculatorProgram):
     """An eager program (`EagerBackend`) whose target_verify and short draft_decode calls
     replay CUDA graphs. Outputs of those two methods are graph-owned (see module doc)."""
 
-    def __init__(self, inner, mode: str = "cuda", draft_graphs: bool = True):
+    def __init__(self, inner, mode: str = "cuda", draft_graphs: bool = True, compile_draft_steps: bool = False):
         self.inner = inner
         self.device = inner.device
         module = inner.module
         md = read_metadata(inner.metadata())
         self.verify_graphs = GraphedMethod(module.target_verify, self.device, mode)
+        draft = module.draft_decode
+        if compile_draft_steps:  # experimental: inductor-fused one-token chain steps, then captured
+            draft = _one_token_compiled(module.draft_decode)
         self.draft_graphs = GraphedMethod(
-            module.draft_decode, self.device, mode if draft_graphs else "off", max_tokens=md.max_verify_len
+            draft, self.device, mode if draft_graphs else "off", max_tokens=md.max_verify_len
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -146,6 +149,18 @@ class GraphedProgram(SpeculatorProgram):
 
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         return self.draft_graphs(tokens, feature, positions)
+
+
+def _one_token_compiled(fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """`fn` with its one-token calls (the chain steps) compiled by torch.compile (static shapes);
+    other lengths run `fn` as is. Fewer, fused kernels per step; rounding may differ from eager,
+    which changes proposals at most, never the emitted tokens."""
+    compiled = torch.compile(fn, dynamic=False)
+
+    def call(tokens, feature, positions):  # [1, T], [1, T, H], [T]
+        return (compiled if tokens.shape[-1] == 1 else fn)(tokens, feature, positions)
+
+    return call
 
 
 def with_cuda_graphs(program, enabled: bool | None = None, draft_graphs: bool = True):
