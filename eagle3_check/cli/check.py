@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from eagle3_check.cli.common import (
@@ -12,6 +11,7 @@ from eagle3_check.cli.common import (
     add_runner_args,
     build_program,
     default_runner,
+    one_thread_for_tiny_models,
     options_from_args,
 )
 
@@ -136,10 +136,7 @@ def suite_main(args: argparse.Namespace, runner) -> int:
             raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",
                              f"drop {flag}")
         names = [load_fixture(args.fixture).name] if args.fixture else list_fixtures()
-        if args.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            import torch
-
-            torch.set_num_threads(1)  # tiny embedded models: measured ~3x faster than 2 threads
+        one_thread_for_tiny_models(args.device)
         envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
     bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
