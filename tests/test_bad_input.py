@@ -202,6 +202,7 @@ CLI_CASES = [
     pytest.param(lambda b: [*RUN, "--bos-id", "700"], "bos id 700", id="bos-id-out-of-vocab"),
     # names
     pytest.param(lambda b: ["check", "--fixture", "tiny-lama"], "did you mean 'tiny-llama'", id="unknown-fixture"),
+    pytest.param(lambda b: ["check", "--suite", "contxt"], "did you mean 'context'", id="unknown-suite"),
     pytest.param(lambda b: ["check", "--prompts", str(b.root / "none.json")], "none.json does not exist",
                  id="prompt-set-missing"),
     pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],

@@ -12,7 +12,7 @@ from eagle3_check.cli import main
 from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant
 from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.kill import format_kill_table, kill_run
-from eagle3_check.mutants.probes import PROBES, Context
+from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
 from eagle3_check.runner import ReferenceRunner
 
 
@@ -26,7 +26,7 @@ def test_at_least_twelve_distinct_mutants():
 
 
 def test_every_mutant_is_killed_and_the_reference_passes_every_probe(ctx):
-    report = kill_run(first_kill=True, ctx=ctx)
+    report = kill_run(probes=FAST_PROBES, first_kill=True, ctx=ctx)
     table = format_kill_table(report)
     assert report.reference_failures == {}, table
     assert [r.name for r in report.rows if not r.killed] == [], table
@@ -59,7 +59,8 @@ def test_check_catches_a_mutant_plugged_in_with_runner(capsys, tmp_path):
 
 
 def test_mutants_subcommand_prints_a_kill_table(capsys):
-    rc = main(["mutants", "--only", "tau_counts_prefill", "emit_past_max_new", "--first-kill", "--no-progress"])
+    rc = main(["mutants", "--only", "tau_counts_prefill", "emit_past_max_new", "--first-kill", "--no-suites",
+               "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "tau_counts_prefill" in out and "killed" in out and "mutation score: 2/2 killed (100 %)" in out

@@ -7,13 +7,16 @@ import json
 import sys
 
 HELP = """Mutation testing of the harness itself: run every seeded mutant of the reference runner
-(each loaded as a plug-in runner, like --runner) through the kill probes and `check` on the
-embedded fixture, and print a kill table. Exit code 0 only if every mutant is killed and the
+(each loaded as a plug-in runner, like --runner) through `check` on the embedded fixture,
+the edge suites (`check --suite`, each up to its first failing case) and the toy kill probes,
+and print a kill table. Exit code 0 only if every mutant is killed and the
 reference runner passes every probe; a survivor names the case the suites lack.
 
 examples:
-  eagle3-check mutants                  # full table (what `make mutants` runs)
+  eagle3-check mutants                  # the kill table (what `make mutants` runs)
+  eagle3-check mutants --all            # every probe for every mutant (slow: ~7 CPU-minutes)
   eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
+  eagle3-check mutants --no-suites      # toy probes and check only (seconds)
   eagle3-check mutants --only bos_twice --json
   eagle3-check check --runner eagle3_check.mutants:bos_twice   # one mutant through check
 """
@@ -24,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these mutants")
     p.add_argument("--first-kill", action="store_true", help="stop probing a mutant once it is killed")
+    p.add_argument("--all", action="store_true",
+                   help="every probe for every mutant (default: per mutant, the first kill among the "
+                   "toy probes and the first among check and the edge suites)")
+    p.add_argument("--no-suites", action="store_true",
+                   help="toy probes and check only, not the edge suites (seconds; what `make check` runs)")
     p.add_argument("--json", action="store_true", help="print the kill report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -37,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import InputError
     from eagle3_check.mutants import BY_NAME, MUTANTS
     from eagle3_check.mutants.kill import format_kill_table, kill_run
+    from eagle3_check.mutants.probes import FAST_PROBES, PROBES
 
     mutants = list(MUTANTS)
     if args.only:
@@ -48,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
         mutants = [BY_NAME[n] for n in args.only]
     bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
                disable=args.no_progress or args.json)
-    report = kill_run(mutants, first_kill=args.first_kill, on_step=lambda _: bar.update(1))
+    probes = FAST_PROBES if args.no_suites else PROBES
+    report = kill_run(mutants, probes, first_kill=True if args.first_kill else False if args.all else "group", on_step=lambda _: bar.update(1))
     bar.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
     return 0 if report.ok else 1

@@ -41,6 +41,7 @@ class KillReport:
     reference_failures: dict[str, str]
     rows: list[Row]
     probes: list[str]
+    complete: bool = True  # every probe ran for every mutant (not stopped at first kills)
 
     @property
     def score(self) -> float:
@@ -65,11 +66,14 @@ def run_probe(probe: Probe, runner, ctx: Context) -> str | None:
 def kill_run(
     mutants: Iterable[Mutant] = MUTANTS,
     probes: Iterable[Probe] = PROBES,
-    first_kill: bool = False,
+    first_kill: str | bool = False,
     ctx: Context | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> KillReport:
-    """Runs the reference, then each mutant, through the probes (all, or until the first kill)."""
+    """Runs the reference, then each mutant, through the probes.
+
+    first_kill: False runs every probe; "group" stops a mutant's probes of one group (toy /
+    suites and check) at that group's first kill; True (or "mutant") at its first kill."""
     ctx = ctx or Context()
     probes = list(probes)
     reference = load_runner("reference")
@@ -91,7 +95,10 @@ def kill_run(
             rows.append(row)
             continue
         for p in probes:
-            if first_kill and row.killed:
+            if first_kill == "group":
+                if any((PROBE_GROUP.get(n) == "toy") == (p.group == "toy") for n in row.failures):
+                    continue
+            elif first_kill and row.killed:
                 break
             row.probes_run += 1
             problem = run_probe(p, runner, ctx)
@@ -100,30 +107,48 @@ def kill_run(
         rows.append(row)
         if on_step:
             on_step(m.name)
-    return KillReport(ref_failures, rows, [p.name for p in probes])
+    return KillReport(ref_failures, rows, [p.name for p in probes], complete=not first_kill)
+
+
+PROBE_GROUP = {p.name: p.group for p in PROBES}
 
 
 def format_kill_table(report: KillReport) -> str:
+    """One row per mutant: its first kill among the edge suites / check and among the toy probes."""
+    groups = PROBE_GROUP
     lines = []
     if report.reference_failures:
         lines.append("BROKEN PROBES: the reference runner fails them (fix the probe or the runner):")
         lines += [f"  {name}: {why}" for name, why in report.reference_failures.items()]
         lines.append("")
+
+    def first(row: Row, toy: bool) -> str:
+        hits = [n for n in row.failures if (groups.get(n, "toy") == "toy") == toy]
+        return "-" if not hits else hits[0] + (f" (+{len(hits) - 1})" if len(hits) > 1 else "")
+
     width = max((len(r.name) for r in report.rows), default=6)
-    lines.append(f"{'mutant'.ljust(width)}  {'status':8}  killed by (first reason)")
+    header = (f"{'mutant'.ljust(width)}  {'status':8}  {'suites / check':28}  {'toy probes':28}  first reason")
+    lines.append(header)
     for r in report.rows:
         if r.error:
             lines.append(f"{r.name.ljust(width)}  {'STALE':8}  {r.error}")
         elif r.killed:
-            first, why = next(iter(r.failures.items()))
-            more = f" (+{len(r.failures) - 1} more)" if len(r.failures) > 1 else ""
-            lines.append(f"{r.name.ljust(width)}  {'killed':8}  {first}{more}: {why}")
+            name, why = next(iter(r.failures.items()))
+            lines.append(f"{r.name.ljust(width)}  {'killed':8}  {first(r, False):28}  {first(r, True):28}  "
+                         f"{name}: {why}")
         else:
             lines.append(f"{r.name.ljust(width)}  {'SURVIVED':8}  bug: {r.bug}; the suites lack: {r.needs}")
+    missed = [r for r in report.rows if r.killed and all(groups.get(n, "toy") == "toy" for n in r.failures)]
+    ran_suites = any(groups.get(p) != "toy" for p in report.probes)
+    if missed and ran_suites:
+        lines.append("")
+        lines.append("killed only by the toy probes (the edge suites and check lack these cases):")
+        lines += [f"  {r.name}: {r.needs}" for r in missed]
     n_killed = sum(r.killed for r in report.rows)
     per_probe = {p: sum(p in r.failures for r in report.rows) for p in report.probes}
     lines.append("")
-    lines.append("kills per probe: " + ", ".join(f"{p} {n}" for p, n in per_probe.items()))
+    label = "kills per probe" if report.complete else "first kills per probe (--all for every probe)"
+    lines.append(f"{label}: " + ", ".join(f"{p} {n}" for p, n in per_probe.items()))
     lines.append(f"mutation score: {n_killed}/{len(report.rows)} killed ({100 * report.score:.0f} %), "
                  f"{len(report.probes)} probes; reference runner passes "
                  f"{len(report.probes) - len(report.reference_failures)}/{len(report.probes)}")

@@ -6,7 +6,8 @@ derived, never hard-coded) with a draft that is right only when fed the feature 
 that belongs to its position, so any feature or position plumbing bug shows up as lost
 acceptance. The acceptance the toy must yield is `toy_accepted` (from `wrong_at`);
 the length is `rules.expected_length`. The `check` probe runs the real eager fixture
-through `run_check`, exactly as `eagle3-check check --runner` does.
+through `run_check`, exactly as `eagle3-check check --runner` does; one `suite:NAME`
+probe per edge suite runs its cases (`check --suite NAME`) up to the first failure.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class Probe:
     name: str
     what: str
     fn: Callable[[object, Context], str | None]
+    group: str = "toy"  # toy (our kill cases) | check (the prompt set) | suite (the edge suites)
 
 
 class Context:
@@ -163,6 +165,12 @@ class Context:
         from eagle3_check.eager import EagerBackend
 
         return EagerBackend.from_fixture(self.fixture)
+
+    @cached_property
+    def suite_env(self):
+        from eagle3_check.suites.execute import SuiteEnv
+
+        return SuiteEnv.eager(self.fixture.name)
 
     @cached_property
     def reference(self):
@@ -211,6 +219,32 @@ def _check_fixture(runner, ctx: Context) -> str | None:
     return f"check: {bad.prompt_id}: {bad.verdict.message}" if bad else None
 
 
+def _suite(name: str) -> Callable:
+    def fn(runner, ctx: Context) -> str | None:
+        """The suite's cases in order, up to the first that fails (a tie is not a kill)."""
+        from eagle3_check.suites import SUITES
+        from eagle3_check.suites.execute import run_case
+        from eagle3_check.verdict import FAIL
+
+        for case in SUITES[name]:
+            result = run_case(case, ctx.suite_env, runner)
+            if result.status == FAIL:
+                return f"{result.name}: {result.message}"
+        return None
+
+    return fn
+
+
+def suite_probes() -> tuple[Probe, ...]:
+    """One probe per edge suite (issue 4's `eagle3_check.suites`), when it is installed."""
+    try:
+        from eagle3_check.suites import SUITES
+    except ImportError:
+        return ()
+    return tuple(Probe(f"suite:{name}", f"edge suite {name} ({len(cases)} cases)", _suite(name), "suite")
+                 for name, cases in SUITES.items())
+
+
 ALL_RIGHT = dict(options=dict(max_new_tokens=21))  # 1 + 4 rounds of K + 1 = 5
 PROBES: tuple[Probe, ...] = (
     Probe("toy:all-right", "draft right everywhere: every round accepts K, tau = K + 1",
@@ -245,5 +279,7 @@ PROBES: tuple[Probe, ...] = (
           _toy(lambda g, c: ToyCase(prompt="Hi", options=dict(
               **{f: getattr(RunOptions(), f) for f in ("stop_ids", "stop_token", "eos_id")}, max_new_tokens=9)))),
     Probe("check:fixture", "eagle3-check check on the eager tiny-llama fixture (HF reference)",
-          _check_fixture),
+          _check_fixture, "check"),
+    *suite_probes(),
 )
+FAST_PROBES = tuple(p for p in PROBES if p.group != "suite")  # seconds: what `make check` runs
