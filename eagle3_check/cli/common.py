@@ -141,7 +141,7 @@ def eager_program(args: argparse.Namespace, overrides: dict):
         info = {"target": str(target_dir), "draft": str(draft_dir)}
     else:
         fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
-        one_thread_for_tiny_models(args.device)
+        one_thread_for_tiny_models(device)
         target_dir = fx.target_dir
         tok_path = Path(tokenizer) if tokenizer else fx.tokenizer_path
         program = EagerBackend.from_fixture(fx, device, dtype, **overrides)
