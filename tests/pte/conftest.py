@@ -3,8 +3,8 @@
 The export of tiny-llama takes about a minute on two cores, so it is done once and cached
 under `.cache/pte/<key>.pte`, the key hashing the fixture files, the modules that shape the
 program and the torch / executorch versions (any change re-exports). Negative programs are
-derived from it in seconds (`pte_edit`), except the out-of-vocab draft, which needs its own
-(portable, once per session) export.
+derived from it in seconds: metadata dropped (`pte_edit`), or the draft's d2t constant shifted
+past the vocab (out-of-vocab draft ids).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 # No executorch import here: without it the test modules skip themselves (importorskip) and
 # these fixtures are never used. export.py and pte_backend.py import executorch lazily.
-from eagle3_check.export import export_eager, export_speculator, sidecar_path
+from eagle3_check.export import export_eager, sidecar_path
 from eagle3_check.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,34 +67,27 @@ def pte_program(pte_path) -> PteBackend:
     return PteBackend(pte_path)
 
 
-class _OutOfVocabDraft(torch.nn.Module):
-    """The speculator with draft_decode ids shifted past the target vocab: a broken export."""
+def _shift_draft_ids(src: Path, dst: Path, offset: int, draft_vocab: int) -> Path:
+    """Copies `src` with its d2t constant shifted by `offset`: draft_decode then returns
+    `id + d2t[id] + offset`, outside the target vocab for offset = vocab size. A seconds-long
+    edit of the serialized program instead of a second full export."""
+    import numpy as np
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
 
-    def __init__(self, module, vocab: int):
-        super().__init__()
-        self.target = module.target
-        self.draft = module.draft
-        self._inner = [module]  # not a submodule: buffers keep their names
-        self.vocab = vocab
-
-    def prefill(self, tokens, positions):
-        return self._inner[0].prefill(tokens, positions)
-
-    def target_verify(self, tokens, positions):
-        return self._inner[0].target_verify(tokens, positions)
-
-    def draft_decode(self, tokens, feature, positions):
-        ids, g = self._inner[0].draft_decode(tokens, feature, positions)
-        return ids + self.vocab, g
+    pte = deserialize_pte_binary(src.read_bytes())
+    plan = next(p for p in pte.program.execution_plan if p.name == "draft_decode")
+    consts = [v.val for v in plan.values if type(v.val).__name__ == "Tensor" and v.val.data_buffer_idx > 0
+              and list(v.val.sizes) == [draft_vocab] and v.val.scalar_type == 4]  # int64 [draft vocab]
+    assert len(consts) == 1, f"expected one int64 [{draft_vocab}] constant (d2t) in draft_decode, got {len(consts)}"
+    buf = pte.program.constant_buffer[consts[0].data_buffer_idx]
+    buf.storage = (np.frombuffer(bytes(buf.storage), dtype=np.int64) + offset).tobytes()
+    dst.write_bytes(bytes(serialize_pte_binary(pte, extract_delegate_segments=True)))
+    return dst
 
 
 @pytest.fixture(scope="session")
-def oov_pte_path(fixture, program, tmp_path_factory) -> Path:
-    """A program whose draft_decode returns ids outside the target vocab (portable, cached)."""
-    broken = _OutOfVocabDraft(program.module, program.metadata()["get_vocab_size"])
-    return _cached_export(
-        "tiny-llama-oov", _cache_key(fixture, "portable-oov"),
-        lambda out: export_speculator(broken, program.spec, program.metadata(), out, "portable",
-                                      source={"fixture": fixture.name}),
-        tmp_path_factory,
-    )
+def oov_pte_path(pte_path, program, tmp_path_factory) -> Path:
+    """A program whose draft_decode returns ids outside the target vocab."""
+    md = program.metadata()
+    out = tmp_path_factory.mktemp("oov") / "oov.pte"
+    return _shift_draft_ids(pte_path, out, md["get_vocab_size"], md["get_draft_vocab_size"])
