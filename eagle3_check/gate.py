@@ -109,7 +109,7 @@ def _skip(name: str, why: str) -> GateCheck:
     return GateCheck(name, SKIP, why)
 
 
-def _summary(name: str, cases: list[JUnitCase], what: str) -> GateCheck:
+def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical") -> GateCheck:
     fails = [c for c in cases if c.status == FAIL]
     ties = sum(c.status == "tie" for c in cases)
     if not cases:
@@ -118,7 +118,7 @@ def _summary(name: str, cases: list[JUnitCase], what: str) -> GateCheck:
         return GateCheck(name, FAIL, f"{len(fails)}/{len(cases)} {what} failed; first: {fails[0].name}: "
                          f"{fails[0].message}", cases=cases)
     tie_note = f" ({ties} numerical ties)" if ties else ""
-    return GateCheck(name, PASS, f"{len(cases)}/{len(cases)} {what} identical{tie_note}", cases=cases)
+    return GateCheck(name, PASS, f"{len(cases)}/{len(cases)} {what} {ok}{tie_note}", cases=cases)
 
 
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
@@ -153,7 +153,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance)
     rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
     cases = [JUnitCase(r.name, r.status, r.message) for r in rep.results]
-    return _summary("edge suites", [c for c in cases if c.status != SKIP], "cases")
+    return _summary("edge suites", [c for c in cases if c.status != SKIP], "cases", "passed")
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
@@ -197,7 +197,7 @@ def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:
         mine = [d for d in golden_outcome.metric_diffs if d.key == stem]
         msg = format_metric_diffs(mine, inputs.baseline) if mine else "identical to the baseline"
         cases.append(JUnitCase(stem, FAIL if mine else PASS, msg))
-    chk = _summary("baseline", cases, "metric sets")
+    chk = _summary("baseline", cases, "metric sets", "equal to the baseline")
     if chk.status == FAIL:
         chk.message = format_metric_diffs(golden_outcome.metric_diffs, inputs.baseline)
     return chk

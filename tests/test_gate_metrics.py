@@ -32,7 +32,7 @@ def test_gate_passes_golden_and_metrics_baseline(tmp_path, tokenizer):
     inputs, kept = inputs_for(tmp_path, tokenizer, path, baseline), {}
     assert golden_check(toy, inputs, kept).status == "pass"
     chk = _baseline(inputs, None, [KEY.k], kept["outcome"])
-    assert chk.status == "pass" and chk.message == "1/1 metric sets identical"
+    assert chk.status == "pass" and chk.message == "1/1 metric sets equal to the baseline"
 
 
 def test_gate_fails_both_with_the_numbers_side_by_side(tmp_path, tokenizer):
