@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.target:
         raise_no_prompts()
     else:
-        prompts = load_fixture(args.fixture or DEFAULT_FIXTURE).prompts()
+        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()  # a .pte names its own
     import torch
 
     if args.reference == "self":
