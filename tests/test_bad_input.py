@@ -213,6 +213,10 @@ CLI_CASES = [
                  "--omit-metadata get_foo", id="export-omit-unknown-key"),
     pytest.param(lambda b: ["export", "-o", str(b.root / "out.pte"), "--target", b.target("truncated"),
                             "--draft", fd(b)], "cannot be loaded", id="export-target-truncated"),
+    pytest.param(lambda b: ["golden", "record", "--dir", str(b.root / "golden"), "-k", "99", "--max-new-tokens", "8",
+                            "--only", "hi"], "chain length K = 99", id="golden-record-k-above-range"),
+    pytest.param(lambda b: ["golden", "verify", b.file("golden-latin1.json", "café".encode("latin-1"))],
+                 "is not valid JSON", id="golden-file-not-utf8"),
     # names
     pytest.param(lambda b: ["check", "--fixture", "tiny-lama"], "did you mean 'tiny-llama'", id="unknown-fixture"),
     pytest.param(lambda b: ["check", "--suite", "contxt"], "did you mean 'context'", id="unknown-suite"),

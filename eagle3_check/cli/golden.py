@@ -108,8 +108,8 @@ def record_main(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts) if args.prompts else load_fixture(fixture).prompts()
     prompts = _select(prompts, args.only)
     reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
-    bar = tqdm(total=len(prompts), desc="record", unit="prompt", file=sys.stderr,
-               disable=args.no_progress or args.json)
+    bar = tqdm(total=len(prompts), desc="record", unit="prompt", file=sys.stderr, delay=0.5,
+               disable=args.no_progress or args.json)  # delay: an early error is one line, no bar
     golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key,
                            TIE_TOLERANCE[args.dtype], options_from_args(args), on_prompt=lambda _: bar.update(1))
     bar.close()
@@ -137,7 +137,7 @@ def _progress(args: argparse.Namespace, disable: bool):
 
     from eagle3_check.gating import total_prompts
 
-    return tqdm(total=total_prompts(args.goldens), desc="golden", unit="prompt", file=sys.stderr,
+    return tqdm(total=total_prompts(args.goldens), desc="golden", unit="prompt", file=sys.stderr, delay=0.5,
                 disable=args.no_progress or disable)
 
 
