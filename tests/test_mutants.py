@@ -72,3 +72,14 @@ def test_a_survivor_names_the_case_the_suites_lack(ctx):
     table = format_kill_table(report)
     assert not report.ok and report.score == 0.0
     assert "SURVIVED" in table and BY_NAME["tau_counts_prefill"].needs in table
+
+
+@pytest.mark.slow
+def test_check_and_the_edge_suites_alone_kill_every_mutant(ctx):
+    """Without the toy probes: the suites users run (`check`, `check --suite`) catch each bug (~4 CPU-min)."""
+    suites_and_check = [p for p in PROBES if p.group != "toy"]
+    assert any(p.group == "suite" for p in suites_and_check), "the edge suites are not importable"
+    report = kill_run(probes=suites_and_check, first_kill=True, ctx=ctx)
+    table = format_kill_table(report)
+    assert report.reference_failures == {}, table
+    assert [r.name for r in report.rows if not r.killed] == [], table
