@@ -75,13 +75,33 @@ def stop_set(tokenizer: Tokenizer, md: Metadata, opts: RunOptions) -> StopSet:
 
 
 def check_tokenizer(tokenizer: Tokenizer, md: Metadata) -> None:
-    """The tokenizer must be able to name every id the target can emit."""
-    if md.vocab_size is not None and tokenizer.vocab_size < md.vocab_size:
+    """The tokenizer must name the target's vocab, up to embedding padding.
+
+    Checkpoints often pad the embedding past the tokenizer (Gemma 3: 262208 rows, 262145
+    tokens; Qwen 2.5: 151936 rows, 151665 tokens), so a gap up to min(1024, vocab / 16)
+    rows is padding; `decode_checked` still catches a padding id that is actually emitted."""
+    if md.vocab_size is None:
+        return
+    slack = min(1024, md.vocab_size // 16)
+    if tokenizer.vocab_size < md.vocab_size - slack:
         raise OptionError(
             f"tokenizer {tokenizer.path or '(in memory)'} has {tokenizer.vocab_size} ids",
-            f"at least the target's vocab size {md.vocab_size}",
+            f"the target's vocab size {md.vocab_size} (at most {slack} padding rows beyond the tokenizer)",
             "pass the target's own tokenizer with --tokenizer",
         )
+
+
+def decode_checked(tokenizer: Tokenizer, ids: list[int]) -> str:
+    """Decodes emitted ids; an id the tokenizer cannot name is an error, not silently dropped text."""
+    bad = next((t for t in ids if not 0 <= t < tokenizer.vocab_size), None)
+    if bad is not None:
+        raise OptionError(
+            f"the target emitted id {bad}, beyond the {tokenizer.vocab_size} ids of tokenizer "
+            f"{tokenizer.path or '(in memory)'}",
+            "a tokenizer that names every id the target emits",
+            "pass the target's own tokenizer with --tokenizer",
+        )
+    return tokenizer.decode(ids)
 
 
 def check_options(opts: RunOptions, md: Metadata, vocab_size: int) -> int:

@@ -27,7 +27,14 @@ import torch
 
 from eagle3_check.contract import Metadata, SpeculatorProgram, read_metadata
 from eagle3_check.errors import ContractViolation, OptionError
-from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
+from eagle3_check.options import (
+    RunOptions,
+    check_options,
+    check_tokenizer,
+    decode_checked,
+    prompt_ids,
+    stop_set,
+)
 from eagle3_check.tokenizer import Tokenizer
 
 STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
@@ -203,7 +210,7 @@ class ReferenceRunner:
         return RunResult(
             prompt_ids=ids,
             tokens=out,
-            text=tokenizer.decode(out),
+            text=decode_checked(tokenizer, out),
             rounds=rounds,
             accepted=accepted,
             tau=(len(out) - 1) / rounds if rounds else 0.0,

@@ -24,10 +24,15 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models
 
+from eagle3_check import toy
 from eagle3_check.cli import main
 from eagle3_check.contract import REQUIRED_KEYS, SpeculatorProgram
 from eagle3_check.draft import DraftConfig, Eagle3DraftHead
 from eagle3_check.eager import EagerBackend
+from eagle3_check.errors import OptionError
+from eagle3_check.options import RunOptions
+from eagle3_check.runner import ReferenceRunner
+from eagle3_check.tokenizer import Tokenizer
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny-llama"
 TOKENIZER = str(FIXTURE / "tokenizer.json")
@@ -114,10 +119,12 @@ class Bad:
             sys.path.insert(0, str(d))
         return name
 
-    def small_vocab_tokenizer(self) -> str:
-        p = self.root / "small-tokenizer.json"
+    def small_vocab_tokenizer(self, n: int = 3) -> str:
+        """A word-level tokenizer with n ids (<unk>, then w1 ... w(n-1))."""
+        p = self.root / f"tokenizer-{n}.json"
         if not p.exists():
-            HFTokenizer(models.WordLevel({"<unk>": 0, "Hi": 1, "there": 2}, unk_token="<unk>")).save(str(p))
+            vocab = {"<unk>": 0, **{f"w{i}": i for i in range(1, n)}}
+            HFTokenizer(models.WordLevel(vocab, unk_token="<unk>")).save(str(p))
         return str(p)
 
 
@@ -326,3 +333,14 @@ def test_program_bad_input_through_the_cli(capsys, monkeypatch, program, tmp_pat
 
 def test_catalogue_has_at_least_25_cases():
     assert len(CLI_CASES) + len(PROGRAM_CASES) >= 25
+
+
+def test_an_emitted_id_the_tokenizer_cannot_name_is_an_error(bad):
+    """Library level (no CLI flag makes the fixture emit a padding id): a tokenizer 22 ids short of
+    a 512-row target passes as padding, but the toy target emits id 490 right away (after 41)."""
+    tokenizer = Tokenizer.load(bad.small_vocab_tokenizer(490))
+    assert toy.next_token(41) == 490
+    opts = RunOptions(stop_ids=(), stop_token=None, eos_id=None, bos_id=-1, max_new_tokens=4)
+    with pytest.raises(OptionError, match="the target emitted id 490, beyond the 490 ids") as e:
+        ReferenceRunner().run(toy.ToyProgram(), tokenizer, [300, 41], opts)
+    assert "\n" not in str(e.value) and "Fix: pass the target's own tokenizer" in str(e.value)
