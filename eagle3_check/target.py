@@ -77,6 +77,19 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
     return model.eval()
 
 
+def kv_shapes(model: nn.Module, cfg) -> list[tuple[int, int]]:
+    """(kv heads, head dim) of each layer's cache. Read from the attention modules, since
+    layers may differ: Gemma 4 global layers have their own head dim and kv heads."""
+    n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    shapes = [(n_kv, head_dim)] * cfg.num_hidden_layers
+    for mod in model.modules():
+        i, k, d = getattr(mod, "layer_idx", None), getattr(mod, "k_proj", None), getattr(mod, "head_dim", None)
+        if isinstance(i, int) and 0 <= i < len(shapes) and isinstance(k, nn.Linear) and isinstance(d, int):
+            shapes[i] = (k.out_features // d, d)
+    return shapes
+
+
 class TargetAdapter(nn.Module):
     """Wraps an HF causal LM: static KV cache as module buffers, logits plus taps."""
 
@@ -98,11 +111,9 @@ class TargetAdapter(nn.Module):
         self.vocab_size = cfg.vocab_size
         self.hidden_size = cfg.hidden_size
         self.sliding_window = getattr(cfg, "sliding_window", None)
-        n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         dtype = next(model.parameters()).dtype
         self.cache = Cache(layers=[PositionalStaticLayer(max_cache_len=max_seq_len) for _ in range(n_layers)])
-        for i, layer in enumerate(self.cache.layers):
+        for i, (layer, (n_kv, head_dim)) in enumerate(zip(self.cache.layers, kv_shapes(model, cfg))):
             shape = (1, n_kv, max_seq_len, head_dim)
             self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
             self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)

@@ -14,7 +14,7 @@ from eagle3_check.cli.common import quiet_libraries
 from eagle3_check.errors import Eagle3CheckError
 
 # Subcommand modules, in --help order. Add new ones here.
-SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants"]
+SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures"]
 
 EPILOG = """quick start:
   eagle3-check check                       # embedded fixture: runner vs HF reference

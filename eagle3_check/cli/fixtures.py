@@ -1,0 +1,96 @@
+"""`eagle3-check fixtures`: list the embedded fixtures, or rebuild one (train its draft, measure its card)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+HELP = """Embedded fixtures: tiny matched target / draft / tokenizer sets under fixtures/.
+
+`build` rebuilds one from its recipe (eagle3_check/fixture_build.py): tokenizer, random
+target from a fixed seed, the target's greedy text on fixtures/train_prompts.json, the
+draft head trained on it by distillation (EAGLE-3 training-time test), and the card
+(tau and n-alpha for K = 1..7 on the held-out fixtures/prompts.json).
+
+examples:
+  eagle3-check fixtures list
+  eagle3-check fixtures build tiny-llama                  # rewrites fixtures/tiny-llama
+  eagle3-check fixtures build tiny-gemma4 --root /tmp/fx  # writes /tmp/fx/tiny-gemma4
+  eagle3-check fixtures build tiny-llama --device cuda --steps 2000
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fixtures", help="list the embedded fixtures or rebuild one (trains its draft)",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fsub = p.add_subparsers(dest="fixtures_command", metavar="ACTION", required=True)
+    ls = fsub.add_parser("list", help="fixture names with their card's tau at K = 4")
+    ls.add_argument("--json", action="store_true", help="print the list as JSON")
+    ls.set_defaults(func=main_list)
+    b = fsub.add_parser("build", help="rebuild a fixture: target, distilled draft, card",
+                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("name", help="recipe name (see `fixtures list`)")
+    b.add_argument("--root", default=None, help="fixtures directory to write into (default: the repository's)")
+    b.add_argument("--device", default="cpu", help="cpu or cuda: where the draft trains")
+    b.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
+    b.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the recipe's)")
+    b.add_argument("--seed", type=int, default=None, help="training seed (default: the recipe's)")
+    b.add_argument("--no-card", action="store_true", help="skip measuring card.json")
+    b.add_argument("--no-progress", action="store_true", help="no progress bars")
+    b.set_defaults(func=main_build)
+
+
+def main_list(args: argparse.Namespace) -> int:
+    from eagle3_check.card import read_card
+    from eagle3_check.fixture_build import RECIPES
+    from eagle3_check.fixtures import list_fixtures, load_fixture
+
+    rows = []
+    for name in list_fixtures():
+        fx = load_fixture(name)
+        card = read_card(fx) or {}
+        k4 = card.get("k", {}).get("4", {})
+        family = json.loads((fx.root / "fixture.json").read_text()).get("family", "?")
+        rows.append({"name": name, "family": family, "path": str(fx.root), "tau_k4": k4.get("tau"),
+                     "recipe": name in RECIPES})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        tau = f"tau(K=4) = {r['tau_k4']:.2f}" if r["tau_k4"] is not None else "no card"
+        print(f"{r['name']:<14} {r['family']:<8} {tau:<16} {r['path']}")
+    return 0
+
+
+def main_build(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from eagle3_check.eager import resolve_device
+    from eagle3_check.errors import OptionError
+    from eagle3_check.fixture_build import RECIPES, build_fixture
+
+    if args.name not in RECIPES:
+        raise OptionError(f"fixture recipe '{args.name}'", f"one of {sorted(RECIPES)}",
+                          "pick a recipe from eagle3_check/fixture_build.py RECIPES")
+    resolve_device(args.device)
+    overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
+                                   ("seed", args.seed)) if v is not None}
+    for k, v in overrides.items():
+        if v < (0 if k == "seed" else 1):
+            raise OptionError(f"--{k.replace('_', '-')} {v}", "a positive integer", f"pass --{k.replace('_', '-')} 1 or more")
+    train = replace(RECIPES[args.name]["train"], **overrides)
+    command = " ".join(["eagle3-check fixtures build", shlex.quote(args.name)]
+                       + ([f"--device {args.device}"] if args.device != "cpu" else [])
+                       + [f"--{k.replace('_', '-')} {v}" for k, v in overrides.items()])
+    out = build_fixture(args.name, args.root, args.device, train, card=not args.no_card,
+                        command=command, progress=not args.no_progress)
+    print(f"built {out}")
+    card = out / "card.json"
+    if card.is_file():
+        table = json.loads(card.read_text())["k"]
+        for k, row in table.items():
+            alpha = " ".join(f"{a:.2f}" for a in row["n_alpha"])
+            ok = "identical" if row["passed"] else "MISMATCH"
+            print(f"K = {k}   tau = {row['tau']:.2f}   n-alpha = [{alpha}]   {ok}")
+    return 0
