@@ -42,6 +42,7 @@ class Sequence:
     prompt_len: int
     taps: torch.Tensor  # [n, n_taps*Ht]
     greedy: torch.Tensor  # [n] target argmax at each position (prediction for position + 1)
+    logits: torch.Tensor | None = None  # [n, V] target logits (soft labels), when kept
 
 
 @dataclass
@@ -51,6 +52,7 @@ class TrainConfig:
     lr: float = 3e-3
     ttt_steps: int = 5  # chain steps trained (>= the K the card cares about)
     step_decay: float = 0.8  # loss weight of step s: decay ** s
+    soft: float = 1.0  # weight of the soft-label loss (target distribution over the draft vocab)
     max_new: int = 96  # greedy continuation length of each training prompt
     seed: int = 0
 
@@ -65,32 +67,40 @@ def greedy_data(
     stop_ids: frozenset[int],
     options: RunOptions | None = None,
     progress=None,
+    keep_logits: bool = True,
+    batch_size: int = 64,
 ) -> list[Sequence]:
-    """Greedy continuation of every prompt (chat template as the runner builds it), then
-    one full forward for taps and per-position argmax."""
-    from eagle3_check.hf_reference import HFReference
-
-    ref = HFReference.__new__(HFReference)  # reuse its greedy loop on an already loaded model
-    ref.model, ref.device = model, next(model.parameters()).device
-    ref._cache_kw = "cache" if "cache" in _params(model) else "past_key_values"
+    """Greedy continuation of every prompt (chat template as the runner builds it; ended
+    right after the first stop id), then one unpadded forward per sequence for taps,
+    logits and the per-position argmax (the labels: what target_verify returns there).
+    Continuations are generated in left-padded batches; a rare argmax flip from padding
+    only changes an input token, never a label."""
     opts = options or RunOptions()
-    out: list[Sequence] = []
-    for text in texts:
-        ids = prompt_ids(tokenizer, text, opts)
-        cont = ref.greedy(ids, max_new, stop_ids).tokens
-        seq = ids + cont
-        res = model(input_ids=torch.tensor([seq], device=ref.device), output_hidden_states=True)
-        taps = torch.cat([res.hidden_states[k] for k in aux_layer_ids], dim=-1)[0].float().cpu()
-        out.append(Sequence(seq, len(ids), taps, res.logits[0].argmax(-1).cpu()))
+    dev = next(model.parameters()).device
+    prompts = [prompt_ids(tokenizer, t, opts) for t in texts]
+    conts: list[list[int]] = []
+    for c in range(0, len(prompts), batch_size):
+        chunk = prompts[c : c + batch_size]
+        width = max(len(p) for p in chunk)
+        inp = torch.zeros(len(chunk), width, dtype=torch.long)  # [b, W] left-padded with 0
+        mask = torch.zeros(len(chunk), width, dtype=torch.long)
+        for i, p in enumerate(chunk):
+            inp[i, width - len(p) :], mask[i, width - len(p) :] = torch.tensor(p), 1
+        out = model.generate(input_ids=inp.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new,
+                             do_sample=False, pad_token_id=0)
+        for row in out[:, width:].tolist():
+            stop = next((i for i, t in enumerate(row) if t in stop_ids), None)
+            conts.append(row if stop is None else row[: stop + 1])
         if progress:
-            progress.update(1)
-    return out
-
-
-def _params(model) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(model.forward).parameters)
+            progress.update(len(chunk))
+    seqs: list[Sequence] = []
+    for ids, cont in zip(prompts, conts):
+        seq = ids + cont
+        res = model(input_ids=torch.tensor([seq], device=dev), output_hidden_states=True)
+        taps = torch.cat([res.hidden_states[k] for k in aux_layer_ids], dim=-1)[0].float().cpu()
+        logits = res.logits[0].float().cpu()  # [n, V]
+        seqs.append(Sequence(seq, len(ids), taps, logits.argmax(-1), logits if keep_logits else None))
+    return seqs
 
 
 def select_draft_vocab(seqs: list[Sequence], size: int, always: set[int], vocab_size: int) -> list[int]:
@@ -171,32 +181,56 @@ def ttt_forward(
     return out
 
 
-def batch(seqs: list[Sequence], n_steps: int, t2d_index: torch.Tensor):
-    """Pads a batch; labels[s] [B, R] are draft-vocab indices (-100 = not trained)."""
+def batch(seqs: list[Sequence], n_steps: int, t2d_index: torch.Tensor, kept: torch.Tensor | None = None):
+    """Pads a batch. labels [S, B, R]: draft-vocab indices (-100 = not trained); soft
+    [S, B, R, Vd]: the target's distribution over the draft vocab there (when `kept` ids
+    are given and the sequences carry logits), else None."""
     n = max(len(s.ids) for s in seqs)
     tokens = torch.zeros(len(seqs), n, dtype=torch.long)
     taps = torch.zeros(len(seqs), n, seqs[0].taps.shape[-1])
     labels = torch.full((n_steps, len(seqs), n - 1), -100, dtype=torch.long)
+    use_soft = kept is not None and all(s.logits is not None for s in seqs)
+    soft = torch.zeros(n_steps, len(seqs), n - 1, len(kept)) if use_soft else None
     for i, s in enumerate(seqs):
         ln = len(s.ids)
         tokens[i, :ln] = torch.tensor(s.ids)
         taps[i, :ln] = s.taps
+        probs = torch.softmax(s.logits[:, kept], dim=-1) if use_soft else None  # [n, Vd]
         for st in range(n_steps):
             # row r's label is greedy[r+s+1]; train where that position is < ln and at or
             # after the last prompt token (labels inside the target's own continuation)
             lo, hi = max(s.prompt_len - 2 - st, 0), ln - 1 - st
             if hi > lo:
                 labels[st, i, lo:hi] = t2d_index[s.greedy[lo + st + 1 : hi + st + 1]]
-    return tokens, taps, labels
+                if use_soft:
+                    soft[st, i, lo:hi] = probs[lo + st + 1 : hi + st + 1]
+    return tokens, taps, labels, soft
+
+
+def step_loss(
+    logits: torch.Tensor,  # [B, R, Vd]
+    labels: torch.Tensor,  # [B, R] draft-vocab index, -100 = not trained
+    soft: torch.Tensor | None,  # [B, R, Vd] target distribution, or None
+    soft_weight: float,
+) -> torch.Tensor:
+    """Cross-entropy on the target's greedy token, plus `soft_weight` x cross-entropy on the
+    target's distribution (renormalised over the draft vocab), both over trained rows."""
+    valid = labels >= 0  # [B, R]
+    hard = F.cross_entropy(logits[valid], labels[valid])
+    if soft is None or not soft_weight:
+        return hard
+    return hard + soft_weight * -(soft[valid] * F.log_softmax(logits[valid], -1)).sum(-1).mean()
 
 
 def train_draft(head: Eagle3DraftHead, seqs: list[Sequence], cfg: TrainConfig, progress=None) -> list[float]:
     """Trains `head` in place (AdamW, cosine schedule, fixed seed); returns the loss per step."""
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
+    dev = next(head.parameters()).device  # batches are built on CPU, trained where the head is
     kept = (head.d2t + torch.arange(head.cfg.draft_vocab_size)).tolist()
     t2d_index = torch.full((head.cfg.vocab_size,), -100, dtype=torch.long)
-    t2d_index[torch.tensor(kept)] = torch.arange(len(kept))
+    kept_t = torch.tensor(kept)
+    t2d_index[kept_t] = torch.arange(len(kept))
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     warm = max(cfg.steps // 20, 1)
@@ -213,12 +247,13 @@ def train_draft(head: Eagle3DraftHead, seqs: list[Sequence], cfg: TrainConfig, p
             rng.shuffle(extra)
             order += extra
         pick, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        tokens, taps, labels = batch([seqs[i] for i in pick], cfg.ttt_steps, t2d_index)
+        tokens, taps, labels, soft = (
+            None if t is None else t.to(dev)
+            for t in batch([seqs[i] for i in pick], cfg.ttt_steps, t2d_index, kept_t if cfg.soft else None)
+        )
         logits = ttt_forward(head, tokens, taps, cfg.ttt_steps)
-        loss = sum(
-            w * F.cross_entropy(lg.flatten(0, 1), lb.flatten(), ignore_index=-100)
-            for w, lg, lb in zip(weights, logits, labels)
-        ) / sum(weights)
+        loss = sum(w * step_loss(lg, lb, None if soft is None else soft[s], cfg.soft)
+                   for s, (w, lg, lb) in enumerate(zip(weights, logits, labels))) / sum(weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

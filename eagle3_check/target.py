@@ -77,11 +77,19 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
     return model.eval()
 
 
+def _uniform(cfg, key: str):
+    """cfg.key, or None where it is absent or differs by layer (per-layer configs raise)."""
+    try:
+        return getattr(cfg, key, None)
+    except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        return None
+
+
 def kv_shapes(model: nn.Module, cfg) -> list[tuple[int, int]]:
     """(kv heads, head dim) of each layer's cache. Read from the attention modules, since
     layers may differ: Gemma 4 global layers have their own head dim and kv heads."""
-    n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    n_kv = _uniform(cfg, "num_key_value_heads") or cfg.num_attention_heads
+    head_dim = _uniform(cfg, "head_dim") or cfg.hidden_size // cfg.num_attention_heads
     shapes = [(n_kv, head_dim)] * cfg.num_hidden_layers
     for mod in model.modules():
         i, k, d = getattr(mod, "layer_idx", None), getattr(mod, "k_proj", None), getattr(mod, "head_dim", None)

@@ -72,7 +72,7 @@ def test_batch_labels_index():
     greedy = torch.tensor([9, 9, 9, 10, 11, 12, 13, 14])
     seq = Sequence(ids=[2, 3, 4, 5, 10, 11, 12, 13], prompt_len=4, taps=torch.zeros(8, 4), greedy=greedy)
     t2d = torch.arange(20)  # identity draft vocab
-    _, _, labels = batch([seq], 3, t2d)
+    _, _, labels, _ = batch([seq], 3, t2d)
     assert labels.shape == (3, 1, 7)
     assert labels[0, 0].tolist() == [-100, -100, 10, 11, 12, 13, 14]  # row 2 -> greedy[3]
     assert labels[1, 0].tolist() == [-100, 10, 11, 12, 13, 14, -100]  # row 1 -> greedy[3]

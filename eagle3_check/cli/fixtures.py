@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     b.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the recipe's)")
     b.add_argument("--seed", type=int, default=None, help="training seed (default: the recipe's)")
+    b.add_argument("--threads", type=int, default=1, help="CPU threads for torch (default 1: tiny models, "
+                   "and shared machines slow down badly with more)")
     b.add_argument("--no-card", action="store_true", help="skip measuring card.json")
     b.add_argument("--no-progress", action="store_true", help="no progress bars")
     b.set_defaults(func=main_build)
@@ -74,6 +76,11 @@ def main_build(args: argparse.Namespace) -> int:
         raise OptionError(f"fixture recipe '{args.name}'", f"one of {sorted(RECIPES)}",
                           "pick a recipe from eagle3_check/fixture_build.py RECIPES")
     resolve_device(args.device)
+    if args.threads < 1:
+        raise OptionError(f"--threads {args.threads}", "1 or more", "pass --threads 1")
+    import torch
+
+    torch.set_num_threads(args.threads)
     overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
                                    ("seed", args.seed)) if v is not None}
     for k, v in overrides.items():
