@@ -223,7 +223,10 @@ def step_loss(
 
 
 def train_draft(head: Eagle3DraftHead, seqs: list[Sequence], cfg: TrainConfig, progress=None) -> list[float]:
-    """Trains `head` in place (AdamW, cosine schedule, fixed seed); returns the loss per step."""
+    """Trains `head` in place (AdamW, cosine schedule, fixed seed); returns the loss per step.
+    `steps = 0` leaves the head as initialised (an untrained draft)."""
+    if cfg.steps == 0:
+        return []
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     dev = next(head.parameters()).device  # batches are built on CPU, trained where the head is

@@ -75,27 +75,41 @@ STOP_IDS = frozenset({1, 50, 106})  # eos, <eot>, <turn|>: the Gemma 4 IT stop s
 PROGRAM = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4,
                       min_verify_len=2, max_verify_len=8)
 
+_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 192,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+}
+_DRAFT = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "intermediate_size": 192, "draft_vocab_size": 256}
+
 RECIPES = {
     # Llama: 4 layers, random init from a fixed seed (the scale sets how predictable its
     # greedy text is: loops and drifts, like a real model's, that a draft can learn).
     "tiny-llama": {
         "family": "llama",
         "seed": 1234,
-        "target": {
-            "model_type": "llama",
-            "hidden_size": 64,
-            "intermediate_size": 192,
-            "num_hidden_layers": 4,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 256,
-            "initializer_range": 0.06,  # 0.2 decodes chaos no draft can learn; 0.02 one loop
-            "tie_word_embeddings": False,
-        },
+        "target": {**_LLAMA, "initializer_range": 0.06},  # 0.2: chaos no draft learns; 0.02: one loop
         "aux_layer_ids": [1, 2, 3],
-        "draft": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-                  "intermediate_size": 192, "draft_vocab_size": 256},
+        "draft": _DRAFT,
         "train": TrainConfig(),
+        "program": PROGRAM,
+    },
+    # The original random pair: a chaotic target (init 0.2) whose greedy text rarely repeats
+    # a token, and an untrained draft (tau ~ 1): the edge suites' forced stops and boundary
+    # cases need distinct tokens, which the learnable fixtures above do not give.
+    "tiny-llama-random": {
+        "family": "llama",
+        "seed": 1234,
+        "target": {**_LLAMA, "initializer_range": 0.2},
+        "aux_layer_ids": [1, 2, 3],
+        "draft": _DRAFT,
+        "train": TrainConfig(steps=0),
         "program": PROGRAM,
     },
     # Gemma 4 text (the Gemma 4 31B layout, shrunk): sliding-window layers with a window of
@@ -227,7 +241,7 @@ def build_fixture(
     bar.close()
     head.to("cpu").save(out / "draft")
     if card:
-        write_fixture_card(name, root, command, {"final_loss": round(losses[-1], 4)}, progress)
+        write_fixture_card(name, root, command, {"final_loss": round(losses[-1], 4)} if losses else {}, progress)
     return out
 
 
