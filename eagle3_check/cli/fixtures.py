@@ -61,7 +61,7 @@ def main_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         tau = f"tau(K=4) = {r['tau_k4']:.2f}" if r["tau_k4"] is not None else "no card"
-        print(f"{r['name']:<14} {r['family']:<8} {tau:<16} {r['path']}")
+        print(f"{r['name']:<18} {r['family']:<8} {tau:<16} {r['path']}")
     return 0
 
 
