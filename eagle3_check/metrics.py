@@ -193,7 +193,8 @@ def format_metric_diffs(diffs: list[MetricDiff], baseline_path: str | Path = "be
     for key in dict.fromkeys(d.key for d in diffs):
         mine = [d for d in diffs if d.key == key]
         if mine[0].direction == "missing":
-            lines.append(f"  {key}: no baseline entry; add it with `{REFRESH} {key}`")
+            pte = " --pte FILE" if "__pte__" in key else ""
+            lines.append(f"  {key}: no baseline entry; add it with `{REFRESH} golden/{key}.json{pte}`")
             continue
         lines.append(f"  {key}")
         lines.append(f"    {'metric':<24} {'baseline':>10} {'now':>10}  change")

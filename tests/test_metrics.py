@@ -89,7 +89,7 @@ def test_baseline_file_round_trip_missing_entry_and_merge(tmp_path):
     assert compare_baseline({"a": (WORKED, 4)}, path) == []
     missing = compare_baseline({"c": (WORKED, 4)}, path)
     assert [(d.key, d.direction) for d in missing] == [("c", "missing")]
-    assert "no baseline entry; add it with `eagle3-check golden baseline c`" in format_metric_diffs(missing)
+    assert "no baseline entry; add it with `eagle3-check golden baseline golden/c.json`" in format_metric_diffs(missing)
 
 
 @pytest.mark.parametrize("content,match", [

@@ -52,10 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         v = gsub.add_parser(name, help=helptext, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
         v.add_argument("goldens", nargs="*", help="golden files or directories (default: golden/)")
         v.add_argument("--baseline", default=None, help="metrics baseline JSON (default: bench/baselines/metrics.json)")
+        v.add_argument("--pte", default=None, metavar="FILE",
+                       help="the .pte export to run backend-pte goldens on (skipped without it)")
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
-            v.add_argument("--pte", default=None, metavar="FILE",
-                           help="the .pte export to verify backend-pte goldens with (skipped without it)")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
                            help="the runner to verify (a plug-in factory, see `check --runner`); default reference")
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -165,7 +165,7 @@ def baseline_main(args: argparse.Namespace) -> int:
     from eagle3_check.metrics import compute_metrics, write_baseline
 
     bar = _progress(args, False)
-    outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1))
+    outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1), pte=args.pte)
     bar.close()
     if outcome.golden_diffs:
         print(outcome.format())
