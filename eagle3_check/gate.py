@@ -50,6 +50,7 @@ class GateInputs:
     ks: list[int] | None = None  # chain lengths to run; None = the program's default K
     suite: str | None = "edge"  # edge-suite name (or case) to run; None = skip the suites
     golden: Path | None = None
+    fixture: str | None = None  # the fixture the program was exported from: other goldens skip
     baseline: Path | None = None
     tau_tolerance: float = TAU_TOLERANCE
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
@@ -171,7 +172,7 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
 
     metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given")
+                       pte=inputs.pte or "given", fixture=inputs.fixture)
     if keep is not None:
         keep["outcome"] = out
     cases = []

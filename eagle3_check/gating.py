@@ -116,11 +116,13 @@ def gate_goldens(
     build: Callable[[GoldenKey], tuple] | None = None,
     on_prompt: Callable[[str], None] | None = None,
     pte: str | Path | None = None,
+    fixture: str | None = None,
 ) -> GateOutcome:
     """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
 
     Goldens this machine cannot run (a .pte golden without `pte`, a CUDA golden without a
-    GPU) are listed in `skipped` with the reason; `build` replaces the program factory."""
+    GPU) are listed in `skipped` with the reason; `build` replaces the program factory.
+    With `fixture` (the gate's one program), goldens of other fixtures are skipped too."""
     build = build or (lambda key: program_for_key(key, pte))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     entries = load_baseline(baseline) if baseline else {}
@@ -129,6 +131,8 @@ def gate_goldens(
         golden = load_golden(path)
         key = golden.key
         why = unavailable(key, pte)
+        if fixture and key.fixture != fixture:
+            why = f"a golden of fixture {key.fixture}; this program is {fixture}"
         if why:
             out.skipped[key.stem] = why
             if on_prompt:

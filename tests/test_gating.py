@@ -50,3 +50,14 @@ def test_goldens_this_machine_cannot_run_are_skipped_with_the_reason(tmp_path, t
     assert out.skipped == {pte_key.stem: unavailable(pte_key)}
     assert not out.passed  # nothing ran: an all-skipped gate proves nothing
     assert f"skipped {pte_key.stem}: a .pte golden: pass --pte FILE" in out.format()
+
+
+def test_goldens_of_another_fixture_are_skipped_with_the_reason(tmp_path, tokenizer):
+    """`gate --pte X --golden golden/`: a program of one fixture must not be judged by another
+    fixture's goldens (they would all 'diverge')."""
+    toy, path = setup(tmp_path, tokenizer)
+    other = gate_goldens([path], build=lambda key: (toy, tokenizer), fixture="tiny-gemma4")
+    assert other.runs == {} and not other.passed
+    assert other.skipped[KEY.stem] == "a golden of fixture toy; this program is tiny-gemma4"
+    same = gate_goldens([path], build=lambda key: (toy, tokenizer), fixture="toy")
+    assert same.passed and KEY.stem in same.runs

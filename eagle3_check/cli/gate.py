@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     inputs = GateInputs(
         pte=Path(args.pte), tokenizer=Tokenizer.load(tok_path), target_dir=target_dir, prompts=prompts,
         options=options_from_args(args), golden=Path(args.golden) if args.golden else None,
-        baseline=Path(args.baseline) if args.baseline else None,
+        baseline=Path(args.baseline) if args.baseline else None, fixture=fx.name if fx else None,
         tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
     )
     inputs.suite = None if args.suite == "none" else args.suite
