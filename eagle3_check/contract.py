@@ -96,6 +96,29 @@ class SpeculatorProgram(ABC):
         """Called before each request. Caches roll back by overwrite, so the default does nothing."""
 
 
+
+class ProgramWrapper(SpeculatorProgram):
+    """A program that forwards every method to `inner`; wrappers (recording, forcing, CUDA
+    graphs, oracle drafts) subclass it and override only the methods they change."""
+
+    def __init__(self, inner: SpeculatorProgram):
+        self.inner = inner
+
+    def metadata(self) -> dict[str, Any]:
+        return self.inner.metadata()
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        return self.inner.prefill(tokens, positions)
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        return self.inner.target_verify(tokens, positions)
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        return self.inner.draft_decode(tokens, feature, positions)
+
 @dataclass(frozen=True)
 class Metadata:
     """The checked metadata of a program. K range comes from the verify window range."""

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from eagle3_check.contract import SpeculatorProgram, read_metadata
+from eagle3_check.contract import ProgramWrapper, read_metadata
 from eagle3_check.errors import OptionError
 
 MODES = ("cuda", "emulate", "off")
@@ -118,12 +118,12 @@ class GraphedMethod:
         return entry
 
 
-class GraphedProgram(SpeculatorProgram):
+class GraphedProgram(ProgramWrapper):
     """An eager program (`EagerBackend`) whose target_verify and short draft_decode calls
     replay CUDA graphs. Outputs of those two methods are graph-owned (see module doc)."""
 
     def __init__(self, inner, mode: str = "cuda", draft_graphs: bool = True, compile_draft_steps: bool = False):
-        self.inner = inner
+        super().__init__(inner)
         self.device = inner.device
         module = inner.module
         md = read_metadata(inner.metadata())
@@ -134,15 +134,6 @@ class GraphedProgram(SpeculatorProgram):
         self.draft_graphs = GraphedMethod(
             draft, self.device, mode if draft_graphs else "off", max_tokens=md.max_verify_len
         )
-
-    def metadata(self) -> dict[str, Any]:
-        return self.inner.metadata()
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self.inner.prefill(tokens, positions)
 
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H] (graph-owned)
         return self.verify_graphs(tokens, positions)

@@ -34,11 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from eagle3_check.contract import SpeculatorProgram
+from eagle3_check.contract import ProgramWrapper, SpeculatorProgram
 
 FULL = "K"  # in a pattern: accept every proposal of the round (a = K)
 
@@ -90,7 +89,7 @@ def stop_ids_at(reference: Sequence[int], indices: Sequence[int]) -> tuple[int, 
     return tuple(dict.fromkeys(reference[i] for i in indices))
 
 
-class ForcedDraft(SpeculatorProgram):
+class ForcedDraft(ProgramWrapper):
     """Overrides draft proposals so that round r accepts exactly the forced a_r.
 
     `sequence[q]` is the target's greedy token at position q (prompt ids, then the greedy
@@ -105,7 +104,7 @@ class ForcedDraft(SpeculatorProgram):
         k: int,
         vocab_size: int,
     ):
-        self.inner = inner
+        super().__init__(inner)
         self.sequence = list(sequence)
         self.forcing = forcing
         self.k = k
@@ -113,9 +112,6 @@ class ForcedDraft(SpeculatorProgram):
         self._round = 0
         self._base: int | None = None  # position of the round's proposal-0 row
         self._fresh = False  # the next draft call is a seed / reseed
-
-    def metadata(self) -> dict[str, Any]:
-        return self.inner.metadata()
 
     def reset(self) -> None:
         self._round, self._base, self._fresh = 0, None, False

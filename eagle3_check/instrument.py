@@ -8,11 +8,10 @@ was ever written.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from eagle3_check.contract import SpeculatorProgram
+from eagle3_check.contract import ProgramWrapper, SpeculatorProgram
 
 
 @dataclass
@@ -25,13 +24,10 @@ class Call:
     out_feature: torch.Tensor  # [1, T, H] returned feature / g, on CPU
 
 
-class RecordingProgram(SpeculatorProgram):
+class RecordingProgram(ProgramWrapper):
     def __init__(self, inner: SpeculatorProgram):
-        self.inner = inner
+        super().__init__(inner)
         self.calls: list[Call] = []
-
-    def metadata(self) -> dict[str, Any]:
-        return self.inner.metadata()
 
     def reset(self) -> None:
         self.calls.clear()

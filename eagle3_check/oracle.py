@@ -17,11 +17,9 @@ The replacement is one gather on the device: no host synchronisation is added.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from eagle3_check.contract import SpeculatorProgram, read_metadata
+from eagle3_check.contract import ProgramWrapper, SpeculatorProgram, read_metadata
 from eagle3_check.device_runner import program_device
 
 
@@ -43,11 +41,11 @@ def oracle_table(
     return torch.where(right, seq, (seq + 1) % vocab_size), right
 
 
-class OracleDraftProgram(SpeculatorProgram):
+class OracleDraftProgram(ProgramWrapper):
     """Wraps a program: every method runs as is; draft_decode's ids come from the oracle table."""
 
     def __init__(self, inner: SpeculatorProgram, sequence: list[int], accept: float, seed: int = 0):
-        self.inner = inner
+        super().__init__(inner)
         self.device = program_device(inner)
         md = read_metadata(inner.metadata())
         if md.vocab_size is None:
@@ -55,18 +53,6 @@ class OracleDraftProgram(SpeculatorProgram):
         table, self.right = oracle_table(sequence, accept, md.vocab_size, md.max_seq_len, seed)
         self.shifted = table[2:].to(self.device)  # shifted[p] = the proposal for position p + 2
         self.accept = accept
-
-    def metadata(self) -> dict[str, Any]:
-        return self.inner.metadata()
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self.inner.prefill(tokens, positions)
-
-    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self.inner.target_verify(tokens, positions)
 
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         _, g = self.inner.draft_decode(tokens, feature, positions)  # the real head runs
