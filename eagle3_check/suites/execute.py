@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_check.contract import Metadata, SpeculatorProgram, read_metadata
+from eagle3_check.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.instrument import RecordingProgram, call_problems
@@ -121,26 +121,18 @@ class SuiteEnv:
         return (head + (body * (need // len(body) + 1))[:need])[:max(0, length)]
 
 
-class _PatchedMetadata(SpeculatorProgram):
+class _PatchedMetadata(ProgramWrapper):
     """The program with one metadata key removed, or with extra get_eos_ids (program-side forcing)."""
 
     def __init__(self, inner: SpeculatorProgram, drop: str | None = None, eos: tuple[int, ...] = ()):
-        self.inner, self.drop, self.eos = inner, drop, eos
+        super().__init__(inner)
+        self.drop, self.eos = drop, eos
 
     def metadata(self) -> dict[str, Any]:
         md = {k: v for k, v in self.inner.metadata().items() if k != self.drop}
         if self.eos:
             md["get_eos_ids"] = [*(md.get("get_eos_ids") or []), *self.eos]
         return md
-
-    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self.inner.prefill(tokens, positions)
-
-    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self.inner.target_verify(tokens, positions)
-
-    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
-        return self.inner.draft_decode(tokens, feature, positions)
 
 
 def _resolve_k(case: Case, md: Metadata) -> int | None:
