@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eagle3_check.contract import read_metadata
-from eagle3_check.errors import ContractViolation, OptionError
+from eagle3_check.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.errors import OptionError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import HFReference
 from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
@@ -43,7 +44,7 @@ class CheckReport:
     @property
     def tau(self) -> float:
         rounds = sum(o.run.rounds for o in self.outcomes)
-        return sum(len(o.run.tokens) - 1 for o in self.outcomes) / rounds if rounds else 0.0
+        return sum(max(len(o.run.tokens) - 1, 0) for o in self.outcomes) / rounds if rounds else 0.0
 
     @property
     def n_alpha(self) -> list[float]:
@@ -113,12 +114,15 @@ def run_check(
         except OptionError as e:
             raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
     for p, want_ids in zip(prompts, requests):
-        run = runner.run(program, tokenizer, p.text, options)
-        if not isinstance(run, RunResult):
-            raise ContractViolation(f"contract violated: the runner's run() returned a {type(run).__name__}",
-                                    "an eagle3_check.runner.RunResult",
-                                    "return RunResult(...) from run() (see the Runner protocol)")
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
+        try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
+            run = guarded_run(runner, program, tokenizer, p.text, options)
+        except RunCrash as e:
+            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)))
+            report.outcomes.append(outcome)
+            if on_request:
+                on_request(outcome)
+            continue
         ref = reference.greedy(want_ids, max(max_new, 1), stops.ids)
         problem = audit_run(run, want_ids, k)
         if problem:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3_check.contract import SpeculatorProgram, read_metadata
+from eagle3_check.crash import crash_reason
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.gate_requests import run_requests
@@ -68,7 +69,9 @@ class GateCheck:
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status, "message": self.message,
                 "seconds": round(self.seconds, 3), "details": self.details,
-                "cases": [{"name": c.name, "status": c.status, "message": c.message} for c in self.cases]}
+                "counts": {s: sum(c.status == s for c in self.cases) for s in (PASS, "tie", FAIL, SKIP)},
+                "cases": [{"name": c.name, "status": c.status, "message": c.message, "seconds": round(c.seconds, 3)}
+                          for c in self.cases]}
 
 
 @dataclass
@@ -102,6 +105,8 @@ def _timed(name: str, fn: Callable[[], GateCheck]) -> GateCheck:
         chk = fn()
     except Eagle3CheckError as e:
         chk = GateCheck(name, FAIL, str(e))
+    except Exception as e:  # noqa: BLE001 - a program or runner crashing inside a check fails that check
+        chk = GateCheck(name, FAIL, crash_reason(e))
     chk.seconds = time.perf_counter() - t0
     return chk
 
@@ -111,15 +116,19 @@ def _skip(name: str, why: str) -> GateCheck:
 
 
 def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical") -> GateCheck:
-    fails = [c for c in cases if c.status == FAIL]
-    ties = sum(c.status == "tie" for c in cases)
-    if not cases:
-        return GateCheck(name, SKIP, "no cases ran", cases=cases)
+    """The check's verdict over its cases; skipped cases are counted and named, never dropped."""
+    ran = [c for c in cases if c.status != SKIP]
+    skips = [c for c in cases if c.status == SKIP]
+    fails = [c for c in ran if c.status == FAIL]
+    ties = sum(c.status == "tie" for c in ran)
+    skip_note = f", {len(skips)} skipped (first: {skips[0].name}: {skips[0].message})" if skips else ""
+    if not ran:
+        return GateCheck(name, SKIP, f"no cases ran{skip_note}", cases=cases)
     if fails:
-        return GateCheck(name, FAIL, f"{len(fails)}/{len(cases)} {what} failed; first: {fails[0].name}: "
+        return GateCheck(name, FAIL, f"{len(fails)}/{len(ran)} {what} failed{skip_note}; first: {fails[0].name}: "
                          f"{fails[0].message}", cases=cases)
     tie_note = f" ({ties} numerical ties)" if ties else ""
-    return GateCheck(name, PASS, f"{len(cases)}/{len(cases)} {what} {ok}{tie_note}", cases=cases)
+    return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{tie_note}{skip_note}", cases=cases)
 
 
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
@@ -153,8 +162,8 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         return _skip("edge suites", "no reference target given (--target or --fixture)")
     env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance)
     rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
-    cases = [JUnitCase(r.name, r.status, r.message) for r in rep.results]
-    return _summary("edge suites", [c for c in cases if c.status != SKIP], "cases", "passed")
+    cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
+    return _summary("edge suites", cases, "cases", "passed")
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
@@ -181,9 +190,7 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
             mine = [d.message for d in out.golden_diffs if d.golden == stem and d.prompt_id == pid]
             cases.append(JUnitCase(f"{stem} {pid}", FAIL if mine else PASS, "; ".join(mine) or "identical"))
     cases += [JUnitCase(stem, SKIP, why) for stem, why in out.skipped.items()]
-    chk = _summary("golden", [c for c in cases if c.status != SKIP], "golden requests")
-    chk.cases = cases
-    return chk
+    return _summary("golden", cases, "golden requests")
 
 
 def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from eagle3_check.contract import SpeculatorProgram, read_metadata
-from eagle3_check.errors import ContractViolation, Eagle3CheckError
+from eagle3_check.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures import Prompt
 from eagle3_check.hf_reference import ReferenceResult
 from eagle3_check.junit import JUnitCase
@@ -89,24 +90,26 @@ def run_requests(
                 continue
             t0 = time.perf_counter()
             try:
-                run = runner.run(program, tokenizer, p.text, opts)
-            except Eagle3CheckError as e:
-                broken = str(e) if isinstance(e, ContractViolation) else None
+                run = guarded_run(runner, program, tokenizer, p.text, opts)
+            except RunCrash as e:  # a contract violation or a crash fails the request, with the reason
+                broken = str(e) if isinstance(e.__cause__, ContractViolation) else None
                 both(case, FAIL, str(e), time.perf_counter() - t0)
                 continue
             secs = time.perf_counter() - t0
             runs.append(run)
             key = (tuple(run.prompt_ids), max(run.max_new, 1))
+            t_ref = time.perf_counter()  # the two references' time is the self-vs-HF case's time
             if hf is not None and key not in hf_cache:
                 hf_cache[key] = hf.greedy(run.prompt_ids, key[1], stops)
             if key not in self_cache:
                 try:
                     self_cache[key] = self_greedy(program, run.prompt_ids, key[1], stops)
-                except Eagle3CheckError as e:
-                    both(case, FAIL, f"self reference failed: {e}", secs)
+                except Exception as e:  # noqa: BLE001 - the program's own target crashed: a finding
+                    both(case, FAIL, f"self reference failed: {crash_reason(e)}", secs)
                     continue
                 if hf is not None:
-                    out.self_vs_hf.append(JUnitCase(p.id, *reference_vs_reference(self_cache[key], hf_cache[key], tolerance)))
+                    status, message = reference_vs_reference(self_cache[key], hf_cache[key], tolerance)
+                    out.self_vs_hf.append(JUnitCase(p.id, status, message, time.perf_counter() - t_ref))
             v = compare(run, borrow_margins(self_cache[key], hf_cache.get(key)), stops, opts.max_new_tokens,
                         md.max_seq_len, tolerance)
             out.vs_self.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_check.crash import CRASHED
 from eagle3_check.errors import InputError
 from eagle3_check.golden import GoldenKey, golden_root, load_golden, run_golden, version_notes
 from eagle3_check.golden_verify import GoldenDiff, format_diffs, verify_golden
@@ -149,7 +150,8 @@ def gate_goldens(
         out.golden_diffs.extend(verify_golden(runs, golden))
         out.notes.extend(version_notes(golden))
         if baseline:
-            out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(runs.values(), key.k), entries.get(key.stem)))
+            out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(
+                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)))
     return out
 
 

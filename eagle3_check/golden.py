@@ -25,6 +25,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from eagle3_check.contract import read_metadata
+from eagle3_check.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.options import RunOptions, stop_set
@@ -232,7 +233,11 @@ def run_golden(
     opts = golden.run_options()
     runs: dict[str, RunResult] = {}
     for p in golden.prompts:
-        runs[p.prompt_id] = runner.run(program, tokenizer, list(p.prompt_ids), opts)
+        try:  # a crash is this prompt's finding (a 'crashed' diff), not the end of verification
+            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts)
+        except RunCrash as e:
+            runs[p.prompt_id] = crashed_run(list(p.prompt_ids), golden.key.k, opts.max_new_tokens)
+            runs[p.prompt_id].notes.append(str(e))
         if on_prompt:
             on_prompt(p.prompt_id)
     return runs

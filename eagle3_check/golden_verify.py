@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from eagle3_check.crash import CRASHED
 from eagle3_check.golden import Golden, GoldenPrompt, load_golden
 from eagle3_check.runner import RunResult
 
@@ -22,7 +23,7 @@ from eagle3_check.runner import RunResult
 class GoldenDiff:
     golden: str  # the golden's key stem
     prompt_id: str
-    field: str  # prompt_ids | tokens | length | rounds | accepted | tau | stop_reason | text | k | missing
+    field: str  # prompt_ids | tokens | length | ... | k | missing | crashed
     message: str
     index: int | None = None  # first differing token (tokens) or round (accepted)
     got: object = None
@@ -59,6 +60,9 @@ def verify_golden(report_or_runs, golden: Golden | str | Path) -> list[GoldenDif
         run = runs.get(pid)
         if run is None:
             diffs.append(GoldenDiff(stem, pid, "missing", f"{stem} '{pid}': no run for this prompt"))
+            continue
+        if run.stop_reason == CRASHED:  # crash.crashed_run: the reason is its one note
+            diffs.append(GoldenDiff(stem, pid, "crashed", f"{stem} '{pid}': {'; '.join(run.notes) or 'crashed'}"))
             continue
         if run.k != g.key.k:
             diffs.append(GoldenDiff(stem, pid, "k", f"{stem} '{pid}': run used K = {run.k}, golden K = {g.key.k}",

@@ -17,12 +17,14 @@ a tokenizer, a greedy reference (`greedy(ids, n, stop_ids)`, HF or self) and the
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_check.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.errors import ContractViolation, Eagle3CheckError
 from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.instrument import RecordingProgram, call_problems
 from eagle3_check.options import RunOptions, prompt_ids, stop_set
@@ -43,6 +45,7 @@ class CaseResult:
     status: str  # pass | fail | tie | skip
     message: str
     details: dict[str, Any] = field(default_factory=dict)  # L, K, tokens, rounds, accepted, stop
+    seconds: float = 0.0  # wall time of the case, skips included (set by run_case)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -145,14 +148,23 @@ def _resolve_k(case: Case, md: Metadata) -> int | None:
 
 def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseResult:
     """Runs one case through `runner` (the reference runner by default) and judges it."""
+    t0 = time.perf_counter()
+    result = _judge(case, env, runner)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _judge(case: Case, env: SuiteEnv, runner: Runner | None) -> CaseResult:
     try:
         return _run(case, env, runner or ReferenceRunner())
     except CaseSkip as s:
         return CaseResult(case.name, SKIP, str(s))
+    except ContractViolation as e:  # the program broke the contract (e.g. in the reference): a finding
+        return CaseResult(case.name, FAIL, crash_reason(e))
     except Eagle3CheckError:
         raise
     except Exception as e:  # a crashing program or runner fails its case; the suite goes on
-        return CaseResult(case.name, FAIL, f"crashed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        return CaseResult(case.name, FAIL, crash_reason(e))
 
 
 def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
@@ -187,9 +199,11 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         if case.forcing else program
     rec = RecordingProgram(inner)
     try:
-        run = runner.run(rec, env.tokenizer, prompt, options)
-    except Eagle3CheckError as e:
-        return CaseResult(case.name, FAIL, f"raised {type(e).__name__}: {e}", {"L": len(ids), "K": k})
+        run = guarded_run(runner, rec, env.tokenizer, prompt, options)
+    except RunCrash as e:  # any exception, or a run() that returns no RunResult: this case fails
+        why = str(e)
+        return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
+                          {"L": len(ids), "K": k})
     stops = stop_set(env.tokenizer, md, options)
     verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, env.tolerance)
     # structural: hold whatever the tokens; outcome: follow from the tokens (a tie explains them)
