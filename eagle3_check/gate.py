@@ -160,7 +160,8 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         return _skip("edge suites", "edge-suite registry (eagle3_check.suites) not installed")
     if hf is None:
         return _skip("edge suites", "no reference target given (--target or --fixture)")
-    env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance)
+    env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
+                         fixture=inputs.fixture)
     rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
     return _summary("edge suites", cases, "cases", "passed")

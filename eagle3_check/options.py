@@ -1,6 +1,6 @@
 """Runner options (the seed runner's flags) and the request → prompt ids / stop set rules.
 
-DESIGN §2 steps 2-3: the stop set is tokenizer EOS ∪ program `get_eos_ids` ∪ {eos_id}
+DESIGN §2 steps 2-3: the stop set is (program `get_eos_ids`, else tokenizer EOS) ∪ {eos_id}
 ∪ stop_ids ∪ {id of stop_token, only if it encodes to exactly one token}; the prompt is
 `chat_prefix + text + chat_suffix` (unless raw), encoded without special tokens, with
 `bos_id` prepended unless it is -1. Defaults follow Gemma 4 IT.
@@ -59,7 +59,12 @@ def prompt_ids(tokenizer: Tokenizer, text: str, opts: RunOptions) -> list[int]:
 
 
 def stop_set(tokenizer: Tokenizer, md: Metadata, opts: RunOptions) -> StopSet:
+    """DESIGN §2 rule 2. The program's `get_eos_ids` REPLACES the tokenizer's EOS (as ExecuTorch's
+    `llm::get_eos_ids` does): a program listing [7] does not stop on the tokenizer's EOS unless
+    eos_id / stop_ids name it. An empty or absent list falls back to the tokenizer's EOS."""
     ids = set(tokenizer.eos_ids) | set(md.eos_ids) | set(opts.stop_ids)
+    if md.eos_ids:  # the program's list replaces the tokenizer's: its EOS stays only where named again
+        ids -= set(tokenizer.eos_ids) - set(md.eos_ids) - set(opts.stop_ids)
     if opts.eos_id is not None and opts.eos_id >= 0:
         ids.add(opts.eos_id)
     notes: list[str] = []

@@ -49,12 +49,39 @@ def suite_envs(suite_env):
     return get
 
 
+@pytest.fixture(scope="session")
+def case_result(suite_envs):
+    """(fixture name, case) -> its CaseResult, run once a session (test_case and the coverage test share it)."""
+    done = {}
+
+    def get(fixture_name, case):
+        if (fixture_name, case.name) not in done:
+            done[fixture_name, case.name] = run_case(case, suite_envs(fixture_name))
+        return done[fixture_name, case.name]
+
+    return get
+
+
 @pytest.mark.parametrize("fixture_name, case", PARAMS)
-def test_case(fixture_name, case, suite_envs):
-    result = run_case(case, suite_envs(fixture_name))
+def test_case(fixture_name, case, case_result):
+    result = case_result(fixture_name, case)
     if result.status == SKIP:
         pytest.skip(result.message)
     assert result.status != FAIL, f"{case.name} ({case.what}): {result.message}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_case_runs_on_some_embedded_fixture(case, case_result):
+    """A case that skips on every embedded fixture tests nothing (issue 11 part 4): it must run
+    (pass, tie or fail, not skip) on at least one; the default fixture is tried first."""
+    order = sorted(list_fixtures(), key=lambda f: f != DEFAULT_FIXTURE)
+    why = {}
+    for fx in order:
+        result = case_result(fx, case)
+        if result.status != SKIP:
+            return
+        why[fx] = result.message
+    pytest.fail(f"{case.name} skips on every embedded fixture: {why}")
 
 
 def test_registry_names_are_unique_and_prefixed_by_their_suite():

@@ -31,7 +31,13 @@ from eagle3_check.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner
 from eagle3_check.self_reference import SelfReference
 from eagle3_check.suites.case import Case
-from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
+from eagle3_check.suites.request import (
+    CaseSkip,
+    apply_stops,
+    oracle_stops,
+    pick_prompt,
+    prompt_problem,
+)
 from eagle3_check.verdict import FAIL, TIE, compare
 
 PASS, SKIP = "pass", "skip"
@@ -204,12 +210,13 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         why = str(e)
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
-    stops = stop_set(env.tokenizer, md, options)
-    verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, env.tolerance)
+    stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(env.tokenizer, md, options).ids)
+    verdict = compare(run, ref, stops, options.max_new_tokens, md.max_seq_len, env.tolerance)
     # structural: hold whatever the tokens; outcome: follow from the tokens (a tie explains them)
     structural = call_problems(rec, run, md.max_seq_len)
     if run.prompt_ids != ids:
         structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
+    structural += filter(None, [prompt_problem(env.tokenizer, prompt, options, run.prompt_ids)])
     if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
         structural.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
     outcome = [] if verdict.status == PASS else [verdict.message]

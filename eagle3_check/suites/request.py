@@ -46,6 +46,7 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
             continue
         forced_opts, eos = forced
         stops = stop_set(env.tokenizer, dataclasses.replace(md, eos_ids=md.eos_ids + eos), forced_opts).ids
+        stops = oracle_stops(case, ref.tokens, stop_idx, stops)
         if _aims(case, ref, ids, md, k, options, accepts, stops):
             return _as_prompt(case, cand), ids, ref
     if not fits:
@@ -80,6 +81,32 @@ def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: R
                 return None
     opts.stop_ids = tuple(dict.fromkeys(stop_ids))
     return opts, tuple(eos)
+
+
+def oracle_stops(case, ref: list[int], stop_idx: list[int], stops: frozenset[int]) -> frozenset[int]:
+    """The stop set a case judges by: the rules' set (`options.stop_set`) corrected by what the case
+    itself forced, so a bug in `stop_set` cannot agree with the runner (and turn the case into a
+    skip): a token forced via stop_ids / eos_id / program_eos / stop_token IS a stop (DESIGN §2
+    rule 2), one forced via stop_string_multi (several tokens) is NOT."""
+    forced = [(s.via, ref[i]) for s, i in zip(case.stop_at, stop_idx) if i < len(ref)]
+    return frozenset((stops | {t for via, t in forced if via != "stop_string_multi"})
+                     - {t for via, t in forced if via == "stop_string_multi"})
+
+
+def prompt_problem(tokenizer, prompt, options: RunOptions, got: list[int]) -> str | None:
+    """DESIGN §2 rule 3 checked without `options.prompt_ids`: a text prompt's ids are BOS (none when
+    bos is -1), then ids that decode to prefix + text + suffix (the text alone when raw). Checked where
+    the tokenizer round-trips that string (decode(encode(s)) == s); an ids prompt is used as given."""
+    if not isinstance(prompt, str):
+        return None
+    want = prompt if options.raw else options.chat_prefix + prompt + options.chat_suffix
+    if tokenizer.decode(tokenizer.encode(want)) != want:
+        return None
+    head = [] if options.bos_id == -1 else [options.bos_id]
+    if got[: len(head)] == head and tokenizer.decode(got[len(head):]) == want:
+        return None
+    return (f"runner's prompt ids {got[:4]}... decode to {tokenizer.decode(got)[:60]!r}; rule 3 gives "
+            f"{f'BOS {head[0]} + ' if head else ''}{want[:60]!r}")
 
 
 def _aims(case, ref, ids, md, k, options, accepts, stops) -> bool:
