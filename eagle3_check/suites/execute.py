@@ -122,9 +122,11 @@ class SuiteEnv:
             self._refs[key] = got
         return got
 
-    def filler_ids(self, length: int, bos_id: int) -> list[int]:
-        """Exactly `length` prompt ids: BOS (unless -1), then the prompt set's text ids, repeated."""
-        body = self.tokenizer.encode(" ".join(self.prompts))
+    def filler_ids(self, length: int, bos_id: int, start: int = 0) -> list[int]:
+        """Exactly `length` prompt ids: BOS (unless -1), then the prompt set's text ids, repeated;
+        `start` rotates the prompt set (start 1: the second prompt's text first) for another candidate."""
+        k = start % len(self.prompts)
+        body = self.tokenizer.encode(" ".join(self.prompts[k:] + self.prompts[:k]))
         head = [] if bos_id == -1 else [bos_id]
         need = max(0, length - len(head))
         return (head + (body * (need // len(body) + 1))[:need])[:max(0, length)]

@@ -1,7 +1,7 @@
 """Building a case's request: the prompt, its greedy reference, and the forced stops.
 
-`pick_prompt` takes the first candidate prompt (the case's text, its L ids, or each fixture
-prompt in turn) that fits the program's prefill range, whose reference makes every forced
+`pick_prompt` takes the first candidate prompt (the case's text, L filler ids from the prompt
+set rotated to start at each prompt, or each fixture prompt in turn) that fits the program's prefill range, whose reference makes every forced
 stop index the first stop, and on which (under full forcing) the rules land on the boundary
 the case aims at. `apply_stops` turns the forced stop indices into request options (stop
 ids, eos id, stop token string) or extra program EOS ids.
@@ -23,12 +23,13 @@ class CaseSkip(Exception):
 
 
 def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accepts):
-    """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt that
-    fits the prefill range, makes each forced stop index the first stop in the reference, and
-    (under full forcing) lands on the boundary the case aims at."""
+    """(prompt as given to the runner, its ids, reference). Picks the first candidate prompt (the
+    case's text; L filler ids, the prompt set rotated to start at each prompt in turn; or each fixture
+    prompt) that fits the prefill range, makes each forced stop index the first stop in the reference,
+    and (under full forcing) lands on the boundary the case aims at."""
     L = case.prompt.resolve_length(md, k)
     if L is not None:
-        candidates = [env.filler_ids(L, options.bos_id)]
+        candidates = [env.filler_ids(L, options.bos_id, start) for start in range(len(env.prompts))]
     elif case.prompt.text is not None:
         candidates = [case.prompt.text]
     else:
