@@ -145,12 +145,6 @@ def fd(b: Bad) -> str:
     return str(FIXTURE / "draft")
 
 
-DICT_RUNNER = """
-class DictRunner:
-    def run(self, program, tokenizer, prompt, options):
-        return {"tokens": [1, 2, 3]}
-"""
-
 RUN = ["run", "--prompt", "Hi", "--max-new-tokens", "4"]
 
 CLI_CASES = [
@@ -241,8 +235,6 @@ CLI_CASES = [
                  id="runner-without-run-method"),
     pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
                  id="runner-factory-not-callable-str"),
-    pytest.param(lambda b: ["check", "--runner", b.module("dict_runner", DICT_RUNNER) + ":DictRunner"],
-                 "the runner's run() returned a dict", id="runner-returns-not-a-runresult"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
 ]
@@ -328,7 +320,12 @@ def test_program_bad_input_through_the_cli(capsys, monkeypatch, program, tmp_pat
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
     argv = ["run", "--prompt", "Hi"] if command == "run" else ["check", "--prompts", str(prompts), "--no-progress"]
     before = sorted(tmp_path.rglob("*"))
-    assert_clean_error(capsys, main([*argv, "--max-new-tokens", "8"]), named, tmp_path, before)
+    rc = main([*argv, "--max-new-tokens", "8"])
+    if command == "check" and "corrupt" in alter:  # broken mid-run: a FAIL verdict, not an error (issue 11 part 7)
+        cap = capsys.readouterr()
+        assert rc == 1 and "Traceback" not in cap.err and named in cap.out, (rc, cap.err)
+        return
+    assert_clean_error(capsys, rc, named, tmp_path, before)
 
 
 def test_catalogue_has_at_least_25_cases():

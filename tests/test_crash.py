@@ -106,12 +106,16 @@ ZERO = ("from eagle3_check.runner import ReferenceRunner\n"
         "        return super().run(program, tokenizer, prompt, options)\n"
         "class Nothing:\n"
         "    def run(self, *a):\n"
-        "        return None\n")
+        "        return None\n"
+        "class Dict:\n"
+        "    def run(self, *a):\n"
+        "        return {'tokens': [1, 2, 3]}\n")
 
 
 @pytest.mark.parametrize("factory, fails, reason", [
     ("crashy:Crashy", 1, "crashed: ZeroDivisionError: division by zero"),
     ("crashy:Nothing", 3, "contract violated: the runner's run() returned NoneType"),
+    ("crashy:Dict", 3, "contract violated: the runner's run() returned dict"),
 ])
 def test_cli_check_with_a_crashing_plug_in_exits_1_with_the_reason(factory, fails, reason, capsys, monkeypatch,
                                                                   tmp_path):
