@@ -101,6 +101,9 @@ LENGTH_TABLE = [
     # L 10, K 4, max_seq_len 20: max_new = min(100, 10) = 10 (a context cap). bonus: n 1;
     # r1 10 + 4 <= 19, a 4: n 6, anchor 15; r2 15 + 4 = 19 <= 19, a 1: n 8, anchor 17; 21 > 19: stop.
     ("context-after-two-rounds", set(), 100, 10, 4, 20, [4, 1, 4], (8, CONTEXT)),
+    # the same with a = 4 twice: r2 at anchor 15 (15 + 4 = 19 <= 19) would emit 5 tokens (n 11), but
+    # max_new = 10 cuts it at n 10: the only place where rule 5's cap binds before the context rule.
+    ("context-cap-cuts-the-last-round", set(), 100, 10, 4, 20, [4, 4], (10, CONTEXT)),
     # L 16 + K 4 = 20 > 19: no round at all (rule 7), the bonus alone.
     ("context-no-round", set(), 100, 16, 4, 20, [4], (1, CONTEXT)),
     # L 12, K 3, max_seq_len 20: r1 12 + 3 = 15, a 3: n 5, anchor 16; r2 16 + 3 = 19 <= 19, a 0: n 6,
