@@ -77,5 +77,8 @@ def test_check_and_run_print_one_clear_error(negatives, name, cmd, capsys):
     argv += ["--prompt", "Count from one to ten."] if cmd == "run" else ["--no-progress"]
     rc = main(argv)
     cap = capsys.readouterr()
+    if name == "oov-draft" and cmd == "check":  # broken mid-run: a FAIL verdict per request (issue 11 part 7)
+        assert rc == 1 and "Traceback" not in cap.err and named in cap.out, (rc, cap.err)
+        return
     assert rc == 2, cap.out
     assert cap.err.startswith("error: ") and named in cap.err and cap.err.count("\n") == 1
