@@ -130,3 +130,13 @@ def test_check_and_the_edge_suites_alone_kill_every_mutant(ctx):
     table = format_kill_table(report)
     assert report.reference_failures == {"host": {}, "device": {}}, table
     assert [r.name for r in report.rows if not r.killed] == [], table
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["toy-kills-count", "strict-suites"])
+def test_strict_suites_fails_a_mutant_only_the_toy_probes_kill(capsys, strict):
+    """program_eos_ignored: check on the prompt set cannot see it (no get_eos_ids), toy:program-eos can."""
+    args = ["mutants", "--only", "program_eos_ignored", "--no-suites", "--no-progress", "--placement", "host"]
+    rc = main(args + (["--strict-suites"] if strict else []))
+    out = capsys.readouterr().out
+    assert "host: 1/1 killed (100 %) (0/1 by check and the edge suites alone)" in out
+    assert rc == (1 if strict else 0)

@@ -19,6 +19,7 @@ examples:
   eagle3-check mutants --dtype bfloat16 # the eager program and the HF reference in bf16
   eagle3-check mutants --device cuda --dtype bfloat16   # on a GPU (the toy probes stay on CPU)
   eagle3-check mutants --placement device               # one placement only
+  eagle3-check mutants --strict-suites  # also fail unless check + the edge suites alone kill all
   eagle3-check mutants --all            # every probe for every mutant (slow: ~7 CPU-minutes)
   eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
   eagle3-check mutants --no-suites      # toy probes and check only (seconds)
@@ -43,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="device of the eager fixture program and the HF reference, e.g. cuda (default cpu)")
     p.add_argument("--placement", nargs="+", choices=["host", "device"], default=["host", "device"],
                    help="data placements of the runner loop to run each mutant on (default both)")
+    p.add_argument("--strict-suites", action="store_true",
+                   help="exit 0 only if check and the edge suites alone kill every mutant on every placement "
+                   "(the toy probes do not depend on --dtype/--device; what `make mutants` asks)")
     p.add_argument("--json", action="store_true", help="print the kill report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -76,4 +80,6 @@ def main(args: argparse.Namespace) -> int:
                       on_step=lambda _: bar.update(1), placements=args.placement)
     bar.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
-    return 0 if report.ok else 1
+    if args.strict_suites and report.ok and not report.suites_ok and not args.json:
+        print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
+    return 0 if report.ok and (report.suites_ok or not args.strict_suites) else 1

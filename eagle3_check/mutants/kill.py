@@ -56,6 +56,7 @@ class KillReport:
     probes: list[str]
     placements: tuple[str, ...] = PLACEMENTS
     complete: bool = True  # every probe ran for every mutant (not stopped at first kills)
+    groups_complete: bool = True  # each probe group ran up to its own first kill (not stopped at the first)
     dtype: str = "float32"
     device: str = "cpu"
     graphs: str = "emulate"  # what the device placement ran over
@@ -78,8 +79,21 @@ class KillReport:
         return (not any(self.reference_failures.values())
                 and all(r.killed and not r.error for r in self.rows))
 
+    def killed_by_suites_on(self, row: Row, placement: str) -> bool:
+        """Killed on `placement` by check or an edge suite (not only by the toy probes)."""
+        return any(PROBE_GROUP.get(n, "toy") != "toy" for n in row.failures.get(placement, {}))
+
+    @property
+    def suites_ok(self) -> bool:
+        """check and the edge suites alone kill every mutant on every placement it runs on (the
+        toy probes do not depend on --dtype or --device: in bf16 or on CUDA only these count)."""
+        ran = any(PROBE_GROUP.get(p, "toy") != "toy" for p in self.probes)
+        return (ran and self.groups_complete and not any(r.error for r in self.rows)
+                and all(self.killed_by_suites_on(r, p) for r in self.rows for p in r.probes_run))
+
     def to_json(self) -> dict:
-        return {"ok": self.ok, "score": self.score, "dtype": self.dtype, "device": self.device,
+        return {"ok": self.ok, "suites_ok": self.suites_ok, "score": self.score, "dtype": self.dtype,
+                "device": self.device,
                 "graphs": self.graphs, "placements": list(self.placements),
                 "score_by_placement": {p: self.score_on(p) for p in self.placements},
                 "probes": self.probes, "reference_failures": self.reference_failures,
@@ -161,6 +175,7 @@ def kill_run(
         if on_step:
             on_step(m.name)
     return KillReport(ref_failures, rows, [p.name for p in probes], placements, complete=not first_kill,
+                      groups_complete=first_kill in (False, "group"),
                       dtype=ctx.dtype, device=str(ctx.device), graphs=graphs_for(ctx))
 
 
@@ -228,7 +243,11 @@ def format_kill_table(report: KillReport) -> str:
     for place in places:
         rows = report.rows_on(place)
         killed = sum(r.killed_on(place) for r in rows)
-        lines.append(f"{place}: {killed}/{len(rows)} killed ({100 * report.score_on(place):.0f} %); "
+        alone = ""
+        if ran_suites and report.groups_complete:
+            by_suites = sum(report.killed_by_suites_on(r, place) for r in rows)
+            alone = f" ({by_suites}/{len(rows)} by check and the edge suites alone)"
+        lines.append(f"{place}: {killed}/{len(rows)} killed ({100 * report.score_on(place):.0f} %){alone}; "
                      f"reference runner passes {n - len(report.reference_failures.get(place, {}))}/{n} probes")
     n_killed = sum(r.killed for r in report.rows)
     lines.append(f"mutation score: {n_killed}/{len(report.rows)} killed ({100 * report.score:.0f} %) "
