@@ -22,10 +22,14 @@ gpu-bench:
 slow:
 	$(PYTEST) -m slow -q
 
-# Mutation testing of the harness: every seeded runner mutant must be killed (also run,
-# first-kill mode, by tests/test_mutants.py inside `make check`).
+# Mutation testing of the harness: every seeded runner mutant must be killed by check and the
+# edge suites alone (the toy probes do not depend on the dtype), on both data placements of
+# the runner loop, in fp32 and in bf16 (also run, first-kill mode and fp32, by
+# tests/test_mutants.py inside `make check`). Both dtypes run even when the first fails.
 mutants:
-	$(PY) -m eagle3_check.cli mutants --no-progress
+	$(PY) -m eagle3_check.cli mutants --no-progress --strict-suites --dtype float32; a=$$?; \
+	$(PY) -m eagle3_check.cli mutants --no-progress --strict-suites --dtype bfloat16; b=$$?; \
+	test $$a -eq 0 -a $$b -eq 0
 
 # Timing benchmarks (pytest-benchmark; tests_bench/ is not collected by `make check`).
 # bench-compare fails when a median grew by more than BENCH_THRESHOLD percent over the

@@ -1,7 +1,11 @@
-"""The reference runner: DESIGN §2 exactly (the shifted, vLLM-EAGLE scheme).
+"""The reference runner: DESIGN §2 exactly (the shifted, vLLM-EAGLE scheme), one loop.
 
 A runner is anything with `run(program, tokenizer, prompt, options) -> RunResult`
 (`Runner` below); `ReferenceRunner` is ours. Plug-in runners implement the same.
+The loop is written once; where its data lives is a strategy (`placement.py`):
+`ReferenceRunner()` keeps it in host lists, `ReferenceRunner("device")` (alias
+`device_runner.DeviceRunner`) in device buffers with one read back per round.
+Mutation testing (`eagle3_check.mutants`) edits this loop and runs it on both.
 
 Worked example of one round (K = 4), the index arithmetic the tests pin:
 
@@ -12,7 +16,7 @@ Worked example of one round (K = 4), the index arithmetic the tests pin:
     emit x, y, q                               (a + 1 tokens)
     reseed draft_decode([x, y, q], verify_feature[0..2], positions 10..12)
         row i pairs the feature of the token at 10 + i (A, x, y) with the token after it
-    anchor = q, anchor_pos = 10 + a + 1 = 13
+    anchor = q (window slot 0), anchor_pos = 10 + a + 1 = 13
     chain: proposal 0 = last reseed id; step j (1..K-1) feeds the previous proposal
            with the last g row at position 13 + j - 1.
 """
@@ -35,6 +39,7 @@ from eagle3_check.options import (
     prompt_ids,
     stop_set,
 )
+from eagle3_check.placement import PLACEMENTS, check_output, check_vocab
 from eagle3_check.tokenizer import Tokenizer
 
 STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
@@ -83,40 +88,6 @@ class _Timed:
         return out
 
 
-def check_output(
-    method: str,
-    ids: torch.Tensor,  # [1, T]
-    feature: torch.Tensor,  # [1, T, H]
-    t: int,
-    vocab_size: int | None,
-) -> list[int]:
-    """Enforces DESIGN §1 on a method's outputs; returns the ids as host ints."""
-    if not isinstance(ids, torch.Tensor) or not isinstance(feature, torch.Tensor):
-        raise ContractViolation(
-            f"contract violated: {method} returned {type(ids).__name__}, {type(feature).__name__}",
-            "two tensors (ids, feature)", f"fix the program's {method}",
-        )
-    want = [1, 1] if method == "prefill" else [1, t]
-    if list(ids.shape) != want or feature.dim() != 3 or feature.shape[:2] != (1, t):
-        raise ContractViolation(
-            f"contract violated: {method} returned ids {list(ids.shape)} and feature {list(feature.shape)}",
-            f"ids {want} and feature [1, {t}, H]", f"fix the program's {method} output shapes",
-        )
-    host = ids.reshape(-1).tolist()
-    if vocab_size is not None and any(not 0 <= i < vocab_size for i in host):
-        bad = next(i for i in host if not 0 <= i < vocab_size)
-        raise ContractViolation(
-            f"contract violated: {method} returned id {bad}",
-            f"ids in the target vocab [0, {vocab_size})", f"fix the program's {method} (check d2t)",
-        )
-    if feature.device.type == "cpu" and not torch.isfinite(feature).all():
-        raise ContractViolation(
-            f"contract violated: {method} returned a non-finite feature of shape {list(feature.shape)}",
-            "finite values", f"fix the program's {method} (NaN/inf in the target or draft)",
-        )
-    return host
-
-
 def check_prompt_len(n: int, md: Metadata) -> None:
     if n == 0:
         raise OptionError("prompt is empty (0 tokens)", "at least one token", "pass a non-empty prompt")
@@ -129,7 +100,17 @@ def check_prompt_len(n: int, md: Metadata) -> None:
 
 
 class ReferenceRunner:
+    """DESIGN §2 with data placement `placement` ("host" or "device", see placement.py)."""
+
     name = "reference"
+
+    def __init__(self, placement: str = "host", timer=None):
+        self.placement = PLACEMENTS[placement]
+        self.timer = timer  # device_runner.PhaseTimer, or None
+
+    def _mark(self, phase: str) -> None:
+        if self.timer is not None:
+            self.timer.mark(phase)
 
     def run(
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
@@ -145,29 +126,35 @@ class ReferenceRunner:
         max_new = min(options.max_new_tokens, md.max_seq_len - L)
         cap_reason = MAX_NEW if max_new == options.max_new_tokens else CONTEXT
         program.reset()
-        call = _Timed(program)
+        call = _Timed(program)  # host-side time per method (on CUDA: launch time)
+        place = self.placement(program, md.max_seq_len, k, vocab)
         accepted: list[int] = []
 
-        def draft(tokens: list[int], feature: torch.Tensor, start: int) -> tuple[list[int], torch.Tensor]:
-            t = len(tokens)
-            out_ids, g = call("draft_decode", torch.tensor([tokens]), feature, torch.arange(start, start + t))
-            return check_output("draft_decode", out_ids, g, t, vocab), g
+        def draft(tokens: torch.Tensor, feature: torch.Tensor, start: int):  # [1, T], [1, T, H]
+            t = tokens.shape[1]
+            out_ids, g = call("draft_decode", tokens, feature, place.positions(start, t))
+            place.check("draft_decode", out_ids, g, t)
+            return out_ids, g  # [1, T], [1, T, H]
 
-        def chain(first: int, g: torch.Tensor, start: int) -> list[int]:
-            """Proposals p0..p(K-1): p0 given; step j feeds p(j-1) with the last g row at start + j - 1."""
-            props = [first]
+        def chain(first: torch.Tensor, g: torch.Tensor, start: int) -> None:  # [1, T], [1, T, H]
+            """Window slots 1..K := p0..p(K-1): p0 = the last id of `first`; step j feeds p(j-1)
+            with the last g row at start + j - 1."""
+            place.put(1, first)
             for j in range(1, k):
-                step_ids, g = draft([props[-1]], g[:, -1:], start + j - 1)
-                props.append(step_ids[-1])
-            return props
+                step_ids, g = draft(place.window(j, j + 1), place.feed(g[:, -1:]), start + j - 1)
+                place.put(j + 1, step_ids)
 
-        bonus_t, feature = call("prefill", torch.tensor([ids]), torch.arange(L))
-        bonus = check_output("prefill", bonus_t, feature[:, -1:], 1, vocab)[0]
+        prompt_t = place.tokens(ids)  # [1, L]
+        bonus_t, feature = call("prefill", prompt_t, place.positions(0, L))
+        place.check("prefill", bonus_t, feature[:, -1:], 1)
         if feature.shape[:2] != (1, L):
             raise ContractViolation(
                 f"contract violated: prefill returned feature {list(feature.shape)}",
                 f"[1, {L}, H]", "fix the program's prefill output shapes",
             )
+        prompt_t = place.follow(feature, prompt_t)
+        bonus = int(bonus_t.reshape(-1)[0])  # the request's one read outside the rounds
+        check_vocab("prefill", [bonus], vocab)
         out = [bonus]
         reason = None
         if bonus in stops.ids:
@@ -177,13 +164,17 @@ class ReferenceRunner:
         elif L + k > md.max_seq_len - 1:
             reason = CONTEXT
         else:
-            seed_ids, g = draft(ids[1:] + [bonus], feature, 0)
-            anchor, anchor_pos = bonus, L
-            proposals = chain(seed_ids[-1], g, anchor_pos)
+            place.put(0, bonus_t)  # anchor = bonus
+            self._mark("draft")
+            seed_ids, g = draft(torch.cat([prompt_t[:, 1:], place.window(0, 1)], dim=1), feature, 0)
+            anchor_pos = L
+            chain(seed_ids, g, anchor_pos)
             while True:
-                window = torch.tensor([[anchor, *proposals]])
-                verify_ids, vfeat = call("target_verify", window, torch.arange(anchor_pos, anchor_pos + k + 1))
-                v = check_output("target_verify", verify_ids, vfeat, k + 1, vocab)
+                self._mark("verify")
+                vids, vfeat = call("target_verify", place.window(0, k + 1), place.positions(anchor_pos, k + 1))
+                self._mark("host")
+                place.check("target_verify", vids, vfeat, k + 1)
+                proposals, v = place.read_round(vids)  # host ints: p0..pK-1, v0..vK
                 a = 0
                 while a < k and proposals[a] == v[a]:
                     a += 1
@@ -200,12 +191,15 @@ class ReferenceRunner:
                 if reason:
                     break
                 reseed_pos = anchor_pos
-                anchor, anchor_pos = round_tokens[-1], anchor_pos + a + 1
+                anchor_pos += a + 1
                 if anchor_pos + k > md.max_seq_len - 1:
                     reason = CONTEXT
                     break
-                re_ids, g = draft(round_tokens, vfeat[:, : a + 1], reseed_pos)
-                proposals = chain(re_ids[-1], g, anchor_pos)
+                self._mark("draft")
+                re_ids, g = draft(place.reseed_tokens(round_tokens, vids), vfeat[:, : a + 1], reseed_pos)
+                place.put(0, vids[:, a : a + 1])  # anchor = corrected
+                chain(re_ids, g, anchor_pos)
+        self._mark("end")
         rounds = len(accepted)
         return RunResult(
             prompt_ids=ids,
@@ -221,3 +215,7 @@ class ReferenceRunner:
             method_calls=call.calls,
             notes=list(stops.notes),
         )
+
+
+__all__ = ["CONTEXT", "MAX_NEW", "STOP", "ReferenceRunner", "RunResult", "Runner", "check_output",
+           "check_prompt_len"]

@@ -9,11 +9,17 @@ import sys
 HELP = """Mutation testing of the harness itself: run every seeded mutant of the reference runner
 (each loaded as a plug-in runner, like --runner) through `check` on the embedded fixture,
 the edge suites (`check --suite`, each up to its first failing case) and the toy kill probes,
-and print a kill table. Exit code 0 only if every mutant is killed and the
-reference runner passes every probe; a survivor names the case the suites lack.
+and print a kill table. Every mutant runs on both data placements of the one runner loop:
+host lists, and device buffers over graph-owned outputs (emulated CUDA graphs on CPU, real
+ones with --device cuda). Exit code 0 only if every mutant is killed on every placement and
+the reference runner passes every probe; a survivor names the case the suites lack.
 
 examples:
-  eagle3-check mutants                  # the kill table (what `make mutants` runs)
+  eagle3-check mutants                  # the kill table, fp32 (`make mutants` runs fp32 and bf16)
+  eagle3-check mutants --dtype bfloat16 # the eager program and the HF reference in bf16
+  eagle3-check mutants --device cuda --dtype bfloat16   # on a GPU (the toy probes stay on CPU)
+  eagle3-check mutants --placement device               # one placement only
+  eagle3-check mutants --strict-suites  # also fail unless check + the edge suites alone kill all
   eagle3-check mutants --all            # every probe for every mutant (slow: ~7 CPU-minutes)
   eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
   eagle3-check mutants --no-suites      # toy probes and check only (seconds)
@@ -32,6 +38,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "toy probes and the first among check and the edge suites)")
     p.add_argument("--no-suites", action="store_true",
                    help="toy probes and check only, not the edge suites (seconds; what `make check` runs)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="dtype of the eager fixture program and the HF reference (check and the suites)")
+    p.add_argument("--device", default="cpu",
+                   help="device of the eager fixture program and the HF reference, e.g. cuda (default cpu)")
+    p.add_argument("--placement", nargs="+", choices=["host", "device"], default=["host", "device"],
+                   help="data placements of the runner loop to run each mutant on (default both)")
+    p.add_argument("--strict-suites", action="store_true",
+                   help="exit 0 only if check and the edge suites alone kill every mutant on every placement "
+                   "(the toy probes do not depend on --dtype/--device; what `make mutants` asks)")
     p.add_argument("--json", action="store_true", help="print the kill report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -46,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import InputError
     from eagle3_check.mutants import BY_NAME, MUTANTS
     from eagle3_check.mutants.kill import format_kill_table, kill_run
-    from eagle3_check.mutants.probes import FAST_PROBES, PROBES
+    from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
 
     mutants = list(MUTANTS)
     if args.only:
@@ -58,9 +73,13 @@ def main(args: argparse.Namespace) -> int:
         mutants = [BY_NAME[n] for n in args.only]
     bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
                disable=args.no_progress or args.json)
-    one_thread_for_tiny_models("cpu")  # the probes run the embedded fixture and toy programs on CPU
+    one_thread_for_tiny_models(args.device)  # the toy probes always run on CPU
     probes = FAST_PROBES if args.no_suites else PROBES
-    report = kill_run(mutants, probes, first_kill=True if args.first_kill else False if args.all else "group", on_step=lambda _: bar.update(1))
+    first_kill = True if args.first_kill else False if args.all else "group"
+    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device),
+                      on_step=lambda _: bar.update(1), placements=args.placement)
     bar.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
-    return 0 if report.ok else 1
+    if args.strict_suites and report.ok and not report.suites_ok and not args.json:
+        print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
+    return 0 if report.ok and (report.suites_ok or not args.strict_suites) else 1

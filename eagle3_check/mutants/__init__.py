@@ -3,8 +3,9 @@
 Each mutant is a plug-in runner factory: `eagle3-check check --runner
 eagle3_check.mutants:emit_past_max_new` judges it like any user's runner. `eagle3-check
 mutants` (`make mutants`) runs every mutant through `check` and the kill probes
-(`probes.py`) and prints a kill table; the score must be 100 %. A survivor prints its
-`needs`: the case the suites lack.
+(`probes.py`) on both data placements of the one runner loop (host lists; device buffers
+over emulated CUDA graphs on CPU, real ones with --device cuda) and prints a kill table;
+the score must be 100 % on both. A survivor prints its `needs`: the case the suites lack.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from eagle3_check.mutants.engine import Mutant, StaleMutant, build_runner_class
 
 OPTIONS = "eagle3_check.options"
+PLACEMENT = "eagle3_check.placement"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -72,9 +74,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "stale_verify_positions", "verify positions live in an input buffer filled once, never "
         "updated in place (CPU stand-in for a CUDA graph input not refreshed)",
         "more than one verify round on a position-dependent target, or positions audited",
-        (("anchor, anchor_pos = bonus, L\n",
-          "anchor, anchor_pos = bonus, L\n            verify_pos = torch.arange(L, L + k + 1)\n"),
-         ("torch.arange(anchor_pos, anchor_pos + k + 1)", "verify_pos")),
+        (("            anchor_pos = L\n",
+          "            anchor_pos = L\n            verify_pos = place.positions(L, k + 1)\n"),
+         ("place.positions(anchor_pos, k + 1)", "verify_pos")),
     ),
     Mutant(
         "bos_twice", "BOS prepended twice (once by the prompt builder, once again by the runner)",
@@ -128,17 +130,37 @@ MUTANTS: tuple[Mutant, ...] = (
         (("round_tokens = proposals[:a] + [v[a]]",
           "round_tokens = proposals[:a] + [v[a]] if a < k else list(proposals)"),),
     ),
+    Mutant(
+        "anchor_not_updated", "the verify window keeps the old anchor after a round (a stable "
+        "input buffer, as a CUDA graph's, not refreshed)",
+        "more than one verify round whose output is compared with the reference",
+        (("                place.put(0, vids[:, a : a + 1])  # anchor = corrected\n", ""),),
+    ),
+    Mutant(
+        "device_reseed_tokens_shifted", "the device reseed takes verify_ids[:, 1:a+2] instead of "
+        "verify_ids[:, :a+1]", "a reseed followed by chain steps whose proposals depend on the tokens fed",
+        (("return verify_ids[:, : len(round_tokens)]", "return verify_ids[:, 1 : len(round_tokens) + 1]"),),
+        module=PLACEMENT, placements=("device",),
+    ),
+    Mutant(
+        "device_read_includes_anchor", "the round's one read takes the anchor as proposal 0 "
+        "(window read from slot 0 instead of 1)", "a round with a > 0 (acceptance must be counted)",
+        (("proposals, v = host[1 : self.k + 1], host[self.k + 1 :]",
+          "proposals, v = host[: self.k], host[self.k + 1 :]"),),
+        module=PLACEMENT, placements=("device",),
+    ),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}
 
 
-def factory(name: str):
-    """A no-argument factory of the mutant runner `name` (what --runner calls)."""
+def factory(name: str, placement: str = "host"):
+    """A no-argument factory of the mutant runner `name` (what --runner calls) with the
+    runner loop's data `placement` ("host" or "device", see eagle3_check.placement)."""
     mutant = BY_NAME[name]
 
     def make():
-        return build_runner_class(mutant)()
+        return build_runner_class(mutant)(placement)
 
     make.__name__ = name
     make.__doc__ = mutant.bug

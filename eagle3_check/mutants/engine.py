@@ -1,7 +1,8 @@
 """Builds a mutant runner: the reference runner's own source with one seeded bug.
 
 A mutant is a list of (original snippet, replacement) edits to the source of
-`eagle3_check.runner` (or of a module the runner imports from, e.g. `options`). The
+`eagle3_check.runner` (or of a module the runner imports from, e.g. `options`, or
+`placement`, whose mutants run only on the placement they edit). The
 edited source is executed as a fresh module; its `ReferenceRunner` is the mutant. An
 edit whose snippet no longer occurs exactly once raises `StaleMutant`, so a change to
 the runner cannot silently turn a mutant into a copy of the reference.
@@ -33,6 +34,7 @@ class Mutant:
     needs: str  # the case that kills it: what a suite lacks if it survives
     edits: tuple[tuple[str, str], ...]
     module: str = RUNNER_MODULE  # the module whose source is edited
+    placements: tuple[str, ...] = ("host", "device")  # where the edited code runs (placement.py)
 
 
 def _edited_module(module_name: str, mutant: Mutant, edits) -> types.ModuleType:

@@ -1,9 +1,14 @@
-"""The kill run: every mutant (loaded as a plug-in runner) through every probe; a kill table.
+"""The kill run: every mutant, on every data placement, through every probe; a kill table.
 
-The reference runner goes first and must pass every probe (a probe that fails the
-reference is a broken probe, not a kill). A mutant is killed when at least one probe
-fails it (a wrong answer, a missing error, or a crash); a survivor names the case the
-suites lack (`Mutant.needs`).
+The runner loop is one (`runner.ReferenceRunner`); its data placement is a strategy
+(`placement.py`). Each mutant edits the loop, so each is run twice: with host lists
+("host") and with device buffers ("device"), the latter over graph-owned outputs
+(`Context.with_graphs`: emulated CUDA graphs on CPU, real ones on a GPU).
+
+The reference runner goes first on each placement and must pass every probe (a probe that
+fails the reference is a broken probe, not a kill). A mutant is killed on a placement when
+at least one probe fails it there (a wrong answer, a missing error, or a crash); a survivor
+names the case the suites lack (`Mutant.needs`).
 """
 
 from __future__ import annotations
@@ -11,10 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant
+from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant, factory
 from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.probes import PROBES, Context, Probe
 from eagle3_check.plugin import load_runner
+
+PLACEMENTS = ("host", "device")
+REFERENCE = {"host": "reference", "device": "device"}  # plug-in aliases of the reference loop
 
 
 @dataclass
@@ -22,38 +30,74 @@ class Row:
     name: str
     bug: str
     needs: str
-    failures: dict[str, str] = field(default_factory=dict)  # probe name -> reason
-    probes_run: int = 0
+    failures: dict[str, dict[str, str]] = field(default_factory=dict)  # placement -> probe -> reason
+    probes_run: dict[str, int] = field(default_factory=dict)  # placement -> probes run
     error: str | None = None  # a stale mutant
+
+    def killed_on(self, placement: str) -> bool:
+        return bool(self.failures.get(placement))
 
     @property
     def killed(self) -> bool:
-        return bool(self.failures)
+        """Killed on every placement it ran on."""
+        return bool(self.probes_run) and all(self.killed_on(p) for p in self.probes_run)
 
     def to_json(self) -> dict:
-        return {"mutant": self.name, "bug": self.bug, "killed": self.killed, "killed_by": self.failures,
-                "probes_run": self.probes_run, "needs": None if self.killed else self.needs,
-                "error": self.error}
+        return {"mutant": self.name, "bug": self.bug, "killed": self.killed,
+                "placements": {p: {"killed": self.killed_on(p), "killed_by": self.failures.get(p, {}),
+                                   "probes_run": n} for p, n in self.probes_run.items()},
+                "needs": None if self.killed else self.needs, "error": self.error}
 
 
 @dataclass
 class KillReport:
-    reference_failures: dict[str, str]
+    reference_failures: dict[str, dict[str, str]]  # placement -> probe -> reason
     rows: list[Row]
     probes: list[str]
+    placements: tuple[str, ...] = PLACEMENTS
     complete: bool = True  # every probe ran for every mutant (not stopped at first kills)
+    groups_complete: bool = True  # each probe group ran up to its own first kill (not stopped at the first)
+    dtype: str = "float32"
+    device: str = "cpu"
+    graphs: str = "emulate"  # what the device placement ran over
+
+    def rows_on(self, placement: str) -> list[Row]:
+        """The mutants that run on `placement` (a stale one counts everywhere, as not killed)."""
+        return [r for r in self.rows if r.error or placement in r.probes_run]
+
+    def score_on(self, placement: str) -> float:
+        rows = self.rows_on(placement)
+        return sum(r.killed_on(placement) for r in rows) / len(rows) if rows else 0.0
 
     @property
     def score(self) -> float:
+        """The fraction of mutants killed on every placement."""
         return sum(r.killed for r in self.rows) / len(self.rows) if self.rows else 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.reference_failures and all(r.killed and not r.error for r in self.rows)
+        return (not any(self.reference_failures.values())
+                and all(r.killed and not r.error for r in self.rows))
+
+    def killed_by_suites_on(self, row: Row, placement: str) -> bool:
+        """Killed on `placement` by check or an edge suite (not only by the toy probes)."""
+        return any(PROBE_GROUP.get(n, "toy") != "toy" for n in row.failures.get(placement, {}))
+
+    @property
+    def suites_ok(self) -> bool:
+        """check and the edge suites alone kill every mutant on every placement it runs on (the
+        toy probes do not depend on --dtype or --device: in bf16 or on CUDA only these count)."""
+        ran = any(PROBE_GROUP.get(p, "toy") != "toy" for p in self.probes)
+        return (ran and self.groups_complete and not any(r.error for r in self.rows)
+                and all(self.killed_by_suites_on(r, p) for r in self.rows for p in r.probes_run))
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "score": self.score, "probes": self.probes,
-                "reference_failures": self.reference_failures, "mutants": [r.to_json() for r in self.rows]}
+        return {"ok": self.ok, "suites_ok": self.suites_ok, "score": self.score, "dtype": self.dtype,
+                "device": self.device,
+                "graphs": self.graphs, "placements": list(self.placements),
+                "score_by_placement": {p: self.score_on(p) for p in self.placements},
+                "probes": self.probes, "reference_failures": self.reference_failures,
+                "mutants": [r.to_json() for r in self.rows]}
 
 
 def run_probe(probe: Probe, runner, ctx: Context) -> str | None:
@@ -63,93 +107,149 @@ def run_probe(probe: Probe, runner, ctx: Context) -> str | None:
         return f"crashed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
 
 
+def mutant_runner(m: Mutant, placement: str):
+    """The mutant's runner on `placement`; registered host mutants go through the plug-in loader."""
+    if BY_NAME.get(m.name) is not m:
+        return build_runner_class(m)(placement)
+    if placement == "host":
+        return load_runner(f"eagle3_check.mutants:{m.name}")
+    return factory(m.name, placement)()
+
+
+def graphs_for(ctx: Context) -> str:
+    """The device placement runs over graph-owned outputs: real CUDA graphs on a GPU, else emulated."""
+    return "cuda" if str(ctx.device).startswith("cuda") else "emulate"
+
+
 def kill_run(
     mutants: Iterable[Mutant] = MUTANTS,
     probes: Iterable[Probe] = PROBES,
     first_kill: str | bool = False,
     ctx: Context | None = None,
     on_step: Callable[[str], None] | None = None,
+    placements: Iterable[str] = PLACEMENTS,
 ) -> KillReport:
-    """Runs the reference, then each mutant, through the probes.
+    """Runs the reference, then each mutant, through the probes, on each placement.
 
     first_kill: False runs every probe; "group" stops a mutant's probes of one group (toy /
-    suites and check) at that group's first kill; True (or "mutant") at its first kill."""
+    suites and check) at that group's first kill; True (or "mutant") at its first kill
+    (per placement)."""
     ctx = ctx or Context()
     probes = list(probes)
-    reference = load_runner("reference")
-    ref_failures = {}
-    for p in probes:
-        problem = run_probe(p, reference, ctx)
-        if problem:
-            ref_failures[p.name] = problem
+    placements = tuple(placements)
+    ctxs = {p: ctx if p == "host" else ctx.with_graphs(graphs_for(ctx)) for p in placements}
+    ref_failures: dict[str, dict[str, str]] = {}
+    for place in placements:
+        reference = load_runner(REFERENCE[place])
+        ref_failures[place] = {}
+        for p in probes:
+            problem = run_probe(p, reference, ctxs[place])
+            if problem:
+                ref_failures[place][p.name] = problem
     if on_step:
         on_step("reference")
     rows = []
     for m in mutants:
         row = Row(m.name, m.bug, m.needs)
-        try:
-            registered = BY_NAME.get(m.name) is m  # registered mutants go through the plug-in loader
-            runner = load_runner(f"eagle3_check.mutants:{m.name}") if registered else build_runner_class(m)()
-        except StaleMutant as e:
-            row.error = str(e)
-            rows.append(row)
-            continue
-        for p in probes:
-            if first_kill == "group":
-                if any((PROBE_GROUP.get(n) == "toy") == (p.group == "toy") for n in row.failures):
-                    continue
-            elif first_kill and row.killed:
-                break
-            row.probes_run += 1
-            problem = run_probe(p, runner, ctx)
-            if problem:
-                row.failures[p.name] = problem
         rows.append(row)
+        for place in placements:
+            if place not in m.placements:  # a placement's own code: the other never runs it
+                continue
+            try:
+                runner = mutant_runner(m, place)
+            except StaleMutant as e:
+                row.error = str(e)
+                break
+            fails = row.failures.setdefault(place, {})
+            row.probes_run[place] = 0
+            for p in probes:
+                if first_kill == "group":
+                    if any((PROBE_GROUP.get(n) == "toy") == (p.group == "toy") for n in fails):
+                        continue
+                elif first_kill and fails:
+                    break
+                row.probes_run[place] += 1
+                problem = run_probe(p, runner, ctxs[place])
+                if problem:
+                    fails[p.name] = problem
         if on_step:
             on_step(m.name)
-    return KillReport(ref_failures, rows, [p.name for p in probes], complete=not first_kill)
+    return KillReport(ref_failures, rows, [p.name for p in probes], placements, complete=not first_kill,
+                      groups_complete=first_kill in (False, "group"),
+                      dtype=ctx.dtype, device=str(ctx.device), graphs=graphs_for(ctx))
 
 
 PROBE_GROUP = {p.name: p.group for p in PROBES}
 
 
 def format_kill_table(report: KillReport) -> str:
-    """One row per mutant: its first kill among the edge suites / check and among the toy probes."""
+    """One row per mutant, one column per placement: its first kill among the edge suites /
+    check and its first among the toy probes."""
     groups = PROBE_GROUP
-    lines = []
-    if report.reference_failures:
-        lines.append("BROKEN PROBES: the reference runner fails them (fix the probe or the runner):")
-        lines += [f"  {name}: {why}" for name, why in report.reference_failures.items()]
-        lines.append("")
+    places = report.placements
+    lines = [f"kill table: {report.dtype} on {report.device}; placements: "
+             + ", ".join(p if p == "host" else f"{p} (over {'emulated' if report.graphs == 'emulate' else report.graphs} CUDA graphs)" for p in places)]
+    for place, fails in report.reference_failures.items():
+        if fails:
+            lines.append(f"BROKEN PROBES: the reference runner on {place} fails them (fix the probe or the runner):")
+            lines += [f"  {name}: {why}" for name, why in fails.items()]
+    lines.append("")
 
-    def first(row: Row, toy: bool) -> str:
-        hits = [n for n in row.failures if (groups.get(n, "toy") == "toy") == toy]
+    def first(fails: dict[str, str], toy: bool) -> str:
+        hits = [n for n in fails if (groups.get(n, "toy") == "toy") == toy]
         return "-" if not hits else hits[0] + (f" (+{len(hits) - 1})" if len(hits) > 1 else "")
 
+    def cell(row: Row, place: str) -> str:
+        if place not in row.probes_run:
+            return f"n/a ({'/'.join(BY_NAME[row.name].placements)} only)" if row.name in BY_NAME else "not run"
+        fails = row.failures.get(place, {})
+        if not fails:
+            return "SURVIVED"
+        return f"killed: {first(fails, False)} | {first(fails, True)}"
+
     width = max((len(r.name) for r in report.rows), default=6)
-    header = (f"{'mutant'.ljust(width)}  {'status':8}  {'suites / check':28}  {'toy probes':28}  first reason")
-    lines.append(header)
+    col = 56
+    lines.append(f"{'mutant'.ljust(width)}  " + "".join(
+        f"{(p + ': suites/check | toy').ljust(col)}" for p in places).rstrip())
+    survivors = []
     for r in report.rows:
         if r.error:
-            lines.append(f"{r.name.ljust(width)}  {'STALE':8}  {r.error}")
-        elif r.killed:
-            name, why = next(iter(r.failures.items()))
-            lines.append(f"{r.name.ljust(width)}  {'killed':8}  {first(r, False):28}  {first(r, True):28}  "
-                         f"{name}: {why}")
-        else:
-            lines.append(f"{r.name.ljust(width)}  {'SURVIVED':8}  bug: {r.bug}; the suites lack: {r.needs}")
-    missed = [r for r in report.rows if r.killed and all(groups.get(n, "toy") == "toy" for n in r.failures)]
+            lines.append(f"{r.name.ljust(width)}  STALE  {r.error}")
+            continue
+        lines.append(f"{r.name.ljust(width)}  " + "".join(cell(r, p).ljust(col) for p in places).rstrip())
+        if not r.killed:
+            survivors.append(r)
+    if survivors:
+        lines.append("")
+        lines.append("SURVIVED (the bug; the case the suites lack):")
+        for r in survivors:
+            where = ", ".join(p for p in places if p in r.probes_run and not r.killed_on(p))
+            lines.append(f"  {r.name} on {where}: bug: {r.bug}; the suites lack: {r.needs}")
     ran_suites = any(groups.get(p) != "toy" for p in report.probes)
+    missed = {r.name: ([p for p in places if r.killed_on(p)
+                        and all(groups.get(n, "toy") == "toy" for n in r.failures[p])], r.needs)
+              for r in report.rows}
+    missed = {name: v for name, v in missed.items() if v[0]}
     if missed and ran_suites:
         lines.append("")
         lines.append("killed only by the toy probes (the edge suites and check lack these cases):")
-        lines += [f"  {r.name}: {r.needs}" for r in missed]
-    n_killed = sum(r.killed for r in report.rows)
-    per_probe = {p: sum(p in r.failures for r in report.rows) for p in report.probes}
+        lines += [f"  {name} ({', '.join(where)}): {needs}" for name, (where, needs) in missed.items()]
     lines.append("")
     label = "kills per probe" if report.complete else "first kills per probe (--all for every probe)"
-    lines.append(f"{label}: " + ", ".join(f"{p} {n}" for p, n in per_probe.items()))
-    lines.append(f"mutation score: {n_killed}/{len(report.rows)} killed ({100 * report.score:.0f} %), "
-                 f"{len(report.probes)} probes; reference runner passes "
-                 f"{len(report.probes) - len(report.reference_failures)}/{len(report.probes)}")
+    for place in places:
+        per_probe = {p: sum(p in r.failures.get(place, {}) for r in report.rows) for p in report.probes}
+        lines.append(f"{label} ({place}): " + ", ".join(f"{p} {n}" for p, n in per_probe.items()))
+    n = len(report.probes)
+    for place in places:
+        rows = report.rows_on(place)
+        killed = sum(r.killed_on(place) for r in rows)
+        alone = ""
+        if ran_suites and report.groups_complete:
+            by_suites = sum(report.killed_by_suites_on(r, place) for r in rows)
+            alone = f" ({by_suites}/{len(rows)} by check and the edge suites alone)"
+        lines.append(f"{place}: {killed}/{len(rows)} killed ({100 * report.score_on(place):.0f} %){alone}; "
+                     f"reference runner passes {n - len(report.reference_failures.get(place, {}))}/{n} probes")
+    n_killed = sum(r.killed for r in report.rows)
+    lines.append(f"mutation score: {n_killed}/{len(report.rows)} killed ({100 * report.score:.0f} %) "
+                 f"on every placement, {n} probes, {report.dtype}")
     return "\n".join(lines)

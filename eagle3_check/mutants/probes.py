@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import torch
 
@@ -142,41 +141,93 @@ class Probe:
 
 
 class Context:
-    """What probes share: the fixture tokenizer; the eager program and HF reference, loaded once."""
+    """What probes share: the fixture tokenizer; the eager program and HF reference, loaded once.
 
-    def __init__(self, check_prompts: int = 2, check_max_new: int = 12):
+    `dtype` / `device` are those of the eager program and the HF reference (the toy probes
+    always run on CPU). `graphs` wraps the eager programs (check and the suites) in
+    `cuda_graph.GraphedProgram` ("emulate" on CPU, "cuda" on a GPU; "off": plain):
+    the device placement runs over them, so graph-owned outputs are exercised.
+    `with_graphs` gives a sibling context sharing the fixture, tokenizer and references."""
+
+    def __init__(self, check_prompts: int = 2, check_max_new: int = 12, dtype: str = "float32",
+                 device: str = "cpu", graphs: str = "off", _shared: dict | None = None):
         self.check_prompts = check_prompts
         self.check_max_new = check_max_new
+        self.dtype, self.device, self.graphs = dtype, device, graphs
+        self._shared = {} if _shared is None else _shared  # cached by (what, graphs)
 
-    @cached_property
+    def with_graphs(self, graphs: str) -> Context:
+        return Context(self.check_prompts, self.check_max_new, self.dtype, self.device, graphs, self._shared)
+
+    def _cached(self, what: str, make: Callable[[], object], per_graphs: bool = False):
+        key = (what, self.graphs if per_graphs else None)
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def _graphed(self, program):
+        from eagle3_check.cuda_graph import GraphedProgram
+
+        return program if self.graphs == "off" else GraphedProgram(program, self.graphs)
+
+    @property
     def fixture(self):
         from eagle3_check.fixtures import load_fixture
 
-        return load_fixture()
+        return self._cached("fixture", load_fixture)
 
-    @cached_property
+    @property
     def tokenizer(self):
         from eagle3_check.tokenizer import Tokenizer
 
-        return Tokenizer.load(self.fixture.tokenizer_path)
+        return self._cached("tokenizer", lambda: Tokenizer.load(self.fixture.tokenizer_path))
 
-    @cached_property
+    @property
+    def tolerance(self) -> float:
+        from eagle3_check.verdict import TIE_TOLERANCE
+
+        return TIE_TOLERANCE[self.dtype]
+
+    @property
     def program(self):
         from eagle3_check.eager import EagerBackend
 
-        return EagerBackend.from_fixture(self.fixture)
+        plain = self._cached("program", lambda: EagerBackend.from_fixture(self.fixture, self.device, self.dtype))
+        return self._cached("program", lambda: self._graphed(plain), per_graphs=True)
 
-    @cached_property
+    @property
     def suite_env(self):
         from eagle3_check.suites.execute import SuiteEnv
 
-        return SuiteEnv.eager(self.fixture.name)
+        plain = self._cached("suite_env", lambda: SuiteEnv.eager(self.fixture.name, self.device, self.dtype))
+        return self._cached("suite_env", lambda: self._graphed_env(plain), per_graphs=True)
 
-    @cached_property
+    def _graphed_env(self, plain):
+        """`plain` with each spec's program graphed; the references (and their memo) shared."""
+        if self.graphs == "off":
+            return plain
+        built: dict = {}
+
+        def program_for(spec: dict[str, int]):
+            key = tuple(sorted(spec.items()))
+            if key not in built:
+                built[key] = self._graphed(plain.program_for(spec))
+            return built[key]
+
+        env = type(plain)(program_for, plain.tokenizer, plain.reference, plain.prompts, plain.tolerance,
+                          fixture=plain.fixture)
+        if hasattr(plain, "_refs"):
+            env._refs = plain._refs  # the HF reference's memo: it does not depend on the program
+        return env
+
+    @property
     def reference(self):
+        import torch
+
         from eagle3_check.hf_reference import HFReference
 
-        return CachedReference(HFReference(self.fixture.target_dir))
+        return self._cached("reference", lambda: CachedReference(
+            HFReference(self.fixture.target_dir, self.device, getattr(torch, self.dtype))))
 
 
 class CachedReference:
@@ -210,11 +261,11 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 def _check_fixture(runner, ctx: Context) -> str | None:
     from eagle3_check.check import run_check
-    from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+    from eagle3_check.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
     report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
-                       RunOptions(max_new_tokens=ctx.check_max_new), TIE_TOLERANCE["float32"], runner=runner)
+                       RunOptions(max_new_tokens=ctx.check_max_new), ctx.tolerance, runner=runner)
     bad = next((o for o in report.outcomes if o.verdict.status == FAIL), None)
     return f"check: {bad.prompt_id}: {bad.verdict.message}" if bad else None
 
