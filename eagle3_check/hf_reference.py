@@ -1,9 +1,10 @@
-"""The HF reference (DESIGN §3): eager greedy decoding with Transformers, one token at a time.
+"""The HF reference (DESIGN §3): the target run eagerly with Transformers.
 
 Independent of the runner and the backends by construction: it loads the target with
-`AutoModelForCausalLM.from_pretrained` itself, uses Transformers' default dynamic
-cache, and records, at every generated position, the top-1/top-2 logit margin
-(the forensics for a divergence).
+`AutoModelForCausalLM.from_pretrained` itself. `score` is what the verdict judges by: one
+forward over prompt + the runner's tokens (teacher forcing), a row of top logits per emitted
+token plus one past the end. `greedy` decodes one token at a time with Transformers' default
+dynamic cache and records the top-1/top-2 margins (goldens and forensics use it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,34 @@ class ReferenceResult:
     runner_up: list[int]  # the top-2 token at each position
 
 
+@dataclass
+class Scores:
+    """The reference's rows over prompt + the runner's tokens t_0..t_{n-1} (teacher forcing).
+
+    Row i is the reference's prediction for emitted index i given prompt + t_0..t_{i-1}; rows
+    0..n (n + 1 rows: row n is the next token after the run), fewer where the reference cannot
+    score (the self reference past max_seq_len, or after a token outside the vocab).
+    Worked example: prompt of L = 3, tokens [t0, t1] -> the HF forward over the 5 ids gives
+    logits rows 2, 3, 4 -> rows 0, 1, 2 here (row 2 predicts the token after t1)."""
+
+    argmax: list[int]  # the reference's top-1 token per row
+    top1: list[float]  # its logit (inf: the reference has no logits)
+    top2: list[float]  # the runner-up's logit (-inf: no logits)
+    runner_up: list[int]  # the top-2 token (-1: unknown)
+    given_logit: list[float]  # the runner's token's logit in row i (rows < n; -inf: unknown)
+    given_rank: list[int | None]  # its rank in row i, 1 = argmax (None: unknown)
+
+    @property
+    def margins(self) -> list[float]:
+        return [a - b for a, b in zip(self.top1, self.top2)]
+
+
+def valid_prefix(tokens: list[int], vocab_size: int) -> list[int]:
+    """The tokens up to the first id outside [0, vocab_size): nothing after it can be scored."""
+    bad = next((i for i, t in enumerate(tokens) if not 0 <= t < vocab_size), len(tokens))
+    return list(tokens[:bad])
+
+
 class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -31,6 +60,20 @@ class HFReference:
         self.device = device
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in 5.2x
+
+    @torch.no_grad()
+    def score(self, prompt_ids: list[int], tokens: list[int]) -> Scores:
+        """One eager forward over prompt + tokens: len(tokens) + 1 rows (see `Scores`)."""
+        vocab = self.model.config.get_text_config(decoder=True).vocab_size
+        toks = valid_prefix(tokens, vocab)
+        ids = torch.tensor([list(prompt_ids) + toks], device=self.device)  # [1, L + m]
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 :].float()  # [m + 1, V]
+        top = torch.topk(logits, 2, dim=-1)  # values, indices [m + 1, 2]
+        given = torch.tensor(toks, device=self.device, dtype=torch.long)  # [m]
+        given_logit = logits[torch.arange(len(toks), device=self.device), given]  # [m]
+        rank = (logits[: len(toks)] > given_logit[:, None]).sum(-1) + 1  # [m]
+        return Scores(top.indices[:, 0].tolist(), top.values[:, 0].tolist(), top.values[:, 1].tolist(),
+                      top.indices[:, 1].tolist(), given_logit.tolist(), rank.tolist())
 
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:

@@ -192,6 +192,12 @@ class CachedReference:
             self.memo[key] = self.inner.greedy(prompt_ids, max_new, stop_ids)
         return self.memo[key]
 
+    def score(self, prompt_ids, tokens):
+        key = ("score", tuple(prompt_ids), tuple(tokens))
+        if key not in self.memo:
+            self.memo[key] = self.inner.score(prompt_ids, tokens)
+        return self.memo[key]
+
 
 def _toy(case_fn: Callable[[list[int], Context], ToyCase]) -> Callable:
     def fn(runner, ctx: Context) -> str | None:
@@ -210,11 +216,12 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 def _check_fixture(runner, ctx: Context) -> str | None:
     from eagle3_check.check import run_check
-    from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+    from eagle3_check.tolerance import tolerance_for
+    from eagle3_check.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
     report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
-                       RunOptions(max_new_tokens=ctx.check_max_new), TIE_TOLERANCE["float32"], runner=runner)
+                       RunOptions(max_new_tokens=ctx.check_max_new), tolerance_for("float32"), runner=runner)
     bad = next((o for o in report.outcomes if o.verdict.status == FAIL), None)
     return f"check: {bad.prompt_id}: {bad.verdict.message}" if bad else None
 
