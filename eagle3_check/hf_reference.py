@@ -52,6 +52,18 @@ def valid_prefix(tokens: list[int], vocab_size: int) -> list[int]:
     return list(tokens[:bad])
 
 
+def top_two(logits: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """Per row (index, value) of the top-1 and the runner-up, [R, V] -> [R] each. The top-1 is
+    `argmax` (the lowest id among equal maxima, as greedy decoding picks); the runner-up is the
+    best of the rest, so an exact tie shows as margin 0. Example: [1.0, 3.0, 3.0] -> top-1 id 1,
+    runner-up id 2, margin 0."""
+    i1 = logits.argmax(-1)  # [R]
+    v1 = logits.gather(-1, i1[:, None])[:, 0]  # [R]
+    rest = logits.scatter(-1, i1[:, None], float("-inf"))  # [R, V]
+    i2 = rest.argmax(-1)  # [R]
+    return (i1, v1), (i2, rest.gather(-1, i2[:, None])[:, 0])
+
+
 class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -68,12 +80,11 @@ class HFReference:
         toks = valid_prefix(tokens, vocab)
         ids = torch.tensor([list(prompt_ids) + toks], device=self.device)  # [1, L + m]
         logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 :].float()  # [m + 1, V]
-        top = torch.topk(logits, 2, dim=-1)  # values, indices [m + 1, 2]
+        (i1, v1), (i2, v2) = top_two(logits)  # [m + 1] each
         given = torch.tensor(toks, device=self.device, dtype=torch.long)  # [m]
         given_logit = logits[torch.arange(len(toks), device=self.device), given]  # [m]
         rank = (logits[: len(toks)] > given_logit[:, None]).sum(-1) + 1  # [m]
-        return Scores(top.indices[:, 0].tolist(), top.values[:, 0].tolist(), top.values[:, 1].tolist(),
-                      top.indices[:, 1].tolist(), given_logit.tolist(), rank.tolist())
+        return Scores(i1.tolist(), v1.tolist(), v2.tolist(), i2.tolist(), given_logit.tolist(), rank.tolist())
 
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:
@@ -86,11 +97,11 @@ class HFReference:
         for _ in range(max_new):
             out = self.model(input_ids=inp, use_cache=True, **{self._cache_kw: cache})
             logits = out.logits[0, -1].float()  # [V]
-            top = torch.topk(logits, 2)
-            tok = int(top.indices[0])
+            (i1, v1), (i2, v2) = top_two(logits[None])  # [1] each
+            tok = int(i1[0])
             tokens.append(tok)
-            runner_up.append(int(top.indices[1]))
-            margins.append(float(top.values[0] - top.values[1]))
+            runner_up.append(int(i2[0]))
+            margins.append(float(v1[0] - v2[0]))
             if tok in stop_ids:
                 break
             inp = torch.tensor([[tok]], device=self.device)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from eagle3_check.errors import OptionError
 
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
-MULTIPLE = {"float32": 256, "bfloat16": 256}
+MULTIPLE = {"float32": 256, "bfloat16": 32}
 TIE_BUDGET = {"float32": 0.0, "bfloat16": 0.0}
 TOP_N = 2
 

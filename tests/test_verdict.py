@@ -103,3 +103,12 @@ def test_a_position_without_a_reference_row_fails():
                          ids=["bf16-1.4", "fp32-12", "bf16-neg-0.3", "fp32-1"])
 def test_ulp_worked_examples(dtype, x, want):
     assert ulp(dtype, x) == want
+
+
+def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
+    import torch
+
+    from eagle3_check.hf_reference import top_two
+
+    (i1, v1), (i2, v2) = top_two(torch.tensor([[1.0, 3.0, 3.0], [5.0, 1.0, 2.0]]))
+    assert (i1.tolist(), i2.tolist(), (v1 - v2).tolist()) == ([1, 0], [2, 2], [0.0, 3.0])
