@@ -112,3 +112,21 @@ def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
 
     (i1, v1), (i2, v2) = top_two(torch.tensor([[1.0, 3.0, 3.0], [5.0, 1.0, 2.0]]))
     assert (i1.tolist(), i2.tolist(), (v1 - v2).tolist()) == ([1, 0], [2, 2], [0.0, 3.0])
+
+
+@pytest.mark.parametrize("budget, passed", [(0.0, False), (0.25, True), (0.2, False)],
+                         ids=["fp32-budget-0-fails", "quarter-allows-3-of-12", "fifth-allows-2-of-12"])
+def test_a_report_over_its_tie_budget_fails_and_says_so(budget, passed):
+    """Two requests of 6 positions: 3 ties in all (ties allowed = int(budget x 12))."""
+    from eagle3_check.check import CheckReport, RequestOutcome, format_table
+
+    tie2 = {1: (9, 0.02, 0.02, 2), 2: (8, 0.02, 0.02, 2)}
+    outcomes = [RequestOutcome(pid, run(with_tokens(ch)), judge(run(with_tokens(ch)), scores(ch), frozenset(), 6, 64, TOL))
+                for pid, ch in (("a", tie2), ("b", {4: (9, 0.02, 0.02, 2)}))]
+    report = CheckReport(k=2, outcomes=outcomes, tie_budget=budget)
+    assert report.counts() == {"requests": 2, "identical": 0, "tie": 2, "fail": 0, "positions": 12,
+                               "identical_positions": 9, "tie_positions": 3, "fail_positions": 0}
+    assert report.passed == passed and report.to_json()["tie_budget"]["exceeded"] == (not passed)
+    table = format_table(report)
+    assert "requests: 0 identical, 2 tie, 0 fail (of 2)" in table
+    assert ("exceed the tie budget" in table) == (not passed) and ("verdict: PASS" in table) == passed
