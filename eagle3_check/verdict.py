@@ -132,7 +132,8 @@ def judge(
                              f"(the accepted counts {run.accepted} it reports)", None))
         elif exp.reason == EARLY or exp.length > n:
             nxt = f"; the reference's next token is {after[0]}" if after else ""
-            problems.append((n, f"stopped early: runner emitted {n} tokens, the rules go on{nxt}", None))
+            fix = "the rules go on" if exp.reason == EARLY else f"rules fix {exp.length} ({exp.reason})"
+            problems.append((n, f"length: runner emitted {n} tokens and stopped early, {fix}{nxt}", None))
         elif exp.length < n:
             problems.append((exp.length, f"length: runner emitted {n} tokens, rules fix {exp.length} ({exp.reason})", None))
     reason = exp.reason if exp and exp.reason != EARLY else None

@@ -53,7 +53,7 @@ CASES = [
     ("every-failure-counted", {1: (9, 1.0, 1.0, 2), 4: (8, 1.0, 1.0, 2)}, (), 6, (2, 2), FAIL, 1, (4, 0, 2),
      "2 of 6 positions fail"),
     ("stop-token-then-more", {}, (212,), 6, (2, 2), FAIL, 3, (6, 0, 0), "stop token 212 at index 2, then 3 more"),
-    ("stopped-early", {}, (), 8, (2, 2), FAIL, 6, (6, 0, 0), "stopped early: runner emitted 6 tokens"),
+    ("stopped-early", {}, (), 8, (2, 2), FAIL, 6, (6, 0, 0), "runner emitted 6 tokens and stopped early, the rules go on"),
     ("max-new-overrun", {}, (), 5, (2, 2), FAIL, 5, (6, 0, 0), "rules fix 5 (max_new)"),
     ("more-tokens-than-rounds-allow", {}, (), 6, (2,), FAIL, 4, (6, 0, 0), "rules fix 4"),
 ]
@@ -130,3 +130,10 @@ def test_a_report_over_its_tie_budget_fails_and_says_so(budget, passed):
     table = format_table(report)
     assert "requests: 0 identical, 2 tie, 0 fail (of 2)" in table
     assert ("exceed the tie budget" in table) == (not passed) and ("verdict: PASS" in table) == passed
+
+
+def test_a_run_short_of_max_new_stopped_early():
+    """accepted [2, 1]: 1 + 3 + 2 = 6 tokens the rules fix (max_new 6); the run emitted 5."""
+    v = judge(run(WANT[:5], (2, 1)), scores(), frozenset(), 6, 64, TOL)
+    assert (v.status, v.index, v.identical) == (FAIL, 5, 5)
+    assert "emitted 5 tokens and stopped early, rules fix 6 (max_new); the reference's next token is 215" in v.message
