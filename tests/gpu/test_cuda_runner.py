@@ -89,8 +89,10 @@ def test_graph_on_equals_off(name, dtype):
 # 12 of 14 prompts end in ties and 'harbour' diverges at token 16 with a reference margin of
 # 0.156 (5 bf16 steps) > the 0.125 tolerance: HF's eager and SDPA bf16 kernels disagree there,
 # the runner does not. Kept, strictly expected to fail, to show the bf16 limit is enforced.
+# With the per-position verdict (issue 11) on CPU, bf16 tiny-llama-random fails 3 positions whose
+# runner token ranks 3rd/4th in the reference (tiny-gemma4: 4 positions); not yet re-run on CUDA.
 BF16_CHAOTIC = pytest.mark.xfail(
-    strict=True, reason="tiny-llama-random: bf16 kernel disagreement at margin 0.156 > 0.125 (measured)")
+    strict=True, reason="tiny-llama-random: bf16 kernel disagreement beyond a two-way tie (measured on CPU)")
 
 
 @pytest.mark.parametrize(
