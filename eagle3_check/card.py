@@ -30,6 +30,12 @@ class MemoReference:
             self._memo[key] = self.reference.greedy(prompt_ids, max_new, stop_ids)
         return self._memo[key]
 
+    def score(self, prompt_ids: list[int], tokens: list[int]):
+        key = ("score", tuple(prompt_ids), tuple(tokens))
+        if key not in self._memo:
+            self._memo[key] = self.reference.score(prompt_ids, tokens)
+        return self._memo[key]
+
 
 def measure(
     fixture: Fixture,
@@ -48,7 +54,7 @@ def measure(
     from eagle3_check.hf_reference import HFReference
     from eagle3_check.options import RunOptions
     from eagle3_check.tokenizer import Tokenizer
-    from eagle3_check.verdict import TIE_TOLERANCE
+    from eagle3_check.tolerance import tolerance_for
 
     prompts = prompts or fixture.prompts()
     program = EagerBackend.from_fixture(fixture, device)
@@ -57,7 +63,7 @@ def measure(
     table = {}
     for k in ks:
         opts = RunOptions(max_new_tokens=max_new_tokens, chain_len=k)
-        report = run_check(program, tokenizer, reference, prompts, opts, TIE_TOLERANCE["float32"],
+        report = run_check(program, tokenizer, reference, prompts, opts, tolerance_for("float32"),
                            on_request=(lambda _: progress.update(1)) if progress else None)
         table[str(k)] = {
             "tau": round(report.tau, 4),

@@ -3,6 +3,11 @@
 `run_check` is what `eagle3-check check` calls; suites, the gate and plug-in runners
 reuse it. Aggregate tau and n-alpha (the fraction of rounds whose proposal j was
 accepted, for j = 0..K-1) are computed over all requests.
+
+Each request is judged position by position (`verdict.judge`) against the reference's
+teacher-forced scores of the runner's own tokens (`reference.score(prompt_ids, tokens)`).
+Ties are counted apart from identical positions; a report passes when no request fails and
+its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from eagle3_check.hf_reference import HFReference
 from eagle3_check.options import RunOptions, check_options, check_tokenizer, prompt_ids, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner, RunResult, check_prompt_len
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import FAIL, Verdict, compare
+from eagle3_check.tolerance import Tolerance
+from eagle3_check.verdict import FAIL, PASS, TIE, Verdict, judge
 
 
 @dataclass
@@ -36,10 +42,27 @@ class CheckReport:
     k: int
     outcomes: list[RequestOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
+    tie_budget: float = 0.0  # ties allowed, as a share of judged positions
+
+    def counts(self) -> dict[str, int]:
+        """Requests and positions by outcome."""
+        vs = [o.verdict for o in self.outcomes]
+        return {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
+                "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
+                "positions": sum(v.judged for v in vs), "identical_positions": sum(v.identical for v in vs),
+                "tie_positions": sum(v.ties for v in vs), "fail_positions": sum(v.fails for v in vs)}
+
+    @property
+    def ties_allowed(self) -> int:
+        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.counts()["tie_positions"] > self.ties_allowed
 
     @property
     def passed(self) -> bool:
-        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes)
+        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes) and not self.over_budget
 
     @property
     def tau(self) -> float:
@@ -61,6 +84,8 @@ class CheckReport:
             "tau": self.tau,
             "n_alpha": self.n_alpha,
             "info": self.info,
+            "counts": self.counts(),
+            "tie_budget": {"share": self.tie_budget, "ties_allowed": self.ties_allowed, "exceeded": self.over_budget},
             "requests": [o.to_json() for o in self.outcomes],
         }
 
@@ -92,20 +117,22 @@ def run_check(
     reference: HFReference,
     prompts: Iterable[Prompt],
     options: RunOptions,
-    tolerance: float,
+    tolerance: Tolerance,
     runner: Runner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
+    tie_budget: float = 0.0,
 ) -> CheckReport:
     """Runs every prompt through `runner` (the reference runner by default) and judges it.
 
-    The reference decodes the prompt ids the harness derives from the request (not the
-    ones the runner reports), for min(max_new_tokens, max_seq_len - L) tokens."""
+    The reference scores the prompt ids the harness derives from the request (not the ones
+    the runner reports) followed by the runner's tokens. `reference`: anything with
+    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference)."""
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
     k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
     stops = stop_set(tokenizer, md, options)
-    report = CheckReport(k=k)
+    report = CheckReport(k=k, tie_budget=tie_budget)
     prompts = list(prompts)
     requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
     for p, ids in zip(prompts, requests):  # every request is valid before any work (no partial report)
@@ -123,12 +150,12 @@ def run_check(
             if on_request:
                 on_request(outcome)
             continue
-        ref = reference.greedy(want_ids, max(max_new, 1), stops.ids)
         problem = audit_run(run, want_ids, k)
         if problem:
             verdict = Verdict(FAIL, problem)
         else:
-            verdict = compare(run, ref, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
+            scores = reference.score(want_ids, list(run.tokens))
+            verdict = judge(run, scores, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
         outcome = RequestOutcome(p.id, run, verdict)
         report.outcomes.append(outcome)
         if on_request:
@@ -137,19 +164,23 @@ def run_check(
 
 
 def format_table(report: CheckReport) -> str:
-    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "verdict")]
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "ties", "verdict")]
     for o in report.outcomes:
-        r = o.run
+        r, v = o.run, o.verdict
         rows.append((o.prompt_id, str(len(r.prompt_ids)), str(len(r.tokens)), str(r.rounds),
-                     f"{r.tau:.2f}", r.stop_reason, o.verdict.message))
+                     f"{r.tau:.2f}", r.stop_reason, str(v.ties), f"{v.status.upper()}: {v.message}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
-    n_fail = sum(o.verdict.status == FAIL for o in report.outcomes)
+    c = report.counts()
     alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
     lines.append("")
     lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
-    lines.append(
-        f"verdict: {'PASS' if report.passed else 'FAIL'} "
-        f"({len(report.outcomes) - n_fail}/{len(report.outcomes)} requests identical to the reference)"
-    )
+    lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
+    lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "
+                 f"{c['fail_positions']} fail (of {c['positions']}); tie budget {report.ties_allowed} "
+                 f"({report.tie_budget:.1%} of positions)")
+    why = f"{c['fail']} request(s) fail" if c["fail"] else ""
+    if report.over_budget:
+        why += ("; " if why else "") + f"{c['tie_positions']} ties exceed the tie budget of {report.ties_allowed}"
+    lines.append(f"verdict: {'PASS' if report.passed else 'FAIL'}" + (f" ({why})" if why else ""))
     return "\n".join(lines)

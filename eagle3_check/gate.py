@@ -35,7 +35,8 @@ from eagle3_check.metadata_check import target_facts, validate_metadata
 from eagle3_check.options import RunOptions
 from eagle3_check.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+from eagle3_check.tolerance import Tolerance, default_budget, tolerance_for
+from eagle3_check.verdict import FAIL, TIE
 
 PASS, SKIP = "pass", "skip"
 
@@ -47,7 +48,8 @@ class GateInputs:
     target_dir: Path | None  # the HF reference target (None: HF checks skipped)
     prompts: list[Prompt]
     options: RunOptions = field(default_factory=RunOptions)
-    tolerance: float = TIE_TOLERANCE["float32"]
+    tolerance: Tolerance = field(default_factory=lambda: tolerance_for("float32"))
+    tie_budget: float = default_budget("float32")  # ties allowed per check, a share of judged positions
     ks: list[int] | None = None  # chain lengths to run; None = the program's default K
     suite: str | None = "edge"  # edge-suite name (or case) to run; None = skip the suites
     golden: Path | None = None
@@ -115,20 +117,36 @@ def _skip(name: str, why: str) -> GateCheck:
     return GateCheck(name, SKIP, why)
 
 
-def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical") -> GateCheck:
-    """The check's verdict over its cases; skipped cases are counted and named, never dropped."""
+def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical",
+             tie_budget: float = 0.0) -> GateCheck:
+    """Counts "N identical, M tie, F fail" over the cases that ran; skipped cases are counted and
+    named, never dropped. Fails on any failure, or on more tie positions than `tie_budget` x judged
+    positions (cases without position counts count as one position each)."""
     ran = [c for c in cases if c.status != SKIP]
     skips = [c for c in cases if c.status == SKIP]
     fails = [c for c in ran if c.status == FAIL]
-    ties = sum(c.status == "tie" for c in ran)
+    ties = [c for c in ran if c.status == TIE]
     skip_note = f", {len(skips)} skipped (first: {skips[0].name}: {skips[0].message})" if skips else ""
     if not ran:
         return GateCheck(name, SKIP, f"no cases ran{skip_note}", cases=cases)
+    counts = f"{len(ran) - len(fails) - len(ties)} {ok}, {len(ties)} tie, {len(fails)} fail"
+    details = {"identical": len(ran) - len(fails) - len(ties), "tie": len(ties), "fail": len(fails),
+               "skip": len(skips)}
     if fails:
-        return GateCheck(name, FAIL, f"{len(fails)}/{len(ran)} {what} failed{skip_note}; first: {fails[0].name}: "
-                         f"{fails[0].message}", cases=cases)
-    tie_note = f" ({ties} numerical ties)" if ties else ""
-    return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{tie_note}{skip_note}", cases=cases)
+        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{skip_note}; first failure: {fails[0].name}: "
+                         f"{fails[0].message}", cases=cases, details=details)
+    positions = sum(int(c.properties.get("positions", 1)) for c in ran)
+    tie_pos = sum(int(c.properties.get("tie_positions", c.status == TIE)) for c in ran)
+    allowed = int(tie_budget * positions + 1e-9)
+    details.update(tie_positions=tie_pos, positions=positions, ties_allowed=allowed)
+    if tie_pos > allowed:
+        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{skip_note}: {tie_pos} tie positions exceed "
+                         f"the tie budget of {allowed} ({tie_budget:.1%} of {positions}); first tie: {ties[0].name}: "
+                         f"{ties[0].message}", cases=cases, details=details)
+    if not ties:
+        return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{skip_note}", cases=cases, details=details)
+    return GateCheck(name, PASS, f"{counts} of {len(ran)} {what} ({tie_pos} tie positions, budget {allowed})"
+                     f"{skip_note}", cases=cases, details=details)
 
 
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
@@ -136,14 +154,14 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf)
-    checks = [_summary("runner vs self reference", rc.vs_self, "requests")]
+    checks = [_summary("runner vs self reference", rc.vs_self, "requests", tie_budget=inputs.tie_budget)]
     if hf is None:
         checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
                    _skip("self reference vs HF reference", "no reference target given")]
     else:
-        checks += [_summary("runner vs HF reference", rc.vs_hf, "requests"),
-                   _summary("self reference vs HF reference", rc.self_vs_hf, "prompts")]
-    checks[0].details = {"k": ks, "tau": rc.tau, "requests": rc.runs}
+        checks += [_summary("runner vs HF reference", rc.vs_hf, "requests", tie_budget=inputs.tie_budget),
+                   _summary("self reference vs HF reference", rc.self_vs_hf, "prompts", tie_budget=inputs.tie_budget)]
+    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs)
     return checks, rc.tau
 
 
@@ -164,7 +182,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
                          fixture=inputs.fixture)
     rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-    return _summary("edge suites", cases, "cases", "passed")
+    return _summary("edge suites", cases, "cases", "passed", inputs.tie_budget)
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:

@@ -1,9 +1,11 @@
 """The gate's request checks: every prompt x K through the reference runner, judged against the
 self reference and the HF reference, and the self reference judged against the HF reference.
 
-The program has no logits, so the self reference has no margins: where it agrees with the HF
-reference so far, the HF margin is borrowed for the tie forensics; elsewhere a divergence fails.
-After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
+Every request is judged position by position (`verdict.judge`): against the self reference's
+teacher-forced rows (the program has no logits: any difference fails, never a tie) and against
+the HF reference's (ties within the tolerance counted as ties). The self reference's greedy
+tokens are judged against the HF reference's teacher-forced rows of those tokens the same way.
+Each case carries its position counts as JUnit properties. After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
 reported as skipped: the program is broken, running on would only repeat the message.
 """
 
@@ -17,12 +19,13 @@ from eagle3_check.contract import SpeculatorProgram, read_metadata
 from eagle3_check.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures import Prompt
-from eagle3_check.hf_reference import ReferenceResult
+from eagle3_check.hf_reference import ReferenceResult, Scores
 from eagle3_check.junit import JUnitCase
 from eagle3_check.options import RunOptions, stop_set
 from eagle3_check.runner import ReferenceRunner, RunResult
-from eagle3_check.self_reference import self_greedy
-from eagle3_check.verdict import FAIL, PASS, TIE, compare
+from eagle3_check.self_reference import self_greedy, self_score
+from eagle3_check.tolerance import Tolerance
+from eagle3_check.verdict import FAIL, PASS, TIE, Verdict, judge, judge_position
 
 
 @dataclass
@@ -34,28 +37,30 @@ class RequestCases:
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
 
 
-def borrow_margins(self_ref: ReferenceResult, hf: ReferenceResult | None) -> ReferenceResult:
-    """The self reference with the HF margins where HF agrees with it so far (inf elsewhere)."""
-    margins = list(self_ref.margins)
-    if hf is not None:
-        for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
-            if a != b:
-                break
-            margins[i] = hf.margins[i]
-    return ReferenceResult(self_ref.tokens, margins, self_ref.runner_up)
+def reference_vs_reference(self_ref: ReferenceResult, hf: Scores, tol: Tolerance) -> JUnitCase:
+    """The self reference's greedy tokens judged against the HF reference's rows over them
+    (one row past the end, as for a run: the two may stop at different lengths)."""
+    pos = [judge_position(i, t, hf, tol) for i, t in enumerate(self_ref.tokens)]
+    fails = [p for p in pos if p.status == FAIL]
+    ties = [p for p in pos if p.status == TIE]
+    n = len(pos)
+    props = _props(n - len(fails) - len(ties), len(ties), len(fails))
+    if fails:
+        return JUnitCase("", FAIL, f"self vs HF: diverged {fails[0].describe()} ({len(fails)} of {n} positions fail)",
+                         properties=props)
+    if ties:
+        return JUnitCase("", TIE, f"self vs HF: {len(ties)} ties in {n} tokens; first {ties[0].describe()}",
+                         properties=props)
+    return JUnitCase("", PASS, f"identical ({n} tokens)", properties=props)
 
 
-def reference_vs_reference(self_ref: ReferenceResult, hf: ReferenceResult, tol: float) -> tuple[str, str]:
-    """(status, message): the self reference against the HF reference, token for token."""
-    for i, (a, b) in enumerate(zip(self_ref.tokens, hf.tokens)):
-        if a != b:
-            m = hf.margins[i]
-            status = TIE if m < tol else FAIL
-            return status, (f"{'tie' if status == TIE else 'diverged'} at token {i}: self {a}, HF {b} "
-                            f"(HF margin {m:.3g}, tolerance {tol:g})")
-    if len(self_ref.tokens) != len(hf.tokens):
-        return FAIL, f"length: self reference {len(self_ref.tokens)} tokens, HF reference {len(hf.tokens)}"
-    return PASS, f"identical ({len(hf.tokens)} tokens)"
+def _props(identical: int, ties: int, fails: int) -> dict[str, str]:
+    return {"positions": str(identical + ties + fails), "identical_positions": str(identical),
+            "tie_positions": str(ties), "fail_positions": str(fails)}
+
+
+def _case(name: str, v: Verdict, secs: float) -> JUnitCase:
+    return JUnitCase(name, v.status, v.message, secs, json.dumps(v.to_json()), _props(v.identical, v.ties, v.fails))
 
 
 def run_requests(
@@ -64,7 +69,7 @@ def run_requests(
     prompts: list[Prompt],
     options: RunOptions,
     ks: list[int],
-    tolerance: float,
+    tolerance: Tolerance,
     hf=None,
 ) -> RequestCases:
     md = read_metadata(program.metadata())
@@ -72,7 +77,6 @@ def run_requests(
     runner = ReferenceRunner()
     out = RequestCases()
     self_cache: dict[tuple, ReferenceResult] = {}
-    hf_cache: dict[tuple, ReferenceResult] = {}
     runs: list[RunResult] = []
     broken = None
 
@@ -99,8 +103,6 @@ def run_requests(
             runs.append(run)
             key = (tuple(run.prompt_ids), max(run.max_new, 1))
             t_ref = time.perf_counter()  # the two references' time is the self-vs-HF case's time
-            if hf is not None and key not in hf_cache:
-                hf_cache[key] = hf.greedy(run.prompt_ids, key[1], stops)
             if key not in self_cache:
                 try:
                     self_cache[key] = self_greedy(program, run.prompt_ids, key[1], stops)
@@ -108,14 +110,22 @@ def run_requests(
                     both(case, FAIL, f"self reference failed: {crash_reason(e)}", secs)
                     continue
                 if hf is not None:
-                    status, message = reference_vs_reference(self_cache[key], hf_cache[key], tolerance)
-                    out.self_vs_hf.append(JUnitCase(p.id, status, message, time.perf_counter() - t_ref))
-            v = compare(run, borrow_margins(self_cache[key], hf_cache.get(key)), stops, opts.max_new_tokens,
-                        md.max_seq_len, tolerance)
-            out.vs_self.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
+                    sr = self_cache[key]
+                    rr = reference_vs_reference(sr, hf.score(run.prompt_ids, sr.tokens), tolerance)
+                    rr.name = p.id
+                    rr.seconds = time.perf_counter() - t_ref
+                    out.self_vs_hf.append(rr)
+            try:
+                own = self_score(program, run.prompt_ids, list(run.tokens))
+            except Exception as e:  # noqa: BLE001 - the program's own target crashed: a finding
+                both(case, FAIL, f"self reference failed: {crash_reason(e)}", secs)
+                continue
+            v = judge(run, own, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
+            out.vs_self.append(_case(case, v, secs))
             if hf is not None:
-                v = compare(run, hf_cache[key], stops, opts.max_new_tokens, md.max_seq_len, tolerance)
-                out.vs_hf.append(JUnitCase(case, v.status, v.message, secs, json.dumps(v.to_json())))
+                v = judge(run, hf.score(run.prompt_ids, list(run.tokens)), stops, opts.max_new_tokens,
+                          md.max_seq_len, tolerance)
+                out.vs_hf.append(_case(case, v, secs))
     rounds = sum(r.rounds for r in runs)
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None

@@ -30,7 +30,8 @@ from eagle3_check.errors import InputError
 from eagle3_check.fixtures import Prompt
 from eagle3_check.options import RunOptions, stop_set
 from eagle3_check.runner import ReferenceRunner, Runner, RunResult
-from eagle3_check.verdict import PASS, compare
+from eagle3_check.tolerance import Tolerance
+from eagle3_check.verdict import PASS, TIE, judge
 
 SCHEMA = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "executorch")
@@ -181,43 +182,53 @@ def record_golden(
     reference,
     prompts: Iterable[Prompt],
     key: GoldenKey,
-    tolerance: float,
+    tolerance: Tolerance,
     options: RunOptions | None = None,
     runner: Runner | None = None,
     on_prompt: Callable[[str], None] | None = None,
 ) -> Golden:
     """Runs every prompt and the reference; refuses divergent runs and near-tie prompts.
 
-    `reference` is anything with `greedy(prompt_ids, max_new, stop_ids) -> ReferenceResult`
-    that carries margins (the HF reference). K and max new tokens come from `key`.
+    `reference` is anything with `score(prompt_ids, tokens) -> Scores` (the verdict) and
+    `greedy(prompt_ids, max_new, stop_ids) -> ReferenceResult` that carries margins (the HF
+    reference; the recorded margins). A run with a tie is refused like a failing one (a golden
+    records only identical runs), and so is a prompt whose greedy margin at some emitted token
+    is within the tolerance at that token's logit. The golden's `tie_tolerance` is the largest
+    such absolute tolerance over its tokens. K and max new tokens come from `key`.
     """
     options = options or RunOptions()
     opts = RunOptions(**{**asdict(options), "chain_len": key.k, "max_new_tokens": key.max_new})
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, opts)
-    out = Golden(key, {**asdict(opts), "stop_ids": list(opts.stop_ids)}, tolerance, versions())
+    out = Golden(key, {**asdict(opts), "stop_ids": list(opts.stop_ids)}, 0.0, versions())
     refused: list[str] = []
     for p in prompts:
         run = runner.run(program, tokenizer, p.text, opts)
-        ref = reference.greedy(run.prompt_ids, max(run.max_new, 1), stops.ids)
-        verdict = compare(run, ref, stops.ids, opts.max_new_tokens, md.max_seq_len, tolerance)
+        scores = reference.score(run.prompt_ids, list(run.tokens))
+        verdict = judge(run, scores, stops.ids, opts.max_new_tokens, md.max_seq_len, tolerance)
         if verdict.status != PASS:
-            raise GoldenError(f"prompt '{p.id}': {verdict.message}", "a run identical to the reference",
-                              "fix the runner or program first (`eagle3-check check`); goldens record correct runs")
+            what = f"{verdict.ties} tie(s): {verdict.message}" if verdict.status == TIE else verdict.message
+            raise GoldenError(f"prompt '{p.id}': {what}", "a run identical to the reference at every token",
+                              "fix the runner or program first (`eagle3-check check`), or pick another prompt "
+                              "(--only ID,...): goldens record runs without ties")
+        ref = reference.greedy(run.prompt_ids, max(run.max_new, 1), stops.ids)
         margins = [float(f"{m:.6g}") for m in ref.margins[: len(run.tokens)]]
+        tols = [tolerance.at(t) for t in scores.top1[: len(run.tokens)]]
+        out.tie_tolerance = max([out.tie_tolerance, *tols])
         low = min(margins)
-        if low < tolerance:
-            at = margins.index(low)
-            refused.append(f"'{p.id}' (margin {low:.3g} at token {at})")
+        near = [i for i, (m, t) in enumerate(zip(margins, tols)) if m <= t]
+        if near:
+            at = near[0]
+            refused.append(f"'{p.id}' (margin {margins[at]:.3g} at token {at}, tolerance {tols[at]:.3g})")
         out.prompts.append(GoldenPrompt(p.id, p.text, run.prompt_ids, run.tokens, run.text, run.rounds,
                                         run.accepted, run.tau, run.stop_reason, low, margins))
         if on_prompt:
             on_prompt(p.id)
     if refused:
         raise GoldenError(
-            f"prompt{'s' if len(refused) > 1 else ''} {', '.join(refused)}: reference margin below the "
-            f"tie tolerance {tolerance:g}",
+            f"prompt{'s' if len(refused) > 1 else ''} {', '.join(refused)}: reference margin within the "
+            f"tie tolerance ({tolerance.describe()})",
             "every emitted position decided by a margin >= the tolerance (a near-tie makes a golden flaky)",
             "pick another prompt (--only ID,... or --prompts FILE)",
         )

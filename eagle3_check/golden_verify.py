@@ -29,6 +29,7 @@ class GoldenDiff:
     got: object = None
     want: object = None
     margin: float | None = None  # the recorded reference margin at a differing token
+    tie: bool = False  # that margin is within the golden's tie tolerance: a numerical tie, reported as one
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -76,7 +77,7 @@ def verify_golden(report_or_runs, golden: Golden | str | Path) -> list[GoldenDif
                 f"got {_at(run.prompt_ids, i)}, golden {_at(want.prompt_ids, i)}",
                 index=i, got=_at(run.prompt_ids, i), want=_at(want.prompt_ids, i)))
             continue
-        tok = _token_diff(stem, pid, list(run.tokens), want)
+        tok = _token_diff(stem, pid, list(run.tokens), want, g.tie_tolerance)
         if tok:
             diffs.append(tok)
         stat = _stat_diff(stem, pid, run, want, tokens_differ=tok is not None)
@@ -93,15 +94,19 @@ def _at(seq: list, i: int):
     return seq[i] if i < len(seq) else None
 
 
-def _token_diff(stem: str, pid: str, got: list[int], want: GoldenPrompt) -> GoldenDiff | None:
+def _token_diff(stem: str, pid: str, got: list[int], want: GoldenPrompt, tie_tolerance: float) -> GoldenDiff | None:
+    """The first differing token; a tie (still a difference) where the recorded margin there is
+    within the golden's tie tolerance."""
     i = _first_diff(got, want.tokens)
     if got == want.tokens:
         return None
     margin = want.margins[i] if i < len(want.margins) else None
     if i < len(got) and i < len(want.tokens):
+        tie = margin is not None and margin <= tie_tolerance
+        what = f"a tie: margin within the recorded tolerance {tie_tolerance:.3g}; " if tie else ""
         msg = (f"{stem} '{pid}': token {i} differs: got {got[i]}, golden {want.tokens[i]} "
-               f"(reference margin there {margin:.3g}; {i} tokens before it identical)")
-        return GoldenDiff(stem, pid, "tokens", msg, i, got[i], want.tokens[i], margin)
+               f"({what}reference margin there {margin:.3g}; {i} tokens before it identical)")
+        return GoldenDiff(stem, pid, "tokens", msg, i, got[i], want.tokens[i], margin, tie)
     msg = (f"{stem} '{pid}': emitted {len(got)} tokens, golden {len(want.tokens)} "
            f"(first {i} identical; first extra/missing: got {_at(got, i)}, golden {_at(want.tokens, i)})")
     return GoldenDiff(stem, pid, "length", msg, i, _at(got, i), _at(want.tokens, i), margin)
@@ -138,4 +143,6 @@ def _stat_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt, tokens_d
 def format_diffs(diffs: list[GoldenDiff]) -> str:
     if not diffs:
         return "golden: identical"
-    return "\n".join(["golden: DIFFERS", *(f"  {d.message}" for d in diffs)])
+    ties = sum(d.tie for d in diffs)
+    head = "golden: DIFFERS" + (f" ({ties} of them ties)" if ties else "")
+    return "\n".join([head, *(f"  {d.message}" for d in diffs)])

@@ -29,6 +29,7 @@ class JUnitCase:
     message: str = ""
     seconds: float = 0.0
     details: str = ""  # body text of <failure> / <system-out>
+    properties: dict[str, str] = field(default_factory=dict)  # e.g. identical / ties / fails positions
 
 
 @dataclass
@@ -50,8 +51,16 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
         secs = sum(c.seconds for c in s.cases)
         el = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)), failures=str(fails),
                            errors="0", skipped=str(skips), time=f"{secs:.3f}")
+        ties = sum(c.status == "tie" for c in s.cases)
+        if ties:  # ties pass, but are never counted as identical: a property of the suite
+            ET.SubElement(ET.SubElement(el, "properties"), "property", name="ties", value=str(ties))
         for c in s.cases:
             tc = ET.SubElement(el, "testcase", classname=_class_name(s.name), name=c.name, time=f"{c.seconds:.3f}")
+            props = {"status": c.status, **c.properties} if c.status == "tie" or c.properties else {}
+            if props:
+                pe = ET.SubElement(tc, "properties")
+                for k, v in props.items():
+                    ET.SubElement(pe, "property", name=k, value=str(v))
             if c.status == "fail":
                 ET.SubElement(tc, "failure", message=c.message, type="failure").text = c.details or c.message
             elif c.status == "skip":

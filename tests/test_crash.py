@@ -19,6 +19,7 @@ from eagle3_check.junit import to_xml
 from eagle3_check.options import RunOptions
 from eagle3_check.runner import ReferenceRunner
 from eagle3_check.suites import suite_cases
+from eagle3_check.tolerance import tolerance_for
 from eagle3_check.verdict import FAIL, PASS
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("capital", "What is the capital?")]
@@ -76,7 +77,7 @@ class BreaksTheProgram(ReferenceRunner):
 ])
 def test_a_crash_fails_its_request_and_the_others_are_still_judged(runner, bad, reason, program, tokenizer,
                                                                     hf_reference):
-    report = run_check(program, tokenizer, hf_reference, PROMPTS, OPTS, 1e-4, runner=runner)
+    report = run_check(program, tokenizer, hf_reference, PROMPTS, OPTS, tolerance_for("float32"), runner=runner)
     status = {o.prompt_id: o.verdict.status for o in report.outcomes}
     assert status == {p.id: FAIL if p.id == bad else PASS for p in PROMPTS}
     failed = next(o for o in report.outcomes if o.prompt_id == bad)
@@ -165,7 +166,7 @@ def run_case_with(case, env, runner):
 def suite_env_default(fixture, program, tokenizer, hf_reference):
     from eagle3_check.suites.execute import SuiteEnv
 
-    return SuiteEnv(lambda spec: program, tokenizer, hf_reference, [p.text for p in fixture.prompts()], 1e-4,
+    return SuiteEnv(lambda spec: program, tokenizer, hf_reference, [p.text for p in fixture.prompts()], tolerance_for("float32"),
                     fixture=fixture.name)
 
 

@@ -17,7 +17,8 @@ from eagle3_check.fixtures import load_fixture
 from eagle3_check.hf_reference import HFReference
 from eagle3_check.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+from eagle3_check.tolerance import tolerance_for
+from eagle3_check.verdict import FAIL
 
 FIXTURES = ["tiny-llama", "tiny-gemma4"]
 CARD_TAU_TOLERANCE = 0.05  # same weights, another torch build: a rare argmax flip at most
@@ -35,7 +36,7 @@ class Family:
         if k not in self._reports:
             opts = RunOptions(max_new_tokens=CARD_MAX_NEW, chain_len=k)
             self._reports[k] = run_check(self.program, self.tokenizer, self.reference,
-                                         self.fixture.prompts(), opts, TIE_TOLERANCE["float32"])
+                                         self.fixture.prompts(), opts, tolerance_for("float32"))
         return self._reports[k]
 
 
@@ -104,7 +105,7 @@ def test_gemma_generation_crossing_the_window_from_inside(gemma, k):
     """A two-token prompt: prefill inside the window, the generation crosses it."""
     opts = RunOptions(raw=True, max_new_tokens=48, chain_len=k)
     report = run_check(gemma.program, gemma.tokenizer, gemma.reference,
-                       [type(gemma.fixture.prompts()[0])("raw-hi", "Hi")], opts, TIE_TOLERANCE["float32"])
+                       [type(gemma.fixture.prompts()[0])("raw-hi", "Hi")], opts, tolerance_for("float32"))
     (o,) = report.outcomes
     assert len(o.run.prompt_ids) < 16 < len(o.run.prompt_ids) + len(o.run.tokens)
     assert o.verdict.status != FAIL, o.verdict.message

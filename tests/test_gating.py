@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_golden import PROMPTS, ToyReference
+from test_golden import PROMPTS, TOL, ToyReference
 
 from eagle3_check.gating import gate_goldens, unavailable
 from eagle3_check.golden import GoldenKey, record_golden, save_golden
@@ -16,7 +16,7 @@ KEY = GoldenKey("toy", "eager", "cpu", "float32", 3, 16)
 
 def setup(tmp_path, tokenizer, key=KEY):
     toy = ToyProgram(max_seq_len=128, max_prefill=64, wrong_at={29, 33})
-    golden = record_golden(toy, tokenizer, ToyReference(), PROMPTS[:2], key, 1e-4)
+    golden = record_golden(toy, tokenizer, ToyReference(), PROMPTS[:2], key, TOL)
     path = save_golden(golden, tmp_path / "golden")
     return toy, path
 

@@ -23,15 +23,16 @@ from eagle3_check.golden import (
     save_golden,
 )
 from eagle3_check.golden_verify import format_diffs, verify_golden
-from eagle3_check.hf_reference import ReferenceResult
+from eagle3_check.hf_reference import ReferenceResult, Scores
 from eagle3_check.metrics import compare_metrics, compute_metrics, format_metric_diffs
 from eagle3_check.options import RunOptions, prompt_ids
 from eagle3_check.runner import ReferenceRunner
-from eagle3_check.toy import ToyProgram, greedy
+from eagle3_check.tolerance import Tolerance
+from eagle3_check.toy import ToyProgram, greedy, next_token
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("sea", "The sea.")]
 KEY = GoldenKey("toy", "eager", "cpu", "float32", 4, 24)
-TOL = 1e-4
+TOL = Tolerance("bfloat16", 4)  # 0.03125 at the fake rows' top logit 1.0
 
 
 class ToyReference:
@@ -47,6 +48,18 @@ class ToyReference:
             toks[self.shift_at] += 1
         margins = [self.low.get((len(prompt_ids), i), 1.0) for i in range(len(toks))]
         return ReferenceResult(toks, margins, [t + 1 for t in toks])
+
+    def score(self, prompt_ids, tokens):
+        """Teacher-forced rows: the toy target's next token after each prefix, top logit 1.0."""
+        seq = list(prompt_ids) + list(tokens)
+        L = len(prompt_ids)
+        argmax = [next_token(seq[L + i - 1]) for i in range(len(tokens) + 1)]
+        if self.shift_at is not None and self.shift_at < len(argmax):
+            argmax[self.shift_at] += 1
+        top2 = [1.0 - self.low.get((L, i), 1.0) for i in range(len(argmax))]
+        same = [t == a for t, a in zip(tokens, argmax)]
+        return Scores(argmax, [1.0] * len(argmax), top2, [a + 1 for a in argmax],
+                      [1.0 if s else top2[i] for i, s in enumerate(same)], [1 if s else 2 for s in same])
 
 
 class KMinusOneRunner(ReferenceRunner):
@@ -123,7 +136,7 @@ def test_record_refuses_a_near_tie_prompt_naming_it_and_its_margin(toy, tokenize
     with pytest.raises(GoldenError) as e:
         record_golden(toy, tokenizer, ref, PROMPTS, KEY, TOL)
     msg = str(e.value)
-    assert "'count' (margin 3e-05 at token 9)" in msg and "pick another prompt" in msg
+    assert "'count' (margin 3e-05 at token 9, tolerance 0.0312)" in msg and "pick another prompt" in msg
     assert "'hi'" not in msg
 
 

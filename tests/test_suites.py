@@ -13,7 +13,8 @@ from eagle3_check.fixtures import DEFAULT_FIXTURE, list_fixtures
 from eagle3_check.runner import ReferenceRunner
 from eagle3_check.suites import SUITES, all_cases, suite_cases
 from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
-from eagle3_check.verdict import FAIL, TIE_TOLERANCE
+from eagle3_check.tolerance import tolerance_for
+from eagle3_check.verdict import FAIL
 
 CASES = all_cases()
 # every case on every embedded fixture; ids: the case name (prefixed by the fixture if not the default)
@@ -33,7 +34,7 @@ def suite_env(fixture, program, tokenizer, hf_reference):
         return built[key]
 
     return SuiteEnv(program_for, tokenizer, hf_reference, [p.text for p in fixture.prompts()],
-                    TIE_TOLERANCE["float32"], fixture=fixture.name)
+                    tolerance_for("float32"), fixture=fixture.name)
 
 
 @pytest.fixture(scope="session")
@@ -197,16 +198,21 @@ def test_cli_suite_json_passes_and_a_broken_runner_exits_1(capsys):
 
 
 class _OffAt3:
-    """A reference whose token 3 differs from the program's greedy one, with a chosen margin there."""
+    """A reference that prefers another token at emitted index 3, by a chosen margin over the
+    runner's token (which it ranks 2nd)."""
 
     def __init__(self, inner, margin):
         self.inner, self.margin = inner, margin
 
     def greedy(self, ids, n, stop_ids=frozenset()):
-        ref = self.inner.greedy(ids, n, stop_ids)
-        tokens, margins = list(ref.tokens), list(ref.margins)
-        tokens[3], margins[3] = (tokens[3] + 1) % 512, self.margin
-        return dataclasses.replace(ref, tokens=tokens, margins=margins)
+        return self.inner.greedy(ids, n, stop_ids)
+
+    def score(self, ids, tokens):
+        s = self.inner.score(ids, tokens)
+        s.argmax[3] = (s.argmax[3] + 1) % 512
+        s.top2[3] = s.given_logit[3] = s.top1[3] - self.margin
+        s.given_rank[3] = 2
+        return s
 
 
 @pytest.mark.parametrize("margin, status", [(0.0, "tie"), (1.0, FAIL)], ids=["tiny-margin-tie", "real-margin-fails"])
@@ -216,7 +222,18 @@ def test_a_divergence_at_a_numerical_tie_is_a_tie_not_a_failure(margin, status, 
     (case,) = suite_cases("acceptance/full")
     result = run_case(case, env)
     assert result.status == status, result.message
-    assert "at token 3" in result.message
+    assert "at token 3" in result.message and result.details["ties"] == (status == "tie")
+
+
+def test_a_tie_does_not_excuse_a_forced_acceptance_failure(suite_env):
+    """A tie at token 3 and a runner that accepts off by one: the case fails on the acceptance."""
+    from eagle3_check.mutants import factory
+
+    env = SuiteEnv(suite_env.program_for, suite_env.tokenizer, _OffAt3(suite_env.reference, 0.0),
+                   suite_env.prompts, suite_env.tolerance, suite_env.fixture)
+    (case,) = suite_cases("acceptance/full")
+    result = run_case(case, env, factory("accept_off_by_one")())
+    assert result.status == FAIL, result.message
 
 
 def test_cli_suite_with_the_self_reference(capsys):

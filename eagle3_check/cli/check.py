@@ -15,9 +15,11 @@ from eagle3_check.cli.common import (
     options_from_args,
 )
 
-HELP = """Run a prompt set through the reference runner and compare every request, token for
-token, with eager greedy decoding of the target in Transformers (the HF reference).
-Exit code 0 only if every request passes.
+HELP = """Run a prompt set through the reference runner and judge every emitted token of every
+request against the target in Transformers (the HF reference) run over the prompt + the runner's
+own tokens: identical (the reference's argmax), tie (a near-tie of the reference within the
+dtype's tolerance, see eagle3_check/tolerance.py) or fail; then the length and stop rules.
+Exit code 0 only if no request fails and the ties are within the tie budget.
 
 examples:
   eagle3-check check                         # the embedded tiny-llama fixture
@@ -48,9 +50,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", choices=["hf", "self"], default="hf",
                    help="greedy reference: hf (Transformers, the default) or self (the program's own "
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
+    p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
+                   help="ties allowed, as a share of all judged positions (default per dtype: "
+                   "float32 0, bfloat16 see eagle3_check/tolerance.py TIE_BUDGET); more fails the report")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
+
+
+def tie_budget_from_args(args: argparse.Namespace) -> float:
+    from eagle3_check.errors import OptionError
+    from eagle3_check.tolerance import default_budget
+
+    share = default_budget(args.dtype) if args.tie_budget is None else args.tie_budget
+    if not 0.0 <= share <= 1.0:
+        raise OptionError(f"--tie-budget {share:g}", "a share of judged positions in [0, 1]",
+                          "pass e.g. --tie-budget 0 (no ties) or --tie-budget 0.05")
+    return share
 
 
 def main(args: argparse.Namespace) -> int:
@@ -60,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.hf_reference import HFReference
     from eagle3_check.plugin import load_runner
-    from eagle3_check.verdict import TIE_TOLERANCE
+    from eagle3_check.tolerance import tolerance_for
 
     if args.list:
         return list_main(args)
@@ -69,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
     if args.suite:
         return suite_main(args, runner)
     options = options_from_args(args)
+    budget = tie_budget_from_args(args)
     setup = build_program(args)
     if args.prompts:
         prompts = load_prompts(args.prompts)
@@ -88,11 +105,12 @@ def main(args: argparse.Namespace) -> int:
                delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
     try:
         report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
-                           TIE_TOLERANCE[args.dtype], runner=runner, on_request=lambda _: bar.update(1))
+                           tolerance_for(args.dtype), runner=runner, on_request=lambda _: bar.update(1),
+                           tie_budget=budget)
     finally:
         bar.close()
     report.info.update(setup.info, runner=runner_name, reference=args.reference,
-                       tie_tolerance=TIE_TOLERANCE[args.dtype])
+                       tie_tolerance=tolerance_for(args.dtype).describe())
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -163,7 +181,7 @@ def _fixed_env(args: argparse.Namespace):
     from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.hf_reference import HFReference
     from eagle3_check.suites.execute import SELF, SuiteEnv
-    from eagle3_check.verdict import TIE_TOLERANCE
+    from eagle3_check.tolerance import tolerance_for
 
     if args.target and not args.prompts:
         raise_no_prompts()
@@ -173,6 +191,6 @@ def _fixed_env(args: argparse.Namespace):
     fixture = setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE  # a .pte names its own
     prompts = load_prompts(args.prompts) if args.prompts else load_fixture(fixture).prompts()
     prompts = [p.text for p in prompts]
-    env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, TIE_TOLERANCE[args.dtype],
+    env = SuiteEnv.fixed(setup.program, setup.tokenizer, reference, prompts, tolerance_for(args.dtype),
                          fixture=setup.info.get("fixture"))
     return env, {**setup.info}

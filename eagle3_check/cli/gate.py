@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="bench/baselines/metrics.json (exact metrics gate over the --golden runs), or any JSON "
                    "with a baseline 'tau' (e.g. a report; --tau-tolerance)")
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
+    p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
+                   help="ties allowed per check, a share of judged positions (default: float32's, 0; "
+                   "a .pte runs in float32)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
@@ -48,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from eagle3_check.errors import OptionError
     from eagle3_check.fixtures import load_prompts
     from eagle3_check.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
     from eagle3_check.junit import write_junit
@@ -68,6 +72,11 @@ def main(args: argparse.Namespace) -> int:
         baseline=Path(args.baseline) if args.baseline else None, fixture=fx.name if fx else None,
         tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
     )
+    if args.tie_budget is not None:
+        if not 0.0 <= args.tie_budget <= 1.0:
+            raise OptionError(f"--tie-budget {args.tie_budget:g}", "a share of judged positions in [0, 1]",
+                              "pass e.g. --tie-budget 0")
+        inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
     if args.all_k:
         inputs.ks = _all_k(args.pte)

@@ -85,7 +85,7 @@ def record_main(args: argparse.Namespace) -> int:
     from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.golden import GoldenKey, golden_root, record_golden, save_golden
     from eagle3_check.hf_reference import HFReference
-    from eagle3_check.verdict import TIE_TOLERANCE
+    from eagle3_check.tolerance import tolerance_for
 
     if args.target or args.draft:
         raise InputError("--target/--draft for a golden", "an embedded fixture (goldens are named by it)",
@@ -111,7 +111,7 @@ def record_main(args: argparse.Namespace) -> int:
     bar = tqdm(total=len(prompts), desc="record", unit="prompt", file=sys.stderr, delay=0.5,
                disable=args.no_progress or args.json)  # delay: an early error is one line, no bar
     golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key,
-                           TIE_TOLERANCE[args.dtype], options_from_args(args), on_prompt=lambda _: bar.update(1))
+                           tolerance_for(args.dtype), options_from_args(args), on_prompt=lambda _: bar.update(1))
     bar.close()
     written = save_golden(golden, directory, force=args.force)
     if args.json:

@@ -183,10 +183,10 @@ class Context:
         return self._cached("tokenizer", lambda: Tokenizer.load(self.fixture.tokenizer_path))
 
     @property
-    def tolerance(self) -> float:
-        from eagle3_check.verdict import TIE_TOLERANCE
+    def tolerance(self):
+        from eagle3_check.tolerance import tolerance_for
 
-        return TIE_TOLERANCE[self.dtype]
+        return tolerance_for(self.dtype)
 
     @property
     def program(self):
@@ -241,6 +241,12 @@ class CachedReference:
         key = (tuple(prompt_ids), max_new, frozenset(stop_ids))
         if key not in self.memo:
             self.memo[key] = self.inner.greedy(prompt_ids, max_new, stop_ids)
+        return self.memo[key]
+
+    def score(self, prompt_ids, tokens):
+        key = ("score", tuple(prompt_ids), tuple(tokens))
+        if key not in self.memo:
+            self.memo[key] = self.inner.score(prompt_ids, tokens)
         return self.memo[key]
 
 

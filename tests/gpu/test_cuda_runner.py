@@ -24,7 +24,8 @@ from eagle3_check.oracle import OracleDraftProgram
 from eagle3_check.runner import ReferenceRunner
 from eagle3_check.self_reference import self_greedy
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.verdict import FAIL, PASS, TIE, TIE_TOLERANCE
+from eagle3_check.tolerance import default_budget, tolerance_for
+from eagle3_check.verdict import FAIL, PASS
 
 pytestmark = [
     pytest.mark.gpu,
@@ -62,7 +63,7 @@ def tok(name: str) -> Tokenizer:
 def test_fp32_bit_identical_to_hf_eager(name, graph, runner):
     plain, graphed = programs(name, "float32")
     report = run_check(graphed if graph else plain, tok(name), hf(name, "float32"),
-                       load_fixture(name).prompts(), OPTS, tolerance=0.0, runner=runner)
+                       load_fixture(name).prompts(), OPTS, tolerance=tolerance_for("float32"), runner=runner)
     print(format_table(report))
     assert [o.verdict.status for o in report.outcomes] == [PASS] * len(report.outcomes), format_table(report)
 
@@ -88,24 +89,24 @@ def test_graph_on_equals_off(name, dtype):
 # 12 of 14 prompts end in ties and 'harbour' diverges at token 16 with a reference margin of
 # 0.156 (5 bf16 steps) > the 0.125 tolerance: HF's eager and SDPA bf16 kernels disagree there,
 # the runner does not. Kept, strictly expected to fail, to show the bf16 limit is enforced.
+# With the per-position verdict (issue 11) on CPU, bf16 tiny-llama-random fails 3 positions whose
+# runner token ranks 3rd/4th in the reference (tiny-gemma4: 4 positions); not yet re-run on CUDA.
 BF16_CHAOTIC = pytest.mark.xfail(
-    strict=True, reason="tiny-llama-random: bf16 kernel disagreement at margin 0.156 > 0.125 (measured)")
+    strict=True, reason="tiny-llama-random: bf16 kernel disagreement beyond a two-way tie (measured on CPU)")
 
 
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=BF16_CHAOTIC) if n == "tiny-llama-random" else n for n in FIXTURES])
 def test_bf16_pass_or_tie(name):
-    tol = TIE_TOLERANCE["bfloat16"]
+    tol = tolerance_for("bfloat16")
     _, graphed = programs(name, "bfloat16")
     report = run_check(graphed, tok(name), hf(name, "bfloat16"), load_fixture(name).prompts(), OPTS,
-                       tolerance=tol, runner=DeviceRunner())
-    print(f"bf16 vs HF bf16 eager on CUDA, tie tolerance {tol}:")
+                       tolerance=tol, runner=DeviceRunner(), tie_budget=default_budget("bfloat16"))
+    print(f"bf16 vs HF bf16 eager on CUDA, tie tolerance {tol.describe()}:")
     print(format_table(report))
     for o in report.outcomes:
-        if o.verdict.status == TIE:
-            print(f"tie: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} < {tol}")
-        elif o.verdict.status == FAIL and o.verdict.margin is not None:
-            print(f"fail: {o.prompt_id} at token {o.verdict.index}, margin {o.verdict.margin:.4g} >= {tol}; "
+        if o.verdict.status == FAIL and o.verdict.margin is not None and o.verdict.index is not None:
+            print(f"fail: {o.prompt_id}: {o.verdict.message}; "
                   + hf_sdpa_diagnosis(name, o) + "; " + one_row_diagnosis(programs(name, "bfloat16")[0], o))
     assert report.passed, format_table(report)
 

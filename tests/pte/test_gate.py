@@ -88,9 +88,10 @@ def test_gate_verifies_a_golden_on_the_pte(pte_path, tmp_path, few_prompts, prog
                                            capsys):
     from eagle3_check.fixtures import load_prompts
     from eagle3_check.golden import GoldenKey, record_golden, save_golden
+    from eagle3_check.tolerance import tolerance_for
 
     key = GoldenKey("tiny-llama", "pte", "cpu", "float32", 4, 16)
-    golden = record_golden(program, tokenizer, hf_reference, load_prompts(few_prompts), key, 1e-4)
+    golden = record_golden(program, tokenizer, hf_reference, load_prompts(few_prompts), key, tolerance_for("float32"))
     path = save_golden(golden, tmp_path / "golden")
     rc, report, _ = _gate(pte_path, tmp_path, few_prompts, "--golden", str(path))
     data = json.loads(report.read_text())

@@ -18,6 +18,7 @@ from eagle3_check.options import RunOptions, prompt_ids  # noqa: E402
 from eagle3_check.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.runner import ReferenceRunner  # noqa: E402
 from eagle3_check.self_reference import self_greedy  # noqa: E402
+from eagle3_check.tolerance import tolerance_for  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -62,7 +63,7 @@ def test_pte_equals_eager_token_for_token_on_the_prompt_set(pte_program, program
 
 
 def test_runner_on_pte_equals_hf_reference(pte_program, tokenizer, hf_reference, fixture):
-    report = run_check(pte_program, tokenizer, hf_reference, fixture.prompts(), RunOptions(max_new_tokens=48), 1e-4)
+    report = run_check(pte_program, tokenizer, hf_reference, fixture.prompts(), RunOptions(max_new_tokens=48), tolerance_for("float32"))
     assert report.passed, [o.verdict.message for o in report.outcomes if o.verdict.status == "fail"]
 
 
