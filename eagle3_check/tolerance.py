@@ -18,15 +18,23 @@ difference in argmax between two of them needs a margin below that shift. CPU, t
   bfloat16: verify-HF shift max 22 ulps (tiny-gemma4), 11 (tiny-llama-random), 3 (tiny-llama);
             verify-decode 0 (bit-identical on CPU); argmax differs between verify and HF on
             20 / 26 / 7 of 448 rows (4.5 %, 5.8 %, 1.6 %).
+H200 (CUDA, torch 2.11): float32 verify-HF 58 / 45 / 12 ulps, verify-decode 63 / 24 / 6, no
+argmax differs; bfloat16 verify-HF 20 / 11 / 3, verify-decode 5 / 3 / 2 (not bit-identical on
+CUDA: 3 / 13 / 4 rows flip), verify-HF flips 21 / 31 / 8 of 448 (bench/results/tolerance-cuda-*).
 MULTIPLE is the smallest power of two >= 1.25 x the largest shift: float32 128, bfloat16 32.
-TOP_N = 2: a batching difference swaps the two leading logits; a third-ranked token needs a
-second near-tie at once, so rank 3 fails (on CPU bf16, tiny-gemma4 shows 4 such positions in
-880: the report fails them, it does not hide them).
+TOP_N is the largest rank, under the HF row, of a token the runner's verify picked where the
+two argmaxes differ ("rank max" in the same output): CPU bfloat16 3 (tiny-gemma4), 4
+(tiny-llama-random), 2 (tiny-llama), with that token at most 15 ulps below the top ("gap max");
+the same on the H200 (3 / 4 / 2, gap <= 16 ulps); float32 has no such row. A kernel difference
+that moves every logit by up to ~28 ulps ("vocab max") can reorder the leading four when all
+four lie within the tolerance, so TOP_N = 4: a fifth-ranked token, or any token further than
+the tolerance below the top, fails (seen once: H200 bf16 on the chaotic tiny-llama-random,
+a rank-5 EOS 10 ulps below the top at token 29 of "sky": that fixture stays a known bf16 FAIL).
 
 TIE_BUDGET: the share of judged positions a report may hold as ties before it fails. float32: 0
 (the measurement shows no argmax difference at all, and `check` on every fixture gives 0 ties).
-bfloat16: 0.08, the largest measured share of rows whose argmax differs between verify and HF
-(5.8 %, tiny-llama-random) x 1.25, rounded up to a whole percent. `check --tie-budget` overrides.
+bfloat16: 0.09, the largest measured share of rows whose argmax differs between verify and HF
+(6.9 %, tiny-llama-random on the H200; 5.8 % on CPU) x 1.25, rounded up to a whole percent. `check --tie-budget` overrides.
 """
 
 from __future__ import annotations
@@ -38,8 +46,8 @@ from eagle3_check.errors import OptionError
 
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
 MULTIPLE = {"float32": 128, "bfloat16": 32}
-TIE_BUDGET = {"float32": 0.0, "bfloat16": 0.08}
-TOP_N = 2
+TIE_BUDGET = {"float32": 0.0, "bfloat16": 0.09}
+TOP_N = 4
 
 
 def ulp(dtype: str, magnitude: float) -> float:

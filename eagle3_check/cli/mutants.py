@@ -19,6 +19,7 @@ examples:
   eagle3-check mutants --dtype bfloat16 # the eager program and the HF reference in bf16
   eagle3-check mutants --device cuda --dtype bfloat16   # on a GPU (the toy probes stay on CPU)
   eagle3-check mutants --placement device               # one placement only
+  eagle3-check mutants --fixture tiny-gemma4            # check and the suites on another fixture
   eagle3-check mutants --strict-suites  # also fail unless check + the edge suites alone kill all
   eagle3-check mutants --all            # every probe for every mutant (slow: ~7 CPU-minutes)
   eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
@@ -42,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="dtype of the eager fixture program and the HF reference (check and the suites)")
     p.add_argument("--device", default="cpu",
                    help="device of the eager fixture program and the HF reference, e.g. cuda (default cpu)")
+    p.add_argument("--fixture", default=None, metavar="NAME",
+                   help="embedded fixture for check and the suites (default: the default fixture; "
+                   "`eagle3-check fixtures list`)")
     p.add_argument("--placement", nargs="+", choices=["host", "device"], default=["host", "device"],
                    help="data placements of the runner loop to run each mutant on (default both)")
     p.add_argument("--strict-suites", action="store_true",
@@ -63,6 +67,10 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.mutants.kill import format_kill_table, kill_run
     from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
 
+    if args.fixture:
+        from eagle3_check.fixtures import load_fixture
+
+        load_fixture(args.fixture)  # an unknown name is a one-line error before any work
     mutants = list(MUTANTS)
     if args.only:
         for name in args.only:
@@ -76,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
     one_thread_for_tiny_models(args.device)  # the toy probes always run on CPU
     probes = FAST_PROBES if args.no_suites else PROBES
     first_kill = True if args.first_kill else False if args.all else "group"
-    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device),
+    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device, fixture_name=args.fixture),
                       on_step=lambda _: bar.update(1), placements=args.placement)
     bar.close()
     print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))

@@ -150,14 +150,17 @@ class Context:
     `with_graphs` gives a sibling context sharing the fixture, tokenizer and references."""
 
     def __init__(self, check_prompts: int = 2, check_max_new: int = 12, dtype: str = "float32",
-                 device: str = "cpu", graphs: str = "off", _shared: dict | None = None):
+                 device: str = "cpu", graphs: str = "off", _shared: dict | None = None,
+                 fixture_name: str | None = None):
         self.check_prompts = check_prompts
         self.check_max_new = check_max_new
         self.dtype, self.device, self.graphs = dtype, device, graphs
+        self.fixture_name = fixture_name  # None: the default embedded fixture
         self._shared = {} if _shared is None else _shared  # cached by (what, graphs)
 
     def with_graphs(self, graphs: str) -> Context:
-        return Context(self.check_prompts, self.check_max_new, self.dtype, self.device, graphs, self._shared)
+        return Context(self.check_prompts, self.check_max_new, self.dtype, self.device, graphs, self._shared,
+                       self.fixture_name)
 
     def _cached(self, what: str, make: Callable[[], object], per_graphs: bool = False):
         key = (what, self.graphs if per_graphs else None)
@@ -174,7 +177,7 @@ class Context:
     def fixture(self):
         from eagle3_check.fixtures import load_fixture
 
-        return self._cached("fixture", load_fixture)
+        return self._cached("fixture", lambda: load_fixture(self.fixture_name) if self.fixture_name else load_fixture())
 
     @property
     def tokenizer(self):

@@ -116,13 +116,18 @@ class SuiteEnv:
         return cls(lambda spec: program, tokenizer, reference, prompts, tolerance, fixture)
 
     def greedy(self, ids: list[int], n: int, program: SpeculatorProgram):
-        """The reference continuation of `ids` on `program`, at least n tokens where the reference
-        can give them (the self reference stops at max_seq_len); no stop set: the rules cut it."""
-        own = self.reference == SELF
-        key = (id(program) if own else None, tuple(ids))
+        """The program's own greedy continuation of `ids`, at least n tokens where it can give them
+        (it stops at max_seq_len); no stop set: the rules cut it.
+
+        A case is set up on this trajectory (forced proposals, stop tokens, budgets), since it is
+        what a correct runner on this program emits; the verdict then scores the run against the
+        configured reference (`score`). Where the program and the HF reference differ by a
+        numerical tie (bf16), forcing HF's tokens would make the program reject them and the
+        case would test nothing; in fp32 the two trajectories are identical on our fixtures."""
+        key = (id(program), tuple(ids))
         got = self._refs.get(key)
         if got is None or len(got.tokens) < n:
-            got = (SelfReference(program) if own else self.reference).greedy(list(ids), n, frozenset())
+            got = SelfReference(program).greedy(list(ids), n, frozenset())
             self._refs[key] = got
         return got
 
