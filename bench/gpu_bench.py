@@ -4,7 +4,7 @@ Target: a Llama-shaped model of about 1B parameters with random bf16 weights (bu
 memory, seeded). Draft: a real EAGLE-3 head sized for it (one layer, hidden = the target's),
 random weights, in "oracle" mode: the head runs and is timed on every draft call, then its
 ids are replaced by the known greedy continuation, right with probability --accept per
-position (`eagle3_check.oracle`). A random-weight target cannot be predicted by a head
+position (`eagle3_check.suites.oracle`). A random-weight target cannot be predicted by a head
 trained within a short GPU budget, so acceptance is controlled; the JSON says so.
 
 Measured in one run, prompt --prompt-len tokens, --new tokens, greedy, batch 1:
@@ -34,15 +34,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eagle3_check.cuda_graph import GraphedProgram  # noqa: E402
-from eagle3_check.device_runner import DeviceRunner, PhaseTimer, program_device  # noqa: E402
-from eagle3_check.draft import DraftConfig, Eagle3DraftHead  # noqa: E402
-from eagle3_check.eager import EagerBackend  # noqa: E402
-from eagle3_check.fixtures import ProgramSpec  # noqa: E402
-from eagle3_check.options import RunOptions  # noqa: E402
-from eagle3_check.oracle import OracleDraftProgram  # noqa: E402
-from eagle3_check.speculator import Eagle3Speculator  # noqa: E402
-from eagle3_check.target import TargetAdapter  # noqa: E402
+from eagle3_check.fixtures.registry import ProgramSpec  # noqa: E402
+from eagle3_check.program.cuda_graph import GraphedProgram  # noqa: E402
+from eagle3_check.program.draft import DraftConfig, Eagle3DraftHead  # noqa: E402
+from eagle3_check.program.eager import EagerBackend  # noqa: E402
+from eagle3_check.program.speculator import Eagle3Speculator  # noqa: E402
+from eagle3_check.program.target import TargetAdapter  # noqa: E402
+from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer, program_device  # noqa: E402
+from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.suites.oracle import OracleDraftProgram  # noqa: E402
 
 
 class IdTokenizer:

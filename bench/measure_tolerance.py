@@ -10,7 +10,7 @@ tokens (one-row decode greedy, so all three sources score the same sequence):
           reference (`HFReference.score`).
 Row i of each is the logit vector predicting generated token i (rows 0..new-1).
 
-Per row and pair, in units of ulp(dtype, |HF top-1 logit|) (`eagle3_check.tolerance.ulp`):
+Per row and pair, in units of ulp(dtype, |HF top-1 logit|) (`eagle3_check.reference.tolerance.ulp`):
   shift  how far the top-1/top-2 margin moves between the two sources, measured on the HF row's
          two top tokens: |(a[i1] - a[i2]) - (b[i1] - b[i2])|. A difference in argmax between
          two sources needs a margin below this shift: the tie tolerance must cover it;
@@ -35,11 +35,11 @@ from pathlib import Path
 
 import torch
 
-from eagle3_check.eager import DTYPES, EagerBackend
-from eagle3_check.fixtures import list_fixtures, load_fixture
-from eagle3_check.options import RunOptions, prompt_ids
+from eagle3_check.fixtures.registry import list_fixtures, load_fixture
+from eagle3_check.program.eager import DTYPES, EagerBackend
+from eagle3_check.reference.tolerance import ulp
+from eagle3_check.run.options import RunOptions, prompt_ids
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.tolerance import ulp
 
 PAIRS = (("verify", "decode"), ("verify", "hf"), ("decode", "hf"))
 CANDIDATES = (1, 2, 4, 8, 16, 32, 64)

@@ -24,14 +24,14 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models
 
-from eagle3_check import toy
 from eagle3_check.cli import main
-from eagle3_check.contract import REQUIRED_KEYS, SpeculatorProgram
-from eagle3_check.draft import DraftConfig, Eagle3DraftHead
-from eagle3_check.eager import EagerBackend
 from eagle3_check.errors import OptionError
-from eagle3_check.options import RunOptions
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.program.contract import REQUIRED_KEYS, SpeculatorProgram
+from eagle3_check.program.draft import DraftConfig, Eagle3DraftHead
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
+from eagle3_check.suites import toy
 from eagle3_check.tokenizer import Tokenizer
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny-llama"
@@ -225,15 +225,15 @@ CLI_CASES = [
                  id="prompt-set-missing"),
     pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
                  "p.json is malformed", id="prompt-set-malformed"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:ReferenceRuner"],
-                 "did you mean 'eagle3_check.runner:ReferenceRunner'", id="runner-unknown-factory"),
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.loop:ReferenceRuner"],
+                 "did you mean 'eagle3_check.run.loop:ReferenceRunner'", id="runner-unknown-factory"),
     pytest.param(lambda b: ["check", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",
                  id="runner-module-not-importable"),
     pytest.param(lambda b: ["check", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
                  id="runner-not-module-colon-factory"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.options:RunOptions"], "RunOptions without run()",
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.options:RunOptions"], "RunOptions without run()",
                  id="runner-without-run-method"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.runner:STOP"], "is a str",
+    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.loop:STOP"], "is a str",
                  id="runner-factory-not-callable-str"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),

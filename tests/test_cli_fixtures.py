@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from eagle3_check.card import read_card
 from eagle3_check.cli import main
-from eagle3_check.fixtures import list_fixtures, load_fixture
+from eagle3_check.fixtures.card import read_card
+from eagle3_check.fixtures.registry import list_fixtures, load_fixture
 
 
 def test_fixtures_list_json_shows_each_fixture_with_its_card_tau(capsys):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eagle3_check.contract import REQUIRED_KEYS, read_metadata
 from eagle3_check.errors import MetadataError
+from eagle3_check.program.contract import REQUIRED_KEYS, read_metadata
 
 GOOD = {
     "get_chain_len": 4,

@@ -10,17 +10,17 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from eagle3_check.check import format_table, run_check
 from eagle3_check.cli import main
-from eagle3_check.contract import ProgramWrapper
-from eagle3_check.fixtures import Prompt
-from eagle3_check.gate import GateInputs, run_gate
-from eagle3_check.junit import to_xml
-from eagle3_check.options import RunOptions
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import format_table, run_check
+from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.gating.junit import to_xml
+from eagle3_check.program.contract import ProgramWrapper
+from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.reference.verdict import FAIL, PASS
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
 from eagle3_check.suites import suite_cases
-from eagle3_check.tolerance import tolerance_for
-from eagle3_check.verdict import FAIL, PASS
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("capital", "What is the capital?")]
 OPTS = RunOptions(max_new_tokens=6)
@@ -99,7 +99,7 @@ def _plugin(tmp_path, monkeypatch, body: str) -> str:
     return str(prompts)
 
 
-ZERO = ("from eagle3_check.runner import ReferenceRunner\n"
+ZERO = ("from eagle3_check.run.loop import ReferenceRunner\n"
         "class Crashy(ReferenceRunner):\n"
         "    def run(self, program, tokenizer, prompt, options):\n"
         "        if prompt.startswith('Count'):\n"
@@ -200,8 +200,8 @@ def test_gate_with_a_program_that_raises_fails_instead_of_a_traceback(program, t
 
 
 def test_golden_verify_with_a_crashing_runner_reports_a_crashed_diff(program, tokenizer):
-    from eagle3_check.gating import gate_goldens
-    from eagle3_check.golden import golden_root, load_golden
+    from eagle3_check.gating.golden import golden_root, load_golden
+    from eagle3_check.gating.golden_check import gate_goldens
 
     class CrashOnSecond(ReferenceRunner):  # goldens re-run their recorded prompt ids: crash by call order
         calls = 0

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import eagle3_check.cuda_graph as cg
-from eagle3_check.cuda_graph import GraphedMethod, with_cuda_graphs
+import eagle3_check.program.cuda_graph as cg
 from eagle3_check.errors import OptionError
-from eagle3_check.oracle import oracle_table
+from eagle3_check.program.cuda_graph import GraphedMethod, with_cuda_graphs
+from eagle3_check.suites.oracle import oracle_table
 
 
 def double_and_sum(tokens, positions):  # [1, T], [T] -> [1, T], [1, 1]

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from eagle3_check.cli import main
-from eagle3_check.options import RunOptions
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUEST = ["run", "--prompt", "Tell me about the sea.", "--max-new-tokens", "24", "-k", "3", "--json"]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.cuda_graph import GraphedProgram
-from eagle3_check.device_runner import DeviceRunner, PhaseTimer
-from eagle3_check.instrument import RecordingProgram
-from eagle3_check.options import RunOptions
-from eagle3_check.oracle import OracleDraftProgram
-from eagle3_check.runner import ReferenceRunner
-from eagle3_check.self_reference import self_greedy
-from eagle3_check.toy import ToyProgram
+from eagle3_check.program.cuda_graph import GraphedProgram
+from eagle3_check.reference.self_ref import self_greedy
+from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
+from eagle3_check.suites.instrument import RecordingProgram
+from eagle3_check.suites.oracle import OracleDraftProgram
+from eagle3_check.suites.toy import ToyProgram
 
 FIELDS = ("tokens", "accepted", "tau", "stop_reason", "rounds", "k", "max_new", "method_calls")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.distill import (
+from eagle3_check.fixtures.distill import (
     Sequence,
     batch,
     offline_accepts,
@@ -14,7 +14,7 @@ from eagle3_check.distill import (
     set_draft_vocab,
     ttt_forward,
 )
-from eagle3_check.draft import DraftConfig, Eagle3DraftHead
+from eagle3_check.program.draft import DraftConfig, Eagle3DraftHead
 
 
 def small_head(seed: int = 0, max_seq_len: int = 64) -> Eagle3DraftHead:
@@ -93,9 +93,9 @@ def test_offline_accepts_match_the_runner(fixture, program, tokenizer):
     reference runner (this is what makes offline tau a faithful training metric)."""
     from transformers import AutoModelForCausalLM
 
-    from eagle3_check.distill import greedy_data
-    from eagle3_check.options import RunOptions
-    from eagle3_check.runner import ReferenceRunner
+    from eagle3_check.fixtures.distill import greedy_data
+    from eagle3_check.run.loop import ReferenceRunner
+    from eagle3_check.run.options import RunOptions
 
     text, k, max_new = "Count from one to ten.", 4, 40
     run = ReferenceRunner().run(program, tokenizer, text, RunOptions(max_new_tokens=max_new, chain_len=k))

@@ -14,17 +14,17 @@ from dataclasses import replace
 import pytest
 import torch
 
-from eagle3_check.card import read_card
-from eagle3_check.distill import (
+from eagle3_check.fixtures.build import RECIPES, STOP_IDS, build_fixture, init_draft
+from eagle3_check.fixtures.card import read_card
+from eagle3_check.fixtures.distill import (
     greedy_data,
     offline_tau,
     select_draft_vocab,
     set_draft_vocab,
     train_draft,
 )
-from eagle3_check.draft import Eagle3DraftHead
-from eagle3_check.fixture_build import RECIPES, STOP_IDS, build_fixture, init_draft
-from eagle3_check.fixtures import Fixture, fixtures_root, load_fixture, load_prompts
+from eagle3_check.fixtures.registry import Fixture, fixtures_root, load_fixture, load_prompts
+from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.tokenizer import Tokenizer
 
 # Retraining on another machine or torch build changes float rounding, hence some weights,
@@ -72,7 +72,7 @@ def test_short_distillation_beats_the_untrained_head():
 def test_rebuild_reaches_the_card(tmp_path, name):
     build_fixture(name, tmp_path, card=False, progress=False)
     rebuilt = Fixture(name, tmp_path / name, RECIPES[name]["program"])
-    from eagle3_check.card import measure
+    from eagle3_check.fixtures.card import measure
 
     prompts = load_prompts(fixtures_root() / "prompts.json")
     table = measure(rebuilt, [4], prompts)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.card import CARD_KS, CARD_MAX_NEW, MemoReference, read_card
-from eagle3_check.check import run_check
-from eagle3_check.eager import EagerBackend
-from eagle3_check.fixtures import load_fixture
-from eagle3_check.hf_reference import HFReference
-from eagle3_check.options import RunOptions
+from eagle3_check.fixtures.card import CARD_KS, CARD_MAX_NEW, MemoReference, read_card
+from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.gating.check import run_check
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.reference.hf import HFReference
+from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.reference.verdict import FAIL
+from eagle3_check.run.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
-from eagle3_check.tolerance import tolerance_for
-from eagle3_check.verdict import FAIL
 
 FIXTURES = ["tiny-llama", "tiny-gemma4"]
 CARD_TAU_TOLERANCE = 0.05  # same weights, another torch build: a rare argmax flip at most

@@ -5,11 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.forcing import FULL, ForcedDraft, Forcing, block_end, emitted_index, stop_ids_at
-from eagle3_check.instrument import RecordingProgram, call_problems
-from eagle3_check.options import RunOptions
-from eagle3_check.runner import ReferenceRunner
-from eagle3_check.toy import ToyProgram, greedy
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
+from eagle3_check.suites.forcing import (
+    FULL,
+    ForcedDraft,
+    Forcing,
+    block_end,
+    emitted_index,
+    stop_ids_at,
+)
+from eagle3_check.suites.instrument import RecordingProgram, call_problems
+from eagle3_check.suites.toy import ToyProgram, greedy
 
 PROMPT = [7, 11, 13, 17, 19, 23, 29, 31, 37, 41]  # L = 10
 NO_STOPS = dict(stop_ids=(), stop_token=None, eos_id=None)  # the fixture tokenizer's EOS (1) never occurs in the toy

@@ -10,10 +10,10 @@ import json
 
 from test_gating import KEY, setup
 
-from eagle3_check.gate import GateInputs, _baseline, golden_check
-from eagle3_check.gating import gate_goldens
-from eagle3_check.metrics import compute_metrics, write_baseline
-from eagle3_check.toy import ToyProgram
+from eagle3_check.gating.gate import GateInputs, _baseline, golden_check
+from eagle3_check.gating.golden_check import gate_goldens
+from eagle3_check.gating.metrics import compute_metrics, write_baseline
+from eagle3_check.suites.toy import ToyProgram
 
 
 def inputs_for(tmp_path, tokenizer, golden, baseline):

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from eagle3_check.fixtures import Prompt
-from eagle3_check.gate import SKIP, GateInputs, run_gate
-from eagle3_check.junit import to_xml
-from eagle3_check.options import RunOptions
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.gate import SKIP, GateInputs, run_gate
+from eagle3_check.gating.junit import to_xml
+from eagle3_check.run.options import RunOptions
 
 # on the default program (max_seq_len 256, max prefill 128) context/room-0 needs L = 256 - K = 252:
 # it cannot fit and skips; chain/lo runs.

@@ -6,10 +6,10 @@ import dataclasses
 
 from test_golden import PROMPTS, TOL, ToyReference
 
-from eagle3_check.gating import gate_goldens, unavailable
-from eagle3_check.golden import GoldenKey, record_golden, save_golden
-from eagle3_check.metrics import compute_metrics, write_baseline
-from eagle3_check.toy import ToyProgram
+from eagle3_check.gating.golden import GoldenKey, record_golden, save_golden
+from eagle3_check.gating.golden_check import gate_goldens, unavailable
+from eagle3_check.gating.metrics import compute_metrics, write_baseline
+from eagle3_check.suites.toy import ToyProgram
 
 KEY = GoldenKey("toy", "eager", "cpu", "float32", 3, 16)
 

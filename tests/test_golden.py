@@ -12,9 +12,8 @@ import json
 
 import pytest
 
-from eagle3_check.contract import read_metadata
-from eagle3_check.fixtures import Prompt
-from eagle3_check.golden import (
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.golden import (
     GoldenError,
     GoldenKey,
     load_golden,
@@ -22,13 +21,14 @@ from eagle3_check.golden import (
     run_golden,
     save_golden,
 )
-from eagle3_check.golden_verify import format_diffs, verify_golden
-from eagle3_check.hf_reference import ReferenceResult, Scores
-from eagle3_check.metrics import compare_metrics, compute_metrics, format_metric_diffs
-from eagle3_check.options import RunOptions, prompt_ids
-from eagle3_check.runner import ReferenceRunner
-from eagle3_check.tolerance import Tolerance
-from eagle3_check.toy import ToyProgram, greedy, next_token
+from eagle3_check.gating.golden_diff import diff_golden, format_diffs
+from eagle3_check.gating.metrics import compare_metrics, compute_metrics, format_metric_diffs
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.hf import ReferenceResult, Scores
+from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.suites.toy import ToyProgram, greedy, next_token
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("sea", "The sea.")]
 KEY = GoldenKey("toy", "eager", "cpu", "float32", 4, 24)
@@ -146,14 +146,14 @@ def test_record_refuses_a_run_that_diverges_from_the_reference(toy, tokenizer):
 
 
 def test_verify_is_clean_for_the_same_runner(toy, tokenizer, toy_golden):
-    assert verify_golden(run_golden(toy, tokenizer, toy_golden), toy_golden) == []
+    assert diff_golden(run_golden(toy, tokenizer, toy_golden), toy_golden) == []
 
 
 def test_verify_names_the_first_differing_token_both_values_and_margin(toy, tokenizer, toy_golden):
     runs = run_golden(toy, tokenizer, toy_golden)
     runs["count"].tokens[7] += 1
     runs["count"].tokens[9] += 1
-    diffs = verify_golden(runs, toy_golden)
+    diffs = diff_golden(runs, toy_golden)
     assert [(d.prompt_id, d.field, d.index) for d in diffs] == [("count", "tokens", 7)]
     want = toy_golden.prompts[1].tokens[7]
     assert (diffs[0].got, diffs[0].want, diffs[0].margin) == (want + 1, want, 1.0)
@@ -171,13 +171,13 @@ def test_verify_names_the_first_differing_token_both_values_and_margin(toy, toke
 def test_verify_names_the_first_differing_stat(toy, tokenizer, toy_golden, field, change, expect):
     runs = run_golden(toy, tokenizer, toy_golden)
     change(runs["sea"])
-    diffs = verify_golden(runs, toy_golden)
+    diffs = diff_golden(runs, toy_golden)
     assert [(d.prompt_id, d.field) for d in diffs] == [("sea", field)]
     assert expect in diffs[0].message
 
 
 def test_gate_hook_is_importable_from_the_golden_module(toy, tokenizer, toy_golden, tmp_path):
-    from eagle3_check.golden import verify_golden as hook
+    from eagle3_check.gating.golden import diff_golden as hook
 
     path = save_golden(toy_golden, tmp_path)
     runs = run_golden(toy, tokenizer, toy_golden)
@@ -189,7 +189,7 @@ def test_gate_hook_is_importable_from_the_golden_module(toy, tokenizer, toy_gold
 def test_verify_reports_a_missing_prompt(toy, tokenizer, toy_golden):
     runs = run_golden(toy, tokenizer, toy_golden)
     del runs["hi"]
-    assert [(d.prompt_id, d.field) for d in verify_golden(runs, toy_golden)] == [("hi", "missing")]
+    assert [(d.prompt_id, d.field) for d in diff_golden(runs, toy_golden)] == [("hi", "missing")]
 
 
 def test_k_minus_one_runner_fails_golden_verify_and_the_metric_gate(toy, tokenizer, toy_golden):
@@ -198,7 +198,7 @@ def test_k_minus_one_runner_fails_golden_verify_and_the_metric_gate(toy, tokeniz
     baseline = compute_metrics(good.values(), KEY.k).to_json()
     bad = run_golden(toy, tokenizer, toy_golden, runner=KMinusOneRunner())
 
-    golden_diffs = verify_golden(bad, toy_golden)
+    golden_diffs = diff_golden(bad, toy_golden)
     text = format_diffs(golden_diffs)
     print(text)
     assert {d.prompt_id for d in golden_diffs} == {"hi", "count", "sea"}

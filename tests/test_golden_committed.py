@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from test_golden import KMinusOneRunner  # tests/ is on sys.path (pytest's prepend import mode)
 
-from eagle3_check.fixtures import DEFAULT_FIXTURE, list_fixtures
-from eagle3_check.gating import gate_goldens, golden_paths, program_for_key
-from eagle3_check.golden import golden_root, load_golden, run_golden
-from eagle3_check.golden_verify import format_diffs, verify_golden
-from eagle3_check.metrics import (
+from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures
+from eagle3_check.gating.golden import golden_root, load_golden, run_golden
+from eagle3_check.gating.golden_check import gate_goldens, golden_paths, program_for_key
+from eagle3_check.gating.golden_diff import diff_golden, format_diffs
+from eagle3_check.gating.metrics import (
     compare_metrics,
     compute_metrics,
     default_baseline_path,
@@ -86,7 +86,7 @@ def test_k_minus_one_runner_fails_the_committed_golden_and_baseline():
     golden = load_golden(path)
     program, tokenizer = build(golden.key)
     bad = run_golden(program, tokenizer, golden, runner=KMinusOneRunner())
-    diffs = verify_golden(bad, golden)
+    diffs = diff_golden(bad, golden)
     print(format_diffs(diffs))
     full_rounds = any(a == golden.key.k for p in golden.prompts for a in p.accepted)
     assert bool(diffs) == full_rounds, [d.message for d in diffs]

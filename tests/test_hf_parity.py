@@ -3,11 +3,11 @@ position by position over the runner's tokens; the teacher-forced rows line up w
 
 import pytest
 
-from eagle3_check.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.runner import ReferenceRunner
-from eagle3_check.self_reference import self_greedy, self_score
-from eagle3_check.tolerance import tolerance_for
-from eagle3_check.verdict import PASS, judge
+from eagle3_check.reference.self_ref import self_greedy, self_score
+from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.reference.verdict import PASS, judge
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 
 MAX_NEW = 40
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eagle3_check.errors import InputError
-from eagle3_check.metrics import (
+from eagle3_check.gating.metrics import (
     compare_baseline,
     compare_metrics,
     compute_metrics,
@@ -15,7 +15,7 @@ from eagle3_check.metrics import (
     load_baseline,
     write_baseline,
 )
-from eagle3_check.runner import RunResult
+from eagle3_check.run.loop import RunResult
 
 
 def run(n_tokens: int, accepted: list[int], k: int = 4, draft_calls: int | None = None) -> RunResult:
@@ -40,8 +40,8 @@ def test_worked_example_of_the_module_docstring():
 
 
 def test_tau_matches_the_check_report_definition():
-    from eagle3_check.check import CheckReport, RequestOutcome
-    from eagle3_check.verdict import Verdict
+    from eagle3_check.gating.check import CheckReport, RequestOutcome
+    from eagle3_check.reference.verdict import Verdict
 
     report = CheckReport(k=4, outcomes=[RequestOutcome(str(i), r, Verdict("pass", "")) for i, r in enumerate(WORKED)])
     m = compute_metrics(WORKED, k=4)

@@ -6,8 +6,8 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from eagle3_check.draft import Eagle3DraftHead
-from eagle3_check.target import TargetAdapter, load_hf_target
+from eagle3_check.program.draft import Eagle3DraftHead
+from eagle3_check.program.target import TargetAdapter, load_hf_target
 
 SPECULATORS_CONFIG_KEYS = {
     "transformer_layer_config", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids",

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eagle3_check.contract import read_metadata
-from eagle3_check.eager import EagerBackend
-from eagle3_check.forcing import ForcedDraft, Forcing
-from eagle3_check.instrument import RecordingProgram, call_problems
-from eagle3_check.options import RunOptions, stop_set
-from eagle3_check.rules import EARLY, expected_length
-from eagle3_check.runner import ReferenceRunner
-from eagle3_check.toy import ToyProgram, greedy
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions, stop_set
+from eagle3_check.run.rules import EARLY, expected_length
+from eagle3_check.suites.forcing import ForcedDraft, Forcing
+from eagle3_check.suites.instrument import RecordingProgram, call_problems
+from eagle3_check.suites.toy import ToyProgram, greedy
 
 FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,11 +6,11 @@ positions) wrapped in `RecordingProgram`, so the index arithmetic is exact and v
 
 import pytest
 
-from eagle3_check import toy
-from eagle3_check.instrument import RecordingProgram
-from eagle3_check.options import RunOptions
-from eagle3_check.rules import expected_length
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions
+from eagle3_check.run.rules import expected_length
+from eagle3_check.suites import toy
+from eagle3_check.suites.instrument import RecordingProgram
 
 PROMPT = list(range(300, 310))  # L = 10 raw ids: anchor_pos of round 1 is 10
 
@@ -84,7 +84,7 @@ def test_draft_never_runs_on_the_real_fixture_with_max_new_1(program, tokenizer)
     assert len(result.tokens) == 1
 
 
-# --- rule 8/9: seeding, acceptance, reseeding (the worked example in runner.py) --------
+# --- rule 8/9: seeding, acceptance, reseeding (the worked example in run/loop.py) --------
 
 
 def test_seed_pairs_prompt_features_with_the_next_token(tokenizer):
@@ -183,7 +183,7 @@ def test_context_limit_stops_generation_mid_request(tokenizer):
 
 
 def test_expected_length_worked_example():
-    # the example in rules.py: L = 10, K = 4, max_seq_len = 20, accepted = [4, 1] -> 8, context
+    # the example in run/rules.py: L = 10, K = 4, max_seq_len = 20, accepted = [4, 1] -> 8, context
     ref = list(range(200, 240))
     exp = expected_length(ref, frozenset(), 100, 10, 4, 20, [4, 1])
     assert (exp.length, exp.reason) == (8, "context")

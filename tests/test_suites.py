@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 import torch
 
-from eagle3_check.eager import EagerBackend
-from eagle3_check.fixtures import DEFAULT_FIXTURE, list_fixtures
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.reference.verdict import FAIL
+from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.suites import SUITES, all_cases, suite_cases
 from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
-from eagle3_check.tolerance import tolerance_for
-from eagle3_check.verdict import FAIL
 
 CASES = all_cases()
 # every case on every embedded fixture; ids: the case name (prefixed by the fixture if not the default)

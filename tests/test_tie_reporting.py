@@ -4,8 +4,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from eagle3_check.gate import _summary
-from eagle3_check.junit import JUnitCase, JUnitSuite, to_xml
+from eagle3_check.gating.gate import _summary
+from eagle3_check.gating.junit import JUnitCase, JUnitSuite, to_xml
 
 
 def case(name, status, ties=0, positions=10):

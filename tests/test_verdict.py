@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from eagle3_check.hf_reference import Scores
-from eagle3_check.runner import RunResult
-from eagle3_check.tolerance import Tolerance, ulp
-from eagle3_check.verdict import FAIL, PASS, TIE, Status, judge
+from eagle3_check.reference.hf import Scores
+from eagle3_check.reference.tolerance import Tolerance, ulp
+from eagle3_check.reference.verdict import FAIL, PASS, TIE, Status, judge
+from eagle3_check.run.loop import RunResult
 
 TOL = Tolerance("bfloat16", 4)
 WANT = [210, 211, 212, 213, 214, 215, 216]  # argmax of rows 0..6 (row 6: the token after the run)
@@ -109,7 +109,7 @@ def test_ulp_worked_examples(dtype, x, want):
 def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
     import torch
 
-    from eagle3_check.hf_reference import top_two
+    from eagle3_check.reference.hf import top_two
 
     (i1, v1), (i2, v2) = top_two(torch.tensor([[1.0, 3.0, 3.0], [5.0, 1.0, 2.0]]))
     assert (i1.tolist(), i2.tolist(), (v1 - v2).tolist()) == ([1, 0], [2, 2], [0.0, 3.0])
@@ -119,7 +119,7 @@ def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
                          ids=["fp32-budget-0-fails", "quarter-allows-3-of-12", "fifth-allows-2-of-12"])
 def test_a_report_over_its_tie_budget_fails_and_says_so(budget, passed):
     """Two requests of 6 positions: 3 ties in all (ties allowed = int(budget x 12))."""
-    from eagle3_check.check import CheckReport, RequestOutcome, format_table
+    from eagle3_check.gating.check import CheckReport, RequestOutcome, format_table
 
     tie2 = {1: (9, 0.02, 0.02, 2), 2: (8, 0.02, 0.02, 2)}
     outcomes = [RequestOutcome(pid, run(with_tokens(ch)), judge(run(with_tokens(ch)), scores(ch), frozenset(), 6, 64, TOL))

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle3_check.eager import EagerBackend
-from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture
+from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+from eagle3_check.program.eager import EagerBackend
 from eagle3_check.tokenizer import Tokenizer
 
 torch.set_num_threads(1)

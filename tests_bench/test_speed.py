@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.contract import read_metadata
-from eagle3_check.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.runner import ReferenceRunner
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 
 self_reference = pytest.importorskip(
-    "eagle3_check.self_reference", reason="needs eagle3_check.self_reference (greedy through the program)")
+    "eagle3_check.reference.self_ref", reason="needs eagle3_check.reference.self_ref (greedy through the program)")
 
 PROMPT = "Count from one to ten."
 OPTIONS = RunOptions(max_new_tokens=64)

@@ -2,6 +2,11 @@
 
 Each subcommand module defines `register(subparsers)` which adds its parser and sets
 `func`. Errors a user can fix (`Eagle3CheckError`) print one line and exit 2.
+
+May import: anything in eagle3_check (nothing in eagle3_check imports the CLI).
+
+Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
+table, status) and fixtures.registry.
 """
 
 from __future__ import annotations

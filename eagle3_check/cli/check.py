@@ -18,7 +18,7 @@ from eagle3_check.cli.common import (
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
 own tokens: identical (the reference's argmax), tie (a near-tie of the reference within the
-dtype's tolerance, see eagle3_check/tolerance.py) or fail; then the length and stop rules.
+dtype's tolerance, see eagle3_check/reference/tolerance.py) or fail; then the length and stop rules.
 Exit code 0 only if no request fails and the ties are within the tie budget.
 
 examples:
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed, as a share of all judged positions (default per dtype: "
-                   "float32 0, bfloat16 see eagle3_check/tolerance.py TIE_BUDGET); more fails the report")
+                   "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET); more fails the report")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def tie_budget_from_args(args: argparse.Namespace) -> float:
     from eagle3_check.errors import OptionError
-    from eagle3_check.tolerance import default_budget
+    from eagle3_check.reference.tolerance import default_budget
 
     share = default_budget(args.dtype) if args.tie_budget is None else args.tie_budget
     if not 0.0 <= share <= 1.0:
@@ -72,11 +72,11 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from eagle3_check.check import format_table, run_check
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
-    from eagle3_check.hf_reference import HFReference
-    from eagle3_check.plugin import load_runner
-    from eagle3_check.tolerance import tolerance_for
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
+    from eagle3_check.gating.check import format_table, run_check
+    from eagle3_check.reference.hf import HFReference
+    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.run.plugin import load_runner
 
     if args.list:
         return list_main(args)
@@ -96,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     if args.reference == "self":
-        from eagle3_check.self_reference import SelfReference
+        from eagle3_check.reference.self_ref import SelfReference
 
         reference = SelfReference(setup.program)
     else:
@@ -139,7 +139,7 @@ def suite_main(args: argparse.Namespace, runner) -> int:
     from tqdm import tqdm
 
     from eagle3_check.errors import InputError
-    from eagle3_check.fixtures import list_fixtures, load_fixture
+    from eagle3_check.fixtures.registry import list_fixtures, load_fixture
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.execute import SuiteEnv
     from eagle3_check.suites.report import format_suite_table, run_suite
@@ -178,10 +178,10 @@ def suite_main(args: argparse.Namespace, runner) -> int:
 def _fixed_env(args: argparse.Namespace):
     import torch
 
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
-    from eagle3_check.hf_reference import HFReference
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
+    from eagle3_check.reference.hf import HFReference
+    from eagle3_check.reference.tolerance import tolerance_for
     from eagle3_check.suites.execute import SELF, SuiteEnv
-    from eagle3_check.tolerance import tolerance_for
 
     if args.target and not args.prompts:
         raise_no_prompts()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_check.errors import InputError
-from eagle3_check.options import (
+from eagle3_check.run.options import (
     GEMMA4_CHAT_PREFIX,
     GEMMA4_CHAT_SUFFIX,
     RunOptions,
@@ -105,7 +105,7 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
     or `--pte FILE`, the ExecuTorch backend."""
     if getattr(args, "pte", None):
         return build_pte_program(args)
-    from eagle3_check.cuda_graph import GraphedProgram, with_cuda_graphs
+    from eagle3_check.program.cuda_graph import GraphedProgram, with_cuda_graphs
     from eagle3_check.tokenizer import Tokenizer
 
     overrides = {
@@ -122,8 +122,8 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
 def eager_program(args: argparse.Namespace, overrides: dict):
     """(EagerBackend, target_dir, tokenizer path, info) from --fixture (default) or --target/--draft;
     `overrides` are ProgramSpec fields. Also used by `export`."""
-    from eagle3_check.eager import EagerBackend
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+    from eagle3_check.program.eager import EagerBackend
 
     device, dtype = getattr(args, "device", "cpu"), getattr(args, "dtype", "float32")
     tokenizer = getattr(args, "tokenizer", None)
@@ -152,8 +152,8 @@ def eager_program(args: argparse.Namespace, overrides: dict):
 def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):
     """(fixture or None, target_dir, tokenizer path) for a .pte: --target/--tokenizer, else --fixture,
     else the fixture recorded in the export sidecar, else the default fixture."""
-    from eagle3_check.export import sidecar_path
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+    from eagle3_check.program.export import sidecar_path
 
     if target:
         if fixture:
@@ -170,7 +170,7 @@ def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokeniz
 
 
 def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
-    from eagle3_check.pte_backend import PteBackend
+    from eagle3_check.program.pte_backend import PteBackend
     from eagle3_check.tokenizer import Tokenizer
 
     if args.draft:

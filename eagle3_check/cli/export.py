@@ -44,13 +44,13 @@ def main(args: argparse.Namespace) -> int:
     if args.from_pte:
         return _from_pte(args)
     from eagle3_check.cli.common import eager_program
-    from eagle3_check.export import export_eager, require_executorch
+    from eagle3_check.program.export import export_eager, require_executorch
 
     require_executorch()
     overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
                                                "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
     program, _, _, source = eager_program(args, overrides)
-    from eagle3_check.contract import read_metadata
+    from eagle3_check.program.contract import read_metadata
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
     record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _from_pte(args: argparse.Namespace) -> int:
-    from eagle3_check.pte_edit import omit_metadata
+    from eagle3_check.program.pte_edit import omit_metadata
 
     for flag in ("fixture", "target", "draft", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
                  "min_verify_len", "max_verify_len"):

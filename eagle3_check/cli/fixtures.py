@@ -8,7 +8,7 @@ import shlex
 
 HELP = """Embedded fixtures: tiny matched target / draft / tokenizer sets under fixtures/.
 
-`build` rebuilds one from its recipe (eagle3_check/fixture_build.py): tokenizer, random
+`build` rebuilds one from its recipe (eagle3_check/fixtures/build.py): tokenizer, random
 target from a fixed seed, the target's greedy text on fixtures/train_prompts.json, the
 draft head trained on it by distillation (EAGLE-3 training-time test), and the card
 (tau and n-alpha for K = 1..7 on the held-out fixtures/prompts.json).
@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main_list(args: argparse.Namespace) -> int:
-    from eagle3_check.card import read_card
-    from eagle3_check.fixture_build import RECIPES
-    from eagle3_check.fixtures import list_fixtures, load_fixture
+    from eagle3_check.fixtures.build import RECIPES
+    from eagle3_check.fixtures.card import read_card
+    from eagle3_check.fixtures.registry import list_fixtures, load_fixture
 
     rows = []
     for name in list_fixtures():
@@ -68,13 +68,13 @@ def main_list(args: argparse.Namespace) -> int:
 def main_build(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from eagle3_check.eager import resolve_device
     from eagle3_check.errors import OptionError
-    from eagle3_check.fixture_build import RECIPES, build_fixture
+    from eagle3_check.fixtures.build import RECIPES, build_fixture
+    from eagle3_check.program.eager import resolve_device
 
     if args.name not in RECIPES:
         raise OptionError(f"fixture recipe '{args.name}'", f"one of {sorted(RECIPES)}",
-                          "pick a recipe from eagle3_check/fixture_build.py RECIPES")
+                          "pick a recipe from eagle3_check/fixtures/build.py RECIPES")
     resolve_device(args.device)
     if args.threads < 1:
         raise OptionError(f"--threads {args.threads}", "1 or more", "pass --threads 1")

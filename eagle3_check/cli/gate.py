@@ -52,9 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import OptionError
-    from eagle3_check.fixtures import load_prompts
-    from eagle3_check.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
-    from eagle3_check.junit import write_junit
+    from eagle3_check.fixtures.registry import load_prompts
+    from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
+    from eagle3_check.gating.junit import write_junit
     from eagle3_check.tokenizer import Tokenizer
 
     fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
@@ -100,9 +100,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _all_k(pte: str) -> list[int] | None:
     """Every K of the program's verify range; None (default K) when it cannot be read."""
-    from eagle3_check.contract import read_metadata
     from eagle3_check.errors import Eagle3CheckError
-    from eagle3_check.pte_backend import PteBackend
+    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.program.pte_backend import PteBackend
 
     try:
         lo, hi = read_metadata(PteBackend(pte).metadata()).k_range

@@ -81,11 +81,11 @@ def record_main(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from eagle3_check.contract import read_metadata
-    from eagle3_check.fixtures import DEFAULT_FIXTURE, load_fixture, load_prompts
-    from eagle3_check.golden import GoldenKey, golden_root, record_golden, save_golden
-    from eagle3_check.hf_reference import HFReference
-    from eagle3_check.tolerance import tolerance_for
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
+    from eagle3_check.gating.golden import GoldenKey, golden_root, record_golden, save_golden
+    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.reference.hf import HFReference
+    from eagle3_check.reference.tolerance import tolerance_for
 
     if args.target or args.draft:
         raise InputError("--target/--draft for a golden", "an embedded fixture (goldens are named by it)",
@@ -127,7 +127,7 @@ def record_main(args: argparse.Namespace) -> int:
 
 
 def _baseline_path(args: argparse.Namespace):
-    from eagle3_check.metrics import default_baseline_path
+    from eagle3_check.gating.metrics import default_baseline_path
 
     return args.baseline or default_baseline_path()
 
@@ -135,7 +135,7 @@ def _baseline_path(args: argparse.Namespace):
 def _progress(args: argparse.Namespace, disable: bool):
     from tqdm import tqdm
 
-    from eagle3_check.gating import total_prompts
+    from eagle3_check.gating.golden_check import total_prompts
 
     return tqdm(total=total_prompts(args.goldens), desc="golden", unit="prompt", file=sys.stderr, delay=0.5,
                 disable=args.no_progress or disable)
@@ -144,8 +144,8 @@ def _progress(args: argparse.Namespace, disable: bool):
 def verify_main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from eagle3_check.gating import gate_goldens
-    from eagle3_check.plugin import load_runner
+    from eagle3_check.gating.golden_check import gate_goldens
+    from eagle3_check.run.plugin import load_runner
 
     runner = load_runner(args.runner)
     baseline = None
@@ -161,8 +161,8 @@ def verify_main(args: argparse.Namespace) -> int:
 
 
 def baseline_main(args: argparse.Namespace) -> int:
-    from eagle3_check.gating import gate_goldens
-    from eagle3_check.metrics import compute_metrics, write_baseline
+    from eagle3_check.gating.golden_check import gate_goldens
+    from eagle3_check.gating.metrics import compute_metrics, write_baseline
 
     bar = _progress(args, False)
     outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1), pte=args.pte)

@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
 
     if args.fixture:
-        from eagle3_check.fixtures import load_fixture
+        from eagle3_check.fixtures.registry import load_fixture
 
         load_fixture(args.fixture)  # an unknown name is a one-line error before any work
     mutants = list(MUTANTS)

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from eagle3_check.plugin import load_runner
+    from eagle3_check.run.plugin import load_runner
 
     prompt = prompt_from_args(args)
     options = options_from_args(args)

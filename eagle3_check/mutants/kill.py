@@ -1,7 +1,7 @@
 """The kill run: every mutant, on every data placement, through every probe; a kill table.
 
 The runner loop is one (`runner.ReferenceRunner`); its data placement is a strategy
-(`placement.py`). Each mutant edits the loop, so each is run twice: with host lists
+(`run/placement.py`). Each mutant edits the loop, so each is run twice: with host lists
 ("host") and with device buffers ("device"), the latter over graph-owned outputs
 (`Context.with_graphs`: emulated CUDA graphs on CPU, real ones on a GPU).
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant, factory
 from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.probes import PROBES, Context, Probe
-from eagle3_check.plugin import load_runner
+from eagle3_check.run.plugin import load_runner
 
 PLACEMENTS = ("host", "device")
 REFERENCE = {"host": "reference", "device": "device"}  # plug-in aliases of the reference loop

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from eagle3_check import toy
-from eagle3_check.contract import REQUIRED_KEYS, read_metadata
 from eagle3_check.errors import Eagle3CheckError, MetadataError, OptionError
-from eagle3_check.instrument import RecordingProgram
-from eagle3_check.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.rules import expected_length
+from eagle3_check.program.contract import REQUIRED_KEYS, read_metadata
+from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.run.rules import expected_length
+from eagle3_check.suites import toy
+from eagle3_check.suites.instrument import RecordingProgram
 
 PROMPT = list(range(300, 310))  # L = 10 raw ids; greedy chain below repeats every 12 tokens
 
@@ -169,13 +169,13 @@ class Context:
         return self._shared[key]
 
     def _graphed(self, program):
-        from eagle3_check.cuda_graph import GraphedProgram
+        from eagle3_check.program.cuda_graph import GraphedProgram
 
         return program if self.graphs == "off" else GraphedProgram(program, self.graphs)
 
     @property
     def fixture(self):
-        from eagle3_check.fixtures import load_fixture
+        from eagle3_check.fixtures.registry import load_fixture
 
         return self._cached("fixture", lambda: load_fixture(self.fixture_name) if self.fixture_name else load_fixture())
 
@@ -187,13 +187,13 @@ class Context:
 
     @property
     def tolerance(self):
-        from eagle3_check.tolerance import tolerance_for
+        from eagle3_check.reference.tolerance import tolerance_for
 
         return tolerance_for(self.dtype)
 
     @property
     def program(self):
-        from eagle3_check.eager import EagerBackend
+        from eagle3_check.program.eager import EagerBackend
 
         plain = self._cached("program", lambda: EagerBackend.from_fixture(self.fixture, self.device, self.dtype))
         return self._cached("program", lambda: self._graphed(plain), per_graphs=True)
@@ -227,7 +227,7 @@ class Context:
     def reference(self):
         import torch
 
-        from eagle3_check.hf_reference import HFReference
+        from eagle3_check.reference.hf import HFReference
 
         return self._cached("reference", lambda: CachedReference(
             HFReference(self.fixture.target_dir, self.device, getattr(torch, self.dtype))))
@@ -269,8 +269,8 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 
 def _check_fixture(runner, ctx: Context) -> str | None:
-    from eagle3_check.check import run_check
-    from eagle3_check.verdict import FAIL
+    from eagle3_check.gating.check import run_check
+    from eagle3_check.reference.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
     report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
@@ -282,9 +282,9 @@ def _check_fixture(runner, ctx: Context) -> str | None:
 def _suite(name: str) -> Callable:
     def fn(runner, ctx: Context) -> str | None:
         """The suite's cases in order, up to the first that fails (a tie is not a kill)."""
+        from eagle3_check.reference.verdict import FAIL
         from eagle3_check.suites import SUITES
         from eagle3_check.suites.execute import run_case
-        from eagle3_check.verdict import FAIL
 
         for case in SUITES[name]:
             result = run_case(case, ctx.suite_env, runner)

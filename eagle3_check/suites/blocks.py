@@ -7,8 +7,8 @@ acceptance count reachable whatever the draft's quality). Indices are in emitted
 
 from __future__ import annotations
 
-from eagle3_check.forcing import FULL, Forcing
 from eagle3_check.suites.case import Case, Expect, StopAt
+from eagle3_check.suites.forcing import FULL, Forcing
 
 ALL_K = Forcing((FULL,), then=FULL)
 NONE = Forcing((0,), then=0)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eagle3_check.contract import Metadata
-from eagle3_check.forcing import Forcing
+from eagle3_check.program.contract import Metadata
+from eagle3_check.suites.forcing import Forcing
 
 ANCHORS = ("min_prefill", "max_prefill", "max_seq_len", "room")
 

@@ -25,15 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_check.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.errors import ContractViolation, Eagle3CheckError
-from eagle3_check.forcing import ForcedDraft, block_end, emitted_index
-from eagle3_check.instrument import RecordingProgram, call_problems
-from eagle3_check.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.runner import ReferenceRunner, Runner
-from eagle3_check.self_reference import SelfReference, self_score
+from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
+from eagle3_check.reference.self_ref import SelfReference, self_score
+from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.reference.verdict import FAIL, TIE, judge
+from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.run.result import Runner
 from eagle3_check.suites.case import Case
+from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
+from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.suites.request import (
     CaseSkip,
     apply_stops,
@@ -41,11 +44,9 @@ from eagle3_check.suites.request import (
     pick_prompt,
     prompt_problem,
 )
-from eagle3_check.tolerance import Tolerance
-from eagle3_check.verdict import FAIL, TIE, judge
 
 PASS, SKIP = "pass", "skip"
-SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (self_reference.py)
+SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
 
 
@@ -86,11 +87,11 @@ class SuiteEnv:
         `reference`: "hf" (Transformers) or "self" (each program's own target methods)."""
         import torch
 
-        from eagle3_check.eager import EagerBackend
-        from eagle3_check.fixtures import load_fixture
-        from eagle3_check.hf_reference import HFReference
+        from eagle3_check.fixtures.registry import load_fixture
+        from eagle3_check.program.eager import EagerBackend
+        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.reference.tolerance import tolerance_for
         from eagle3_check.tokenizer import Tokenizer
-        from eagle3_check.tolerance import tolerance_for
 
         fx = load_fixture(fixture_name)
         built: dict[tuple, SpeculatorProgram] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3_check.contract import REQUIRED_KEYS
+from eagle3_check.program.contract import REQUIRED_KEYS
 from eagle3_check.suites.case import Case, Expect, PromptSpec
 
 METADATA = [

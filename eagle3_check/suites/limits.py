@@ -7,9 +7,9 @@ so a fixed program (a `.pte`) runs them where its prefill range can hold the pro
 
 from __future__ import annotations
 
-from eagle3_check.forcing import FULL, Forcing
 from eagle3_check.suites.blocks import ALL_K, NONE
 from eagle3_check.suites.case import Case, Expect, PromptSpec
+from eagle3_check.suites.forcing import FULL, Forcing
 
 SMALL = (("max_seq_len", 48), ("min_prefill", 4), ("max_prefill", 47))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eagle3_check.runner import Runner
+from eagle3_check.reference.verdict import FAIL
+from eagle3_check.run.result import Runner
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
-from eagle3_check.verdict import FAIL
 
 
 @dataclass

@@ -13,8 +13,8 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from eagle3_check.options import RunOptions, prompt_ids, read_prompt_file, stop_set
-from eagle3_check.rules import expected_length
+from eagle3_check.run.options import RunOptions, prompt_ids, read_prompt_file, stop_set
+from eagle3_check.run.rules import expected_length
 from eagle3_check.suites.case import Case
 
 

@@ -17,12 +17,12 @@ import pytest
 import torch
 
 # No executorch import here: without it the test modules skip themselves (importorskip) and
-# these fixtures are never used. export.py and pte_backend.py import executorch lazily.
-from eagle3_check.export import export_eager, sidecar_path
-from eagle3_check.pte_backend import PteBackend
+# these fixtures are never used. program/export.py and program/pte_backend.py import executorch lazily.
+from eagle3_check.program.export import export_eager, sidecar_path
+from eagle3_check.program.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["export.py", "target.py", "draft.py", "speculator.py", "eager.py"]
+SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/speculator.py", "program/eager.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.gating import gate_goldens, golden_paths  # noqa: E402
-from eagle3_check.golden import golden_root, load_golden  # noqa: E402
-from eagle3_check.metrics import default_baseline_path  # noqa: E402
+from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
+from eagle3_check.gating.golden_check import gate_goldens, golden_paths  # noqa: E402
+from eagle3_check.gating.metrics import default_baseline_path  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.cli import main  # noqa: E402
-from eagle3_check.contract import REQUIRED_KEYS, read_metadata  # noqa: E402
 from eagle3_check.errors import MetadataError, OptionError  # noqa: E402
-from eagle3_check.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.pte_edit import omit_metadata  # noqa: E402
+from eagle3_check.program.contract import REQUIRED_KEYS, read_metadata  # noqa: E402
+from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
+from eagle3_check.program.pte_edit import omit_metadata  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

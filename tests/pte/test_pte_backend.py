@@ -10,15 +10,15 @@ import torch
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.check import run_check  # noqa: E402
-from eagle3_check.contract import read_metadata  # noqa: E402
 from eagle3_check.errors import InputError, OptionError  # noqa: E402
-from eagle3_check.export import BACKEND_KEY, sidecar_path  # noqa: E402
-from eagle3_check.options import RunOptions, prompt_ids  # noqa: E402
-from eagle3_check.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.runner import ReferenceRunner  # noqa: E402
-from eagle3_check.self_reference import self_greedy  # noqa: E402
-from eagle3_check.tolerance import tolerance_for  # noqa: E402
+from eagle3_check.gating.check import run_check  # noqa: E402
+from eagle3_check.program.contract import read_metadata  # noqa: E402
+from eagle3_check.program.export import BACKEND_KEY, sidecar_path  # noqa: E402
+from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
+from eagle3_check.reference.self_ref import self_greedy  # noqa: E402
+from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
+from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.run.options import RunOptions, prompt_ids  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -102,7 +102,7 @@ def test_unloadable_files_are_one_clear_error(pte_path, tmp_path, make, named):
 
 
 def test_export_leaves_the_eager_module_usable(program):
-    from eagle3_check.export import export_methods
+    from eagle3_check.program.export import export_methods
 
     toks, pos = torch.tensor([[2, 40, 41, 42]]), torch.arange(4)
     program.reset()

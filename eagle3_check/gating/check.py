@@ -1,0 +1,193 @@
+"""The main job: run a prompt set through a runner and compare each request with a reference.
+
+`run_check` is what `eagle3-check check` calls; suites, the gate and plug-in runners
+reuse it. Aggregate tau and n-alpha (the fraction of rounds whose proposal j was
+accepted, for j = 0..K-1) are computed over all requests.
+
+Each request is judged position by position (`verdict.judge`) against the reference's
+teacher-forced scores of the runner's own tokens (`reference.score(prompt_ids, tokens)`).
+Ties are counted apart from identical positions; a report passes when no request fails and
+its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from eagle3_check.errors import OptionError
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.hf import HFReference
+from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.reference.verdict import FAIL, PASS, TIE, Verdict, judge
+from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.run.loop import ReferenceRunner, check_prompt_len
+from eagle3_check.run.options import (
+    RunOptions,
+    check_options,
+    check_tokenizer,
+    prompt_ids,
+    stop_set,
+)
+from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.tokenizer import Tokenizer
+
+
+@dataclass
+class RequestOutcome:
+    prompt_id: str
+    run: RunResult
+    verdict: Verdict
+
+    def to_json(self) -> dict:
+        return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json()}
+
+
+@dataclass
+class CheckReport:
+    k: int
+    outcomes: list[RequestOutcome] = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
+    tie_budget: float = 0.0  # ties allowed, as a share of judged positions
+
+    def counts(self) -> dict[str, int]:
+        """Requests and positions by outcome."""
+        vs = [o.verdict for o in self.outcomes]
+        return {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
+                "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
+                "positions": sum(v.judged for v in vs), "identical_positions": sum(v.identical for v in vs),
+                "tie_positions": sum(v.ties for v in vs), "fail_positions": sum(v.fails for v in vs)}
+
+    @property
+    def ties_allowed(self) -> int:
+        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.counts()["tie_positions"] > self.ties_allowed
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes) and not self.over_budget
+
+    @property
+    def tau(self) -> float:
+        rounds = sum(o.run.rounds for o in self.outcomes)
+        return sum(max(len(o.run.tokens) - 1, 0) for o in self.outcomes) / rounds if rounds else 0.0
+
+    @property
+    def n_alpha(self) -> list[float]:
+        """n_alpha[j] = share of rounds whose accepted count a > j (proposal j accepted)."""
+        accepted = [a for o in self.outcomes for a in o.run.accepted]
+        if not accepted:
+            return [0.0] * self.k
+        return [sum(a > j for a in accepted) / len(accepted) for j in range(self.k)]
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "k": self.k,
+            "tau": self.tau,
+            "n_alpha": self.n_alpha,
+            "info": self.info,
+            "counts": self.counts(),
+            "tie_budget": {"share": self.tie_budget, "ties_allowed": self.ties_allowed, "exceeded": self.over_budget},
+            "requests": [o.to_json() for o in self.outcomes],
+        }
+
+
+def audit_run(run: RunResult, want_ids: list[int], k: int) -> str | None:
+    """What a runner reports about itself must agree with the request and with its tokens.
+
+    The harness derives the prompt ids and K itself (a runner that adds BOS twice is
+    judged against the prompt the user asked for), and tau / rounds / accepted must be
+    the counts DESIGN §2 defines (tau excludes the free prefill token)."""
+    if list(run.prompt_ids) != want_ids:
+        i = next((i for i, (a, b) in enumerate(zip(run.prompt_ids, want_ids)) if a != b),
+                 min(len(run.prompt_ids), len(want_ids)))
+        return (f"prompt ids: runner used {len(run.prompt_ids)} ids, the request is {len(want_ids)}; "
+                f"first difference at index {i}")
+    if run.k != k:
+        return f"stats: runner reports K = {run.k}, the request asks K = {k}"
+    if len(run.accepted) != run.rounds or any(not 0 <= a <= k for a in run.accepted):
+        return f"stats: {run.rounds} rounds but accepted = {run.accepted} (one a in [0, {k}] per round)"
+    tau = (len(run.tokens) - 1) / run.rounds if run.rounds else 0.0
+    if abs(run.tau - tau) > 1e-9:
+        return f"stats: tau = {run.tau:g}, but (emitted - 1) / rounds = {tau:g}"
+    return None
+
+
+def run_check(
+    program,
+    tokenizer: Tokenizer,
+    reference: HFReference,
+    prompts: Iterable[Prompt],
+    options: RunOptions,
+    tolerance: Tolerance,
+    runner: Runner | None = None,
+    on_request: Callable[[RequestOutcome], None] | None = None,
+    tie_budget: float = 0.0,
+) -> CheckReport:
+    """Runs every prompt through `runner` (the reference runner by default) and judges it.
+
+    The reference scores the prompt ids the harness derives from the request (not the ones
+    the runner reports) followed by the runner's tokens. `reference`: anything with
+    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference)."""
+    runner = runner or ReferenceRunner()
+    md = read_metadata(program.metadata())
+    check_tokenizer(tokenizer, md)
+    k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
+    stops = stop_set(tokenizer, md, options)
+    report = CheckReport(k=k, tie_budget=tie_budget)
+    prompts = list(prompts)
+    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
+    for p, ids in zip(prompts, requests):  # every request is valid before any work (no partial report)
+        try:
+            check_prompt_len(len(ids), md)
+        except OptionError as e:
+            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    for p, want_ids in zip(prompts, requests):
+        max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
+        try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
+            run = guarded_run(runner, program, tokenizer, p.text, options)
+        except RunCrash as e:
+            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)))
+            report.outcomes.append(outcome)
+            if on_request:
+                on_request(outcome)
+            continue
+        problem = audit_run(run, want_ids, k)
+        if problem:
+            verdict = Verdict(FAIL, problem)
+        else:
+            scores = reference.score(want_ids, list(run.tokens))
+            verdict = judge(run, scores, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
+        outcome = RequestOutcome(p.id, run, verdict)
+        report.outcomes.append(outcome)
+        if on_request:
+            on_request(outcome)
+    return report
+
+
+def format_table(report: CheckReport) -> str:
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "ties", "verdict")]
+    for o in report.outcomes:
+        r, v = o.run, o.verdict
+        rows.append((o.prompt_id, str(len(r.prompt_ids)), str(len(r.tokens)), str(r.rounds),
+                     f"{r.tau:.2f}", r.stop_reason, str(v.ties), f"{v.status.upper()}: {v.message}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    c = report.counts()
+    alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
+    lines.append("")
+    lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
+    lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
+    lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "
+                 f"{c['fail_positions']} fail (of {c['positions']}); tie budget {report.ties_allowed} "
+                 f"({report.tie_budget:.1%} of positions)")
+    why = f"{c['fail']} request(s) fail" if c["fail"] else ""
+    if report.over_budget:
+        why += ("; " if why else "") + f"{c['tie_positions']} ties exceed the tie budget of {report.ties_allowed}"
+    lines.append(f"verdict: {'PASS' if report.passed else 'FAIL'}" + (f" ({why})" if why else ""))
+    return "\n".join(lines)

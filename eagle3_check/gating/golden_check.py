@@ -1,0 +1,166 @@
+"""Regression gating: re-run committed goldens, compare tokens exactly and metrics with the baseline.
+
+One pass runs each golden's prompts once; the same runs feed both comparisons
+(`diff_golden` for the tokens and stats, `compare_baseline` for the deterministic
+metrics). `eagle3-check golden verify`, `make check` and `eagle3-check gate --golden`
+all come through `gate_goldens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+from eagle3_check.gating.golden import (
+    GoldenKey,
+    golden_root,
+    load_golden,
+    run_golden,
+    version_notes,
+)
+from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs
+from eagle3_check.gating.metrics import (
+    MetricDiff,
+    compare_metrics,
+    compute_metrics,
+    format_metric_diffs,
+    load_baseline,
+)
+from eagle3_check.run.crash import CRASHED
+from eagle3_check.run.result import Runner, RunResult
+
+BACKENDS = ("eager", "pte")
+
+
+def golden_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
+    """The given golden files (directories expand to their *.json), default: all of golden/."""
+    paths = list(paths) or [golden_root()]
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.json")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError(f"golden path {p} does not exist", "a golden file or a directory of them",
+                             "list golden/ or record one with `eagle3-check golden record`")
+    return out
+
+
+def unavailable(key: GoldenKey, pte: str | Path | None = None) -> str | None:
+    """Why a golden cannot run here, or None when it can."""
+    if key.backend not in BACKENDS:
+        return f"backend '{key.backend}' is not one of {BACKENDS}"
+    if key.backend == "pte" and pte is None:
+        return f"a .pte golden: pass --pte FILE (an export of fixture {key.fixture}) to verify it"
+    if key.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return "needs a CUDA device (none here)"
+    return None
+
+
+def program_for_key(key: GoldenKey, pte: str | Path | None = None):
+    """Builds (program, tokenizer) for a golden key: the embedded fixture, eager or its .pte export."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.eager import EagerBackend
+    from eagle3_check.tokenizer import Tokenizer
+
+    why = unavailable(key, pte)
+    if why:
+        raise InputError(f"golden {key.stem}: {why}", "a golden this machine can run", "verify it elsewhere")
+    fx = load_fixture(key.fixture)
+    if key.backend == "pte":
+        from eagle3_check.program.pte_backend import PteBackend
+
+        return PteBackend(pte), Tokenizer.load(fx.tokenizer_path)
+    return EagerBackend.from_fixture(fx, key.device, key.dtype), Tokenizer.load(fx.tokenizer_path)
+
+
+@dataclass
+class GateOutcome:
+    golden_diffs: list[GoldenDiff] = field(default_factory=list)
+    metric_diffs: list[MetricDiff] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    runs: dict[str, dict[str, RunResult]] = field(default_factory=dict)  # key stem -> prompt -> run
+    keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
+    skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
+    baseline: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Nothing differs, and at least one golden ran (an all-skipped gate proves nothing)."""
+        return bool(self.runs) and not self.golden_diffs and not self.metric_diffs
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "goldens": sorted(self.runs),
+            "skipped": self.skipped,
+            "baseline": self.baseline,
+            "golden_diffs": [d.to_json() for d in self.golden_diffs],
+            "metric_diffs": [d.to_json() for d in self.metric_diffs],
+            "notes": self.notes,
+        }
+
+    def format(self) -> str:
+        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})", format_diffs(self.golden_diffs)]
+        if self.baseline:
+            lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
+        lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
+        lines.extend(f"note: {n}" for n in self.notes)
+        lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(lines)
+
+
+def gate_goldens(
+    paths: Iterable[str | Path] = (),
+    baseline: str | Path | None = None,
+    runner: Runner | None = None,
+    build: Callable[[GoldenKey], tuple] | None = None,
+    on_prompt: Callable[[str], None] | None = None,
+    pte: str | Path | None = None,
+    fixture: str | None = None,
+) -> GateOutcome:
+    """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
+
+    Goldens this machine cannot run (a .pte golden without `pte`, a CUDA golden without a
+    GPU) are listed in `skipped` with the reason; `build` replaces the program factory.
+    With `fixture` (the gate's one program), goldens of other fixtures are skipped too."""
+    build = build or (lambda key: program_for_key(key, pte))
+    out = GateOutcome(baseline=str(baseline) if baseline else None)
+    entries = load_baseline(baseline) if baseline else {}
+    cache: dict[tuple, tuple] = {}
+    for path in golden_paths(paths):
+        golden = load_golden(path)
+        key = golden.key
+        why = unavailable(key, pte)
+        if fixture and key.fixture != fixture:
+            why = f"a golden of fixture {key.fixture}; this program is {fixture}"
+        if why:
+            out.skipped[key.stem] = why
+            if on_prompt:
+                for p in golden.prompts:
+                    on_prompt(p.prompt_id)
+            continue
+        pk = (key.fixture, key.backend, key.device, key.dtype)
+        if pk not in cache:
+            cache[pk] = build(key)
+        program, tokenizer = cache[pk]
+        runs = run_golden(program, tokenizer, golden, runner, on_prompt)
+        out.runs[key.stem] = runs
+        out.keys[key.stem] = key
+        out.golden_diffs.extend(diff_golden(runs, golden))
+        out.notes.extend(version_notes(golden))
+        if baseline:
+            out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(
+                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)))
+    return out
+
+
+def total_prompts(paths: Iterable[str | Path] = ()) -> int:
+    return sum(len(load_golden(p).prompts) for p in golden_paths(paths))
+

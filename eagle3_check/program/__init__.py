@@ -1,0 +1,13 @@
+"""The program contract and its backends.
+
+What lives here: the contract a speculator program honours (`contract`: SpeculatorProgram,
+ProgramWrapper, the metadata reader), the target and draft models (`target`, `draft`), the
+speculator over them (`speculator`), the backends that run one (`eager`, `pte_backend`, CUDA
+graphs in `cuda_graph`), `.pte` export and editing (`export`, `pte_edit`), and the metadata
+checks against a tokenizer and target (`metadata_check`).
+
+May import: nothing else (never the runner loop, references, suites, gating, fixture building, mutants or the CLI).
+
+Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
+table, status) and fixtures.registry.
+"""

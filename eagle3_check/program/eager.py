@@ -1,0 +1,109 @@
+"""The eager backend: `Eagle3Speculator` as a program on CPU or CUDA (the reference backend).
+
+Its metadata is taken from how it was built: the `ProgramSpec` (sequence length,
+prefill range, chain length, verify range) plus what the models say (vocab sizes,
+layer count, sliding window, EOS ids).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle3_check.errors import InputError, OptionError
+from eagle3_check.fixtures.registry import Fixture, ProgramSpec
+from eagle3_check.program.contract import SpeculatorProgram
+from eagle3_check.program.draft import Eagle3DraftHead
+from eagle3_check.program.speculator import Eagle3Speculator
+from eagle3_check.program.target import TargetAdapter, load_hf_target
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(device: str) -> torch.device:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise OptionError(
+            f"--device {device}", "a CUDA device", "run on a machine with a GPU, or use --device cpu"
+        )
+    if device != "cpu" and not device.startswith("cuda"):
+        raise OptionError(f"--device {device}", "cpu or cuda[:N]", "pass --device cpu or --device cuda")
+    return torch.device(device)
+
+
+class EagerBackend(SpeculatorProgram):
+    def __init__(self, module: Eagle3Speculator, spec: ProgramSpec, eos_ids: tuple[int, ...] = ()):
+        self.module = module
+        self.spec = spec
+        target = module.target
+        self.device = next(module.parameters()).device
+        self._metadata: dict[str, Any] = {
+            "get_chain_len": spec.chain_len,
+            "get_max_prefill_chunk": spec.max_prefill,
+            "get_min_prefill_chunk": spec.min_prefill,
+            "get_max_seq_len": spec.max_seq_len,
+            "get_vocab_size": target.vocab_size,
+            "get_draft_vocab_size": module.draft.cfg.draft_vocab_size,
+            "get_n_layers": target.n_layers,
+            "get_eos_ids": list(eos_ids),
+            "get_min_verify_len": spec.min_verify_len,
+            "get_max_verify_len": spec.max_verify_len,
+        }
+        if target.sliding_window:
+            self._metadata["get_sliding_window"] = int(target.sliding_window)
+
+    @classmethod
+    def from_dirs(
+        cls,
+        target_dir: str | Path,
+        draft_dir: str | Path,
+        spec: ProgramSpec,
+        device: str = "cpu",
+        dtype: str = "float32",
+    ) -> EagerBackend:
+        if dtype not in DTYPES:
+            raise OptionError(f"--dtype {dtype}", f"one of {sorted(DTYPES)}", "pass --dtype float32")
+        dev = resolve_device(device)
+        model = load_hf_target(target_dir, DTYPES[dtype])
+        draft = Eagle3DraftHead.load(draft_dir, spec.max_seq_len)
+        tcfg = model.config.get_text_config(decoder=True)
+        if draft.cfg.target_hidden_size != tcfg.hidden_size:
+            raise InputError(
+                f"draft target_hidden_size {draft.cfg.target_hidden_size}",
+                f"the target's hidden size {tcfg.hidden_size}",
+                "use a draft trained for this target",
+            )
+        if draft.cfg.vocab_size != tcfg.vocab_size:
+            raise InputError(
+                f"draft vocab size {draft.cfg.vocab_size}",
+                f"the target's vocab size {tcfg.vocab_size}",
+                "use a draft trained for this target",
+            )
+        target = TargetAdapter(model, draft.cfg.aux_layer_ids, spec.max_seq_len)
+        module = Eagle3Speculator(target, draft).to(device=dev, dtype=DTYPES[dtype]).eval()
+        eos = model.generation_config.eos_token_id if model.generation_config else None
+        eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        return cls(module, spec, eos_ids)
+
+    @classmethod
+    def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", **spec_overrides) -> EagerBackend:
+        spec = ProgramSpec(**{**fixture.spec.__dict__, **spec_overrides})
+        return cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype)
+
+    def metadata(self) -> dict[str, Any]:
+        return dict(self._metadata)
+
+    @torch.no_grad()
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        return self.module.prefill(tokens.to(self.device), positions.to(self.device))
+
+    @torch.no_grad()
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        return self.module.target_verify(tokens.to(self.device), positions.to(self.device))
+
+    @torch.no_grad()
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        return self.module.draft_decode(
+            tokens.to(self.device), feature.to(self.device), positions.to(self.device)
+        )

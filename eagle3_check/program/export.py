@@ -1,0 +1,275 @@
+"""Export an `Eagle3Speculator` to an ExecuTorch `.pte` (DESIGN §1 as a program file).
+
+Three methods share the speculator's buffers: `prefill` and `target_verify` write the one
+target KV cache, `draft_decode` the draft cache. Each method is exported from its own thin
+wrapper that holds the *same* module as `spec`, so buffer names (`spec.target.k_cache_0`,
+`spec.draft...k_cache`) are identical across methods and `share_mutable_buffers=True`
+makes the runtime keep one allocation per cache for the whole program.
+
+Metadata becomes constant methods; the verify window range is `get_min_verify_len` /
+`get_max_verify_len`. The backend (XNNPACK where it lowers, portable kernels elsewhere)
+is recorded in the constant method `get_export_backend` and, with what was delegated, in
+a sidecar `<name>.export.json` beside the `.pte`.
+
+Export needs the `pte` extra (executorch); importing this module does not.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from eagle3_check.errors import InputError, OptionError
+from eagle3_check.fixtures.registry import ProgramSpec
+from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+
+BACKENDS = ("xnnpack", "portable")
+BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
+CACHE_BUFFER_PATTERNS = ["k_cache", "v_cache"]  # zero-initialised in the program
+METHODS = ("prefill", "target_verify", "draft_decode")
+PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 with torch 2.13.0)"
+
+
+def require_executorch() -> None:
+    """Raises InputError naming the `pte` extra when executorch cannot be imported."""
+    try:
+        import executorch.exir  # noqa: F401
+        import executorch.runtime  # noqa: F401
+    except ImportError as e:
+        raise InputError(f"executorch is not importable ({e})", "the executorch package", PTE_EXTRA_FIX) from None
+
+
+def sidecar_path(pte_path: str | Path) -> Path:
+    """`model.pte` -> `model.export.json`."""
+    p = Path(pte_path)
+    return p.with_name(p.stem + ".export.json")
+
+
+@dataclass
+class ExportRecord:
+    """What an export produced; written as the sidecar JSON."""
+
+    path: str
+    backend: str  # xnnpack | portable
+    spec: dict
+    metadata: dict[str, Any]  # the constant methods written (after omissions)
+    omitted: list[str]
+    delegated: dict[str, int] = field(default_factory=dict)  # method -> XNNPACK delegate calls
+    portable_ops: dict[str, list[str]] = field(default_factory=dict)  # method -> ops left portable
+    seconds: float = 0.0
+    source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
+    versions: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class _Method(nn.Module):
+    """One exported method of the speculator; every wrapper holds the same module as `spec`."""
+
+    def __init__(self, spec: nn.Module, name: str):
+        super().__init__()
+        self.spec = spec
+        self.method = name
+
+    def _bind(self) -> None:
+        # Non-strict export swaps module buffers for fake tensors: point the HF cache
+        # layers at the (swapped) buffers, or they get lifted as constants.
+        bind = getattr(getattr(self.spec, "target", None), "_bind_cache", None)
+        if bind is not None:
+            bind()
+
+
+class _Prefill(_Method):
+    def forward(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        self._bind()
+        return self.spec.prefill(tokens, positions)
+
+
+class _Verify(_Method):
+    def forward(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        self._bind()
+        return self.spec.target_verify(tokens, positions)
+
+
+class _Draft(_Method):
+    def forward(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        self._bind()
+        return self.spec.draft_decode(tokens, feature, positions)
+
+
+def _dim(name: str, lo: int, hi: int):
+    """(example size, Dim or None): static when the range is a single value."""
+    from torch.export import Dim
+
+    example = min(hi, max(lo, 2))
+    if lo == hi or hi < 2:
+        return example, None
+    return example, Dim(name, min=lo, max=hi)
+
+
+def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
+    """torch.export of the three methods with dynamic lengths; buffers restored afterwards."""
+    from torch.export import export
+
+    snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
+    t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
+    c, cdim = _dim("C", spec.min_verify_len, spec.max_verify_len)
+    d, ddim = _dim("TD", 1, spec.max_prefill)
+    long = dict(dtype=torch.long)
+    feat_dtype = next(module.parameters()).dtype
+    plans = {
+        "prefill": (_Prefill, (torch.zeros(1, t, **long), torch.arange(t)), ({1: tdim}, {0: tdim})),
+        "target_verify": (_Verify, (torch.zeros(1, c, **long), torch.arange(c)), ({1: cdim}, {0: cdim})),
+        "draft_decode": (
+            _Draft,
+            (torch.zeros(1, d, **long), torch.zeros(1, d, hidden, dtype=feat_dtype), torch.arange(d)),
+            ({1: ddim}, {1: ddim}, {0: ddim}),
+        ),
+    }
+    programs = {}
+    try:
+        with torch.no_grad():
+            for name, (cls, args, shapes) in plans.items():
+                programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
+    finally:
+        with torch.no_grad():
+            for k, v in module.named_buffers():
+                v.copy_(snapshot[k])
+        # Tracing bound the HF cache layers to the fake buffers; point them back at the real
+        # ones, or the eager module is unusable after an export.
+        _Method(module, "rebind")._bind()
+    return programs
+
+
+def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
+    known = REQUIRED_KEYS + OPTIONAL_KEYS + (BACKEND_KEY,)
+    for key in omit:
+        if key not in known:
+            raise OptionError(f"--omit-metadata {key}", f"one of {', '.join(known)}",
+                              "pass a metadata key name such as get_chain_len")
+    return list(omit)
+
+
+def constant_methods(metadata: dict[str, Any], backend: str, omit: list[str]) -> dict[str, Any]:
+    """Metadata as constant methods: ints and lists of ints; empty lists and None dropped."""
+    out: dict[str, Any] = {}
+    for key, value in {**metadata, BACKEND_KEY: backend}.items():
+        if key in omit or value is None or (isinstance(value, (list, tuple)) and not value):
+            continue
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
+    delegated, portable = {}, {}
+    for name in names:
+        gm = edge.exported_program(name).graph_module
+        calls, ops = 0, set()
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            target = str(getattr(node.target, "__name__", node.target))
+            if "executorch_call_delegate" in target:
+                calls += 1
+            elif target not in ("getitem", "sym_size.int", "sym_size"):
+                ops.add(target.split("::")[-1].split(":")[0].replace("aten.", ""))
+        delegated[name], portable[name] = calls, sorted(ops)
+    return delegated, portable
+
+
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path):
+    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches."""
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    partitioner = []
+    if backend == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        partitioner = [XnnpackPartitioner()]
+    edge = to_edge_transform_and_lower(
+        programs,
+        partitioner=partitioner,
+        compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        constant_methods=constants,
+    )
+    summary = _summarise(edge, list(programs))
+    et = edge.to_executorch(
+        ExecutorchBackendConfig(
+            passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
+            emit_mutable_buffer_names=True,
+        )
+    )
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "wb") as f:
+        et.write_to_file(f)
+    return summary
+
+
+def export_speculator(
+    module: nn.Module,
+    spec: ProgramSpec,
+    metadata: dict[str, Any],
+    out_path: str | Path,
+    backend: str = "xnnpack",
+    omit_metadata: list[str] | tuple[str, ...] = (),
+    source: dict | None = None,
+) -> ExportRecord:
+    """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
+
+    `metadata` is the program's raw metadata (e.g. `EagerBackend.metadata()`); keys in
+    `omit_metadata` are left out, to build negative fixtures.
+    """
+    require_executorch()
+    if backend not in BACKENDS:
+        raise OptionError(f"--backend {backend}", f"one of {', '.join(BACKENDS)}", "pass --backend xnnpack")
+    omit = check_omit(omit_metadata)
+    out = Path(out_path)
+    if out.suffix != ".pte":
+        raise OptionError(f"output path {out}", "a file name ending in .pte", "pass -o NAME.pte")
+    hidden = _feature_width(module)
+    t0 = time.perf_counter()
+    programs = export_methods(module, spec, hidden)
+    constants = constant_methods(metadata, backend, omit)
+    delegated, portable = lower_to_pte(programs, constants, backend, out)
+    import executorch
+
+    record = ExportRecord(
+        path=str(out), backend=backend, spec=asdict(spec), metadata=constants, omitted=omit,
+        delegated=delegated, portable_ops=portable, seconds=round(time.perf_counter() - t0, 2),
+        source=source or {},
+        versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
+    )
+    sidecar_path(out).write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    return record
+
+
+def _feature_width(module: nn.Module) -> int:
+    """H, the draft hidden size (width of the feature the draft reads)."""
+    cfg = getattr(getattr(module, "draft", None), "cfg", None)
+    if cfg is None or not hasattr(cfg, "hidden_size"):
+        raise InputError(f"module {type(module).__name__} has no draft.cfg.hidden_size",
+                         "an Eagle3Speculator", "export an eagle3_check.program.speculator.Eagle3Speculator")
+    return int(cfg.hidden_size)
+
+
+def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
+                 omit_metadata=(), source: dict | None = None) -> ExportRecord:
+    """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft)."""
+    if getattr(program, "device", torch.device("cpu")).type != "cpu":
+        raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
+    return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
+                             omit_metadata, source)

@@ -1,0 +1,43 @@
+"""What a run returns (RunResult), the stop reasons, and the plug-in runner interface (Runner).
+
+Its own module so that references, the verdict and gating read a run without importing the
+runner loop they judge (tests/test_layout.py checks that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from eagle3_check.program.contract import SpeculatorProgram
+from eagle3_check.run.options import RunOptions
+from eagle3_check.tokenizer import Tokenizer
+
+STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
+
+
+@dataclass
+class RunResult:
+    prompt_ids: list[int]
+    tokens: list[int]  # emitted, the prefill bonus first
+    text: str
+    rounds: int
+    accepted: list[int]  # a per round (leading proposals matching verify_ids)
+    tau: float  # (emitted - 1) / rounds; 0.0 when no round ran
+    stop_reason: str  # "stop" | "max_new" | "context"
+    k: int
+    max_new: int
+    method_ms: dict[str, float] = field(default_factory=dict)
+    method_calls: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Runner(Protocol):
+    """The plug-in runner interface: run one request through a program."""
+
+    def run(
+        self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
+    ) -> RunResult: ...

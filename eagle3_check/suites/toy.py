@@ -1,0 +1,77 @@
+"""A toy program with a known target and a controllable draft, for pinning runner arithmetic.
+
+Target: greedy next token of t is `next_token(t)` (200..499: never a default stop id),
+whatever the position. Feature rows are `[position, token]`, so a test can read which
+verify rows were used to reseed. Draft: the row at position p holds the token at p + 1 and
+proposes the token for p + 2; it proposes right unless p + 2 is in `wrong_at`, where it
+proposes `next_token(...) + 1`. `g` rows are `[position, -token]`.
+
+The greedy reference of a prompt is `greedy(prompt, n)`: the chain of next_token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from eagle3_check.program.contract import SpeculatorProgram
+
+LO, SPAN = 200, 300
+
+
+def next_token(t: int) -> int:
+    return LO + (t * 7 + 3) % SPAN
+
+
+def greedy(prompt: list[int], n: int) -> list[int]:
+    out, t = [], prompt[-1]
+    for _ in range(n):
+        t = next_token(t)
+        out.append(t)
+    return out
+
+
+class ToyProgram(SpeculatorProgram):
+    def __init__(
+        self,
+        max_seq_len: int = 64,
+        min_prefill: int = 1,
+        max_prefill: int = 32,
+        chain_len: int = 4,
+        verify_range: tuple[int, int] = (2, 8),
+        wrong_at: set[int] | None = None,
+        vocab_size: int = 512,
+    ):
+        self.wrong_at = set(wrong_at or ())
+        self._md = {
+            "get_chain_len": chain_len,
+            "get_max_prefill_chunk": max_prefill,
+            "get_min_prefill_chunk": min_prefill,
+            "get_max_seq_len": max_seq_len,
+            "get_vocab_size": vocab_size,
+            "get_min_verify_len": verify_range[0],
+            "get_max_verify_len": verify_range[1],
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        return dict(self._md)
+
+    @staticmethod
+    def _feature(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:  # -> [1, T, 2]
+        return torch.stack([positions.float(), tokens[0].float()], dim=-1)[None]
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, 2]
+        return torch.tensor([[next_token(int(tokens[0, -1]))]]), self._feature(tokens, positions)
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, 2]
+        ids = torch.tensor([[next_token(int(t)) for t in tokens[0]]])
+        return ids, self._feature(tokens, positions)
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, 2], [T] -> [1, T], [1, T, 2]
+        out = []
+        for t, p in zip(tokens[0].tolist(), positions.tolist()):
+            guess = next_token(t)
+            out.append(guess + 1 if p + 2 in self.wrong_at else guess)
+        g = torch.stack([positions.float(), -tokens[0].float()], dim=-1)[None]
+        return torch.tensor([out]), g
