@@ -176,14 +176,12 @@ def test_verify_names_the_first_differing_stat(toy, tokenizer, toy_golden, field
     assert expect in diffs[0].message
 
 
-def test_gate_hook_is_importable_from_the_golden_module(toy, tokenizer, toy_golden, tmp_path):
-    from eagle3_check.gating.golden import diff_golden as hook
-
+def test_diff_golden_reads_a_golden_file(toy, tokenizer, toy_golden, tmp_path):
     path = save_golden(toy_golden, tmp_path)
     runs = run_golden(toy, tokenizer, toy_golden)
-    assert hook(runs, path) == []
+    assert diff_golden(runs, path) == []
     runs["hi"].tokens[0] += 1
-    assert [d.field for d in hook(runs, path)] == ["tokens"]
+    assert [d.field for d in diff_golden(runs, path)] == ["tokens"]
 
 
 def test_verify_reports_a_missing_prompt(toy, tokenizer, toy_golden):

@@ -9,7 +9,7 @@ named by every parameter that changes the output:
 
 Record time refuses a prompt whose minimum margin is below the tie tolerance (a numerical
 tie would make the golden flaky) and a run that diverges from the reference. Verify time
-is an exact comparison (`golden_verify.diff_golden`): the differences name the prompt,
+is an exact comparison (`golden_diff.diff_golden`): the differences name the prompt,
 the first differing token (both values and the recorded margin there) and the first
 differing stat. Versions that differ from the recorded ones are notes, not failures:
 they explain a drift, the tokens decide.
@@ -260,10 +260,3 @@ def version_notes(golden: Golden) -> list[str]:
     now = versions()
     return [f"{golden.key.stem}: recorded with {name} {golden.versions.get(name)}, now {now[name]}"
             for name in VERSIONED if golden.versions.get(name) != now[name]]
-
-
-def diff_golden(report_or_runs, golden: Golden | str | Path) -> list:
-    """Hook for `eagle3-check gate --golden`: see `golden_verify.diff_golden` (the diffs live there)."""
-    from eagle3_check.gating.golden_diff import diff_golden as verify
-
-    return verify(report_or_runs, golden)

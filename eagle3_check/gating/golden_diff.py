@@ -1,4 +1,4 @@
-"""Verifying runs against a golden: an exact comparison whose diff a person can act on.
+"""The differences of runs from a golden (`diff_golden`): an exact comparison a person can act on.
 
 Per prompt, at most two differences are reported: the first differing token (its index,
 both ids and the reference margin recorded there: a tiny margin points at numerics, a
