@@ -31,6 +31,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -176,8 +177,7 @@ def format_table(report: CheckReport) -> str:
         r, v = o.run, o.verdict
         rows.append((o.prompt_id, str(len(r.prompt_ids)), str(len(r.tokens)), str(r.rounds),
                      f"{r.tau:.2f}", r.stop_reason, str(v.ties), f"{v.status.upper()}: {v.message}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    lines = format_rows(rows)
     c = report.counts()
     alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
     lines.append("")

@@ -36,6 +36,7 @@ from eagle3_check.reference.tolerance import Tolerance, default_budget, toleranc
 from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.run.crash import crash_reason
 from eagle3_check.run.options import RunOptions
+from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
 PASS, SKIP = "pass", "skip"
@@ -308,8 +309,7 @@ def format_table(report: GateReport) -> str:
     rows = [("check", "status", "time", "message")]
     for c in report.checks:
         rows.append((c.name, c.status.upper(), f"{c.seconds:.1f}s", c.message))
-    w = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join(r[i].ljust(w[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    lines = format_rows(rows)
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
     lines += ["", f"GATE: {'PASS' if report.passed else 'FAIL'}{tau}   ({report.info.get('pte')})"]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from eagle3_check.run.result import Runner
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
+from eagle3_check.table import format_rows
 
 
 @dataclass
@@ -56,8 +57,7 @@ def format_suite_table(report: SuiteReport) -> str:
         acc_s = "" if acc is None else ",".join(map(str, acc[:8])) + ("..." if len(acc) > 8 else "")
         rows.append((r.name, _s(d.get("L")), _s(d.get("K")), _s(d.get("tokens")), _s(d.get("rounds")),
                      acc_s, _s(d.get("stop")), f"{r.status.upper()}: {r.message}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    lines = format_rows(rows)
     counts = report.to_json()["counts"]
     lines.append("")
     lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'} "
