@@ -36,10 +36,9 @@ from eagle3_check.reference.tolerance import Tolerance, default_budget, toleranc
 from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.run.crash import crash_reason
 from eagle3_check.run.options import RunOptions
+from eagle3_check.status import PASS, SKIP, Status
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
-
-PASS, SKIP = "pass", "skip"
 
 
 @dataclass
@@ -72,7 +71,7 @@ class GateCheck:
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status, "message": self.message,
                 "seconds": round(self.seconds, 3), "details": self.details,
-                "counts": {s: sum(c.status == s for c in self.cases) for s in (PASS, "tie", FAIL, SKIP)},
+                "counts": {s: sum(c.status == s for c in self.cases) for s in Status},
                 "cases": [{"name": c.name, "status": c.status, "message": c.message, "seconds": round(c.seconds, 3)}
                           for c in self.cases]}
 

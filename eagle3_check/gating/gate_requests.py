@@ -27,6 +27,7 @@ from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, stop_set
 from eagle3_check.run.result import RunResult
+from eagle3_check.status import SKIP
 
 
 @dataclass
@@ -91,7 +92,7 @@ def run_requests(
         for p in prompts:
             case = f"{p.id} K={k}" if len(ks) > 1 else p.id
             if broken:
-                both(case, "skip", f"not run after a contract violation: {broken}")
+                both(case, SKIP, f"not run after a contract violation: {broken}")
                 continue
             t0 = time.perf_counter()
             try:

@@ -21,6 +21,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_check.status import FAIL, SKIP, TIE
+
 
 @dataclass
 class JUnitCase:
@@ -46,24 +48,24 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
     root = ET.Element("testsuites", name=name)
     totals = {"tests": 0, "failures": 0, "skipped": 0, "time": 0.0}
     for s in suites:
-        fails = sum(c.status == "fail" for c in s.cases)
-        skips = sum(c.status == "skip" for c in s.cases)
+        fails = sum(c.status == FAIL for c in s.cases)
+        skips = sum(c.status == SKIP for c in s.cases)
         secs = sum(c.seconds for c in s.cases)
         el = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)), failures=str(fails),
                            errors="0", skipped=str(skips), time=f"{secs:.3f}")
-        ties = sum(c.status == "tie" for c in s.cases)
+        ties = sum(c.status == TIE for c in s.cases)
         if ties:  # ties pass, but are never counted as identical: a property of the suite
             ET.SubElement(ET.SubElement(el, "properties"), "property", name="ties", value=str(ties))
         for c in s.cases:
             tc = ET.SubElement(el, "testcase", classname=_class_name(s.name), name=c.name, time=f"{c.seconds:.3f}")
-            props = {"status": c.status, **c.properties} if c.status == "tie" or c.properties else {}
+            props = {"status": c.status, **c.properties} if c.status == TIE or c.properties else {}
             if props:
                 pe = ET.SubElement(tc, "properties")
                 for k, v in props.items():
                     ET.SubElement(pe, "property", name=k, value=str(v))
-            if c.status == "fail":
+            if c.status == FAIL:
                 ET.SubElement(tc, "failure", message=c.message, type="failure").text = c.details or c.message
-            elif c.status == "skip":
+            elif c.status == SKIP:
                 ET.SubElement(tc, "skipped", message=c.message)
             elif c.message or c.details:
                 ET.SubElement(tc, "system-out").text = "\n".join(x for x in (c.message, c.details) if x)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from eagle3_check.errors import InputError
+from eagle3_check.status import FAIL, PASS
 
 TAU_TOLERANCE = 0.05
 
@@ -35,13 +36,13 @@ def compare_tau(path: Path, tau: float | None, ks: list[int], tolerance: float =
     """(status pass|fail, one-line message, details) of this run's tau against the baseline."""
     base, base_k = read_baseline_tau(path)
     if tau is None:
-        return "fail", ("no speculative round ran, so tau is undefined; expected rounds. "
+        return FAIL, ("no speculative round ran, so tau is undefined; expected rounds. "
                         "Fix: use prompts with max new tokens > 1"), {}
     if base_k is not None and ks != [base_k]:
-        return "fail", (f"baseline is for K = {base_k} but the gate ran K = {ks}; expected the same K. "
+        return FAIL, (f"baseline is for K = {base_k} but the gate ran K = {ks}; expected the same K. "
                         f"Fix: pass -k {base_k}"), {}
     details = {"tau": tau, "baseline": base, "tolerance": tolerance}
     if tau - base < -tolerance:
-        return "fail", (f"tau {tau:.3f} < baseline {base:.3f} - tolerance {tolerance:g}; expected no "
+        return FAIL, (f"tau {tau:.3f} < baseline {base:.3f} - tolerance {tolerance:g}; expected no "
                         "regression. Fix: find why acceptance dropped"), details
-    return "pass", f"tau {tau:.3f} vs baseline {base:.3f} (tolerance {tolerance:g})", details
+    return PASS, f"tau {tau:.3f} vs baseline {base:.3f} (tolerance {tolerance:g})", details

@@ -21,21 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.result import RunResult
 from eagle3_check.run.rules import EARLY, expected_length
-
-
-class Status(StrEnum):
-    PASS = "pass"  # every position identical, length and stop rules hold
-    TIE = "tie"  # no failure, at least one tie
-    FAIL = "fail"
-
-
-PASS, TIE, FAIL = Status.PASS, Status.TIE, Status.FAIL
+from eagle3_check.status import FAIL, PASS, TIE, Status
 
 
 @dataclass

@@ -34,6 +34,7 @@ from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
+from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
@@ -45,7 +46,6 @@ from eagle3_check.suites.request import (
     prompt_problem,
 )
 
-PASS, SKIP = "pass", "skip"
 SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from eagle3_check.reference.verdict import FAIL
 from eagle3_check.run.result import Runner
+from eagle3_check.status import Status
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
@@ -29,7 +30,7 @@ class SuiteReport:
 
     def to_json(self) -> dict:
         return {"suite": self.suite, "passed": self.passed, "info": self.info,
-                "counts": {s: sum(r.status == s for r in self.results) for s in ("pass", "tie", "fail", "skip")},
+                "counts": {s: sum(r.status == s for r in self.results) for s in Status},
                 "cases": [r.to_json() for r in self.results]}
 
 
