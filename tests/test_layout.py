@@ -1,0 +1,156 @@
+"""The package layout's import rules, checked over the import graph (ast; nothing is imported).
+
+Each subpackage's `__init__` docstring says what it may import ("May import: a, b.c"); an
+entry names a subpackage or one module of it. A module may always import its own subpackage
+and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules README states:
+- the library never imports the CLI;
+- references (HF, self reference) and the verdict never import the runner loop they judge;
+- the program contract and its backends never import the suites or gating;
+- top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
+  top-level modules, so every subpackage may use them;
+- no import circle between modules (imports at module level; lazy imports inside functions are
+  how a module reaches a heavier one and are checked by the rules above only).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "eagle3_check"
+LEAVES = {"fixtures.registry"}  # subpackage modules that every layer may import
+
+
+def module_name(path: Path) -> str:
+    """eagle3_check/run/loop.py -> "run.loop"; eagle3_check/suites/__init__.py -> "suites"."""
+    parts = list(path.relative_to(PKG).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+MODULES.pop("", None)
+
+
+def imports(path: Path, top_level_only: bool = False) -> list[tuple[int, str]]:
+    """(line, module relative to eagle3_check) for every eagle3_check import in the file.
+
+    `from eagle3_check.suites import toy` counts as suites.toy when that is a module."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.append((node.lineno, sub if sub.removeprefix("eagle3_check.") in MODULES else node.module))
+    return [(n, m.removeprefix("eagle3_check.")) for n, m in out
+            if m == "eagle3_check" or m.startswith("eagle3_check.")]
+
+
+def covered(name: str, entries: set[str]) -> bool:
+    """Whether module `name` is one of `entries` (a module) or inside one (a package)."""
+    return any(e == "" or name == e or name.startswith(e + ".") for e in entries)
+
+
+def allowed(package: str) -> set[str]:
+    """The "May import:" entries of a subpackage's docstring."""
+    doc = ast.get_docstring(ast.parse((PKG / package / "__init__.py").read_text())) or ""
+    m = re.search(r"^May import:(.*?)(?:\(|\n\s*\n|\Z)", doc, re.M | re.S)
+    assert m, f"eagle3_check/{package}/__init__.py: its docstring lacks a 'May import:' line"
+    first = m.group(1).split()[0]
+    if first == "anything":  # the CLI
+        return {""}
+    if first == "nothing":  # the program layer: only the leaves
+        return set()
+    return {e for e in re.split(r"[\s,]+", m.group(1)) if e}
+
+
+SUBPACKAGES = sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
+TOP = {m for m in MODULES if "." not in m and m not in SUBPACKAGES}  # errors, tokenizer, table, status
+LIBRARY = sorted(m for m in MODULES if m != "cli" and not m.startswith("cli."))
+
+
+def violations(modules, rule) -> list[str]:
+    bad = []
+    for m in modules:
+        for line, target in imports(MODULES[m]):
+            why = rule(m, target)
+            if why:
+                bad.append(f"eagle3_check/{MODULES[m].relative_to(PKG)}:{line} imports {target}: {why}")
+    return bad
+
+
+def test_every_entry_of_every_docstring_names_a_module():
+    for package in SUBPACKAGES:
+        for e in allowed(package) - {""}:
+            assert e in MODULES, f"eagle3_check/{package}/__init__.py allows {e!r}, which is no module"
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_a_subpackage_imports_only_what_its_docstring_allows(package):
+    ok = allowed(package) | {package} | LEAVES | TOP
+
+    def rule(m, target):
+        if covered(target, ok):
+            return None
+        return f"{package}'s docstring allows only {', '.join(sorted(allowed(package)))}"
+
+    mods = [m for m in MODULES if m == package or m.startswith(package + ".")]
+    assert violations(mods, rule) == []
+
+
+def test_the_library_never_imports_the_cli():
+    assert violations(LIBRARY, lambda m, t: "the CLI" if covered(t, {"cli"}) else None) == []
+
+
+def test_references_never_import_the_runner_loop():
+    refs = [m for m in MODULES if m.startswith("reference.")]
+    assert refs, "no reference modules found"
+    loops = {m for m in MODULES if m.startswith("run.") and "loop" in m} | {"run.plugin"}
+    assert violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None) == []
+
+
+def test_programs_never_import_suites_or_gating():
+    progs = [m for m in MODULES if m == "program" or m.startswith("program.")]
+    assert violations(progs, lambda m, t: "suites/gating" if covered(t, {"suites", "gating"}) else None) == []
+
+
+def test_leaves_import_only_top_level_modules():
+    leaves = sorted(TOP) + sorted(LEAVES)
+    assert "errors" in leaves and "fixtures.registry" in leaves
+    assert violations(leaves, lambda m, t: "a leaf imports top-level modules only" if "." in t else None) == []
+
+
+def test_no_import_circle_at_module_level():
+    graph = {m: {t for _, t in imports(p, top_level_only=True) if t in MODULES and t != m}
+             for m, p in MODULES.items()}
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    circles = []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                circles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert circles == []
+
+
+def test_the_rules_see_lazy_imports():
+    """A lazy import inside a function counts: the rules would catch one that breaks them."""
+    src = MODULES["gating.gate"].read_text()
+    assert "        from eagle3_check.suites" in src  # a lazy import the gate really has
+    assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["gating.gate"])})
