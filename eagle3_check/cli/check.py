@@ -14,6 +14,8 @@ from eagle3_check.cli.common import (
     one_thread_for_tiny_models,
     options_from_args,
 )
+from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec
+from eagle3_check.cli.exec_cmd import check_main as exec_check_main
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -26,6 +28,7 @@ examples:
   eagle3-check check -k 7 --json             # machine-readable report
   eagle3-check check --target T --draft D --tokenizer T/tokenizer.json --prompts my.json
   eagle3-check check --runner my_pkg.runners:make_runner   # judge your own runner
+  eagle3-check check --pte tiny.pte --runner exec:./eagle3_speculator_runner   # judge a runner binary
   eagle3-check check --list                  # the edge-case suites and their cases
   eagle3-check check --suite edge            # every edge case (stop, budget, context, ...)
   eagle3-check check --suite context --json  # one suite (or one case: --suite context/room-0)
@@ -42,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runner", default=None, metavar="MODULE:FACTORY",
                    help="the runner to judge: a no-argument factory returning an object with "
                    "run(program, tokenizer, prompt, options) -> RunResult, or 'reference' / 'device' "
-                   "(default: device with --device cuda, reference elsewhere)")
+                   "(default: device with --device cuda, reference elsewhere), or exec:PATH: a runner "
+                   "binary speaking the seed runner's flags and output (needs --pte)")
+    add_timeout_arg(p)
     p.add_argument("--suite", default=None, metavar="NAME",
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
@@ -82,6 +87,8 @@ def main(args: argparse.Namespace) -> int:
         return list_main(args)
     runner_name = args.runner = args.runner or default_runner(args.device)
     runner = load_runner(runner_name)
+    if is_exec(runner):  # a runner binary: cli/exec_cmd.py
+        return exec_check_main(args, runner)
     if args.suite:
         return suite_main(args, runner)
     options = options_from_args(args)

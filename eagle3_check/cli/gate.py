@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
+from eagle3_check.cli.exec_cmd import add_timeout_arg
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -46,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    p.add_argument("--runner", default=None, metavar="exec:PATH",
+                   help="gate a runner binary (the seed runner's flags and output) instead of the reference runner")
+    add_timeout_arg(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
 
@@ -78,6 +82,8 @@ def main(args: argparse.Namespace) -> int:
                               "pass e.g. --tie-budget 0")
         inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
+    if args.runner:
+        inputs.runner = _exec_runner(args)
     if args.all_k:
         inputs.ks = _all_k(args.pte)
 
@@ -96,6 +102,21 @@ def main(args: argparse.Namespace) -> int:
         print(format_table(report))
         print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else ""))
     return 0 if report.passed else 1
+
+
+def _exec_runner(args: argparse.Namespace):
+    from eagle3_check.errors import InputError
+    from eagle3_check.run.plugin import load_runner
+
+    if not args.runner.startswith("exec:"):
+        raise InputError(f"gate --runner {args.runner}", "exec:PATH (a runner binary)",
+                         "drop --runner to gate with the reference runner, or pass --runner exec:PATH")
+    runner = load_runner(args.runner)
+    if args.runner_timeout is not None:
+        if args.runner_timeout <= 0:
+            raise InputError(f"--runner-timeout {args.runner_timeout:g}", "seconds > 0", "pass e.g. --runner-timeout 120")
+        runner.timeout = args.runner_timeout
+    return runner
 
 
 def _all_k(pte: str) -> list[int] | None:

@@ -12,6 +12,7 @@ from eagle3_check.cli.common import (
     build_program,
     options_from_args,
 )
+from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec
 from eagle3_check.errors import InputError
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
@@ -57,7 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
-                           help="the runner to verify (a plug-in factory, see `check --runner`); default reference")
+                           help="the runner to verify (a plug-in factory, see `check --runner`, or exec:PATH, "
+                           "a runner binary, with --pte); default reference")
+            add_timeout_arg(v)
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
         v.add_argument("--no-progress", action="store_true", help="no progress bar")
         v.set_defaults(func=verify_main if name == "verify" else baseline_main)
@@ -148,6 +151,8 @@ def verify_main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
     runner = load_runner(args.runner)
+    if is_exec(runner):  # a runner binary: cli/exec_cmd.py
+        return golden_verify_main(args, runner)
     baseline = None
     if not args.no_baseline:
         baseline = _baseline_path(args)

@@ -57,6 +57,7 @@ class GateInputs:
     baseline: Path | None = None
     tau_tolerance: float = TAU_TOLERANCE
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
+    runner: object | None = None  # an exec_runner.ExecRunner: a runner binary is gated instead (gating/exec_gate.py)
 
 
 @dataclass
@@ -287,6 +288,14 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         from eagle3_check.reference.hf import HFReference
 
         hf = HFReference(inputs.target_dir)
+    if inputs.runner is not None:  # a runner binary under gate: gating/exec_gate.py
+        from eagle3_check.gating.exec_gate import exec_gate_checks
+
+        checks, report.tau = exec_gate_checks(program, inputs, hf, _timed)
+        for chk in checks:
+            add(chk)
+        report.info["runner"] = inputs.runner.name
+        return report
     add(_timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
     t0 = time.perf_counter()
     checks, tau = _run_requests(program, inputs, hf)

@@ -8,6 +8,7 @@ exactly as it judges ours; `reference` is short for `eagle3_check.run.loop:Refer
     load_runner("reference")                             # ReferenceRunner()
     load_runner("my_pkg.runners:make_runner")            # my_pkg.runners.make_runner()
     load_runner("eagle3_check.mutants:accept_off_by_one")  # a seeded mutant
+    load_runner("exec:./eagle3_speculator_runner")        # a runner binary (run/exec_runner.py)
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.run.loop:
 
 
 def load_runner(spec: str) -> Runner:
-    """Imports `module`, calls `factory()` and checks the result has a callable `run`."""
+    """Imports `module`, calls `factory()` and checks the result has a callable `run`.
+    `exec:PATH [ARGS]` is a runner binary instead (`exec_runner.ExecRunner`, judged by `exec_check`)."""
+    if spec.startswith("exec:"):
+        from eagle3_check.run.exec_runner import ExecRunner
+
+        return ExecRunner(spec)
     spec = ALIASES.get(spec, spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

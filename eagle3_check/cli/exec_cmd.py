@@ -1,0 +1,131 @@
+"""`--runner exec:PATH`: the CLI side of judging a runner binary (check, check --suite, golden verify).
+
+The commands route here when `--runner` names a binary; everything else about them
+(program flags, runner options, references) is the same as for a Python runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from eagle3_check.errors import InputError
+
+
+def is_exec(runner) -> bool:
+    from eagle3_check.run.exec_runner import ExecRunner
+
+    return isinstance(runner, ExecRunner)
+
+
+def add_timeout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runner-timeout", type=float, default=None, metavar="S",
+                   help="with --runner exec:PATH: seconds one request may take before its process group "
+                   "is killed (default 300)")
+
+
+def _need_pte(args: argparse.Namespace, command: str) -> None:
+    if not getattr(args, "pte", None):
+        raise InputError(f"{command} --runner {args.runner} without --pte", "the .pte file the binary runs",
+                         "pass --pte FILE (export one with `eagle3-check export -o FILE.pte`)")
+
+
+def _timeout(args: argparse.Namespace, runner) -> None:
+    t = getattr(args, "runner_timeout", None)
+    if t is not None:
+        if t <= 0:
+            raise InputError(f"--runner-timeout {t:g}", "a number of seconds > 0", "pass e.g. --runner-timeout 120")
+        runner.timeout = t
+
+
+def check_main(args: argparse.Namespace, runner) -> int:
+    """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
+    from eagle3_check.cli.check import _fixed_env, raise_no_prompts
+    from eagle3_check.cli.common import build_program, options_from_args
+
+    _need_pte(args, "check")
+    _timeout(args, runner)
+    if args.suite:
+        return _suite_main(args, runner, _fixed_env)
+    from tqdm import tqdm
+
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
+    from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
+
+    options = options_from_args(args)
+    setup = build_program(args)
+    if args.prompts:
+        prompts = load_prompts(args.prompts)
+    elif args.target:
+        raise_no_prompts()
+    else:
+        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
+    reference = _reference(args, setup)
+    bar = tqdm(total=len(prompts), desc="check (exec)", unit="req", file=sys.stderr, leave=False, delay=0.5,
+               disable=args.no_progress or args.json)
+    try:
+        report = run_exec_check(runner, setup.program, setup.tokenizer, reference, prompts, options,
+                                on_request=lambda _: bar.update(1))
+    finally:
+        bar.close()
+    report.info.update(setup.info, reference=args.reference,
+                       ties="none: a binary is judged exactly")
+    print(json.dumps(report.to_json(), indent=2) if args.json else format_exec_table(report))
+    return 0 if report.passed else 1
+
+
+def _reference(args: argparse.Namespace, setup):
+    if args.reference == "self":
+        from eagle3_check.reference.self_ref import SelfReference
+
+        return SelfReference(setup.program)
+    import torch
+
+    from eagle3_check.reference.hf import HFReference
+
+    return HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+
+
+def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
+    from tqdm import tqdm
+
+    from eagle3_check.gating.exec_suites import run_exec_suite
+    from eagle3_check.suites import suite_cases
+    from eagle3_check.suites.report import format_suite_table
+
+    cases = suite_cases(args.suite)
+    env, info = fixed_env(args)
+    bar = tqdm(total=len(cases), desc=f"suite {args.suite} (exec)", unit="case", file=sys.stderr,
+               disable=args.no_progress or args.json)
+    report = run_exec_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+    bar.close()
+    report.info.update(info, runner=args.runner, reference=args.reference)
+    if args.json:
+        print(json.dumps({"passed": report.passed, "reports": [report.to_json()]}, indent=2))
+    else:
+        print(f"== {info.get('pte') or info.get('fixture')} through {args.runner}\n" + format_suite_table(report))
+    return 0 if report.passed else 1
+
+
+def golden_verify_main(args: argparse.Namespace, runner) -> int:
+    """`golden verify --runner exec:... --pte FILE`."""
+    from pathlib import Path
+
+    from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
+    from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.tokenizer import Tokenizer
+
+    _need_pte(args, "golden verify")
+    _timeout(args, runner)
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+    from eagle3_check.gating.exec_golden import pte_fixture
+
+    pte = Path(args.pte)
+    program = PteBackend(pte)
+    tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
+    outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
+    if not args.no_baseline:
+        outcome.notes.append("the metrics baseline counts program calls, which a binary does not report: not gated")
+    print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
+    return 0 if outcome.passed else 1

@@ -1,0 +1,150 @@
+"""`check --runner exec:...`: the prompt set through a runner binary, each request judged.
+
+Per request: the harness derives the prompt ids, the stop set and the length rules itself,
+runs the binary once (`exec_runner`), parses its output (`exec_protocol`) and judges it
+against the greedy reference (`exec_judge`: by ids when the binary prints them, else by
+bytes). A hang, a crash, an error exit or output off the protocol fails that request with
+the reason and the end of stderr; the other requests still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from eagle3_check.errors import InputError, OptionError
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.exec_judge import FAIL, ExecVerdict, Request, judge
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.byte_pieces import BytePieces
+from eagle3_check.run.exec_protocol import ExecOutput, OutputError, parse_output
+from eagle3_check.run.exec_runner import ExecRunner, ProcessRun, binary_options, program_file
+from eagle3_check.run.loop import check_prompt_len
+from eagle3_check.run.options import (
+    RunOptions,
+    check_options,
+    check_tokenizer,
+    prompt_ids,
+    stop_set,
+)
+from eagle3_check.tokenizer import Tokenizer
+
+
+@dataclass
+class ExecOutcome:
+    prompt_id: str
+    prompt_len: int
+    verdict: ExecVerdict
+    output: ExecOutput | None
+    process: ProcessRun
+
+    def to_json(self) -> dict:
+        out = self.output
+        return {
+            "prompt_id": self.prompt_id, "L": self.prompt_len, "verdict": self.verdict.to_json(),
+            "output": None if out is None else {
+                "tokens": out.tokens, "rounds": out.rounds, "tau": out.tau, "k": out.k, "max_new": out.max_new,
+                "text": out.text.decode("utf-8", "replace"), "ids": out.ids,
+                "verify_ms": out.verify_ms, "draft_ms": out.draft_ms},
+            "process": {"argv": self.process.argv, "returncode": self.process.returncode,
+                        "seconds": round(self.process.seconds, 3), "stderr": self.process.stderr_tail()},
+        }
+
+
+@dataclass
+class ExecReport:
+    k: int
+    outcomes: list[ExecOutcome] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes)
+
+    @property
+    def tau(self) -> float:
+        outs = [o.output for o in self.outcomes if o.output is not None]
+        rounds = sum(o.rounds for o in outs)
+        return sum(o.tokens - 1 for o in outs) / rounds if rounds else 0.0
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "k": self.k, "tau": self.tau, "info": self.info,
+                "requests": [o.to_json() for o in self.outcomes]}
+
+
+def byte_pieces_or_none(tokenizer: Tokenizer) -> BytePieces | None:
+    """The tokenizer's byte pieces, or None when it is not byte-level (then only ids judge)."""
+    try:
+        return BytePieces.from_tokenizer_json(tokenizer.path)
+    except InputError:
+        return None
+
+
+def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: list[float],
+                  pieces: BytePieces | None, req: Request) -> tuple[ExecVerdict, ExecOutput | None]:
+    """The verdict of one process: its failure, an output off the protocol, or `judge`."""
+    why = proc.failure(timeout)
+    if why:
+        return ExecVerdict(FAIL, why), None
+    try:
+        out = parse_output(proc.stdout, proc.stderr)
+    except OutputError as e:
+        return ExecVerdict(FAIL, f"output: {e}"), None
+    return judge(out, ref, margins, pieces, req), out
+
+
+def run_exec_check(
+    runner: ExecRunner,
+    program,
+    tokenizer: Tokenizer,
+    reference,
+    prompts: Iterable[Prompt],
+    options: RunOptions,
+    on_request: Callable[[ExecOutcome], None] | None = None,
+) -> ExecReport:
+    """Runs every prompt through the binary on `program`'s .pte and judges it. `reference` has
+    `greedy(ids, n, stop_ids)` (HF or self)."""
+    model = program_file(program)
+    md = read_metadata(program.metadata())
+    check_tokenizer(tokenizer, md)
+    k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
+    stops = stop_set(tokenizer, md, options)
+    pieces = byte_pieces_or_none(tokenizer)
+    prompts = list(prompts)
+    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
+    for p, ids in zip(prompts, requests):
+        try:
+            check_prompt_len(len(ids), md)
+        except OptionError as e:
+            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    report = ExecReport(k=k, info={"runner": runner.name, "model": str(model), "judged_by": {}})
+    for p, ids in zip(prompts, requests):
+        req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids)
+        max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
+        ref = reference.greedy(ids, max(max_new, 1), stops.ids)
+        proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md))
+        verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req)
+        outcome = ExecOutcome(p.id, len(ids), verdict, out, proc)
+        report.outcomes.append(outcome)
+        mode = verdict.mode or "not judged"
+        report.info["judged_by"][mode] = report.info["judged_by"].get(mode, 0) + 1
+        if on_request:
+            on_request(outcome)
+    return report
+
+
+def format_exec_table(report: ExecReport) -> str:
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "judged", "exit", "verdict")]
+    for o in report.outcomes:
+        out, code = o.output, o.process.returncode
+        rows.append((o.prompt_id, str(o.prompt_len), str(out.tokens) if out else "-", str(out.rounds) if out else "-",
+                     f"{out.tau:.3f}" if out else "-", o.verdict.mode or "-",
+                     "timeout" if code is None else str(code), o.verdict.message))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
+    n_fail = sum(o.verdict.status == FAIL for o in report.outcomes)
+    modes = ", ".join(f"{m}: {n}" for m, n in sorted(report.info.get("judged_by", {}).items()))
+    lines += ["", f"runner {report.info.get('runner')}   K = {report.k}   tau = {report.tau:.2f}   judged by {modes}",
+              f"verdict: {'PASS' if report.passed else 'FAIL'} "
+              f"({len(report.outcomes) - n_fail}/{len(report.outcomes)} requests identical to the reference)"]
+    return "\n".join(lines)

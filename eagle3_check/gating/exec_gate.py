@@ -1,0 +1,100 @@
+"""`gate --pte FILE --runner exec:PATH`: the gate's runner checks with a runner binary as the runner.
+
+Load and metadata are the program's own (gating/gate.py). Then, through the binary: the edge suites
+a binary can take (`exec_suites`), binary vs self reference (the program's own greedy
+decoding: the lossless check) and binary vs HF reference (`exec_check`), the golden
+(`exec_golden`), and a tau baseline. Self vs HF and the metrics baseline do not involve the
+runner, or need program-call counts a binary does not report: they skip with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle3_check.gating.exec_check import run_exec_check
+from eagle3_check.gating.exec_judge import FAIL, PASS, TIE
+from eagle3_check.gating.junit import JUnitCase
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.exec_runner import program_file
+
+SKIP = "skip"
+
+
+def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
+    """The gate's checks after metadata, for `inputs.runner` (an ExecRunner). `timed(name, fn)`
+    runs one check (gate._timed). Returns (checks, tau of the self-reference requests)."""
+    from eagle3_check.gating.gate import GateCheck, _skip, _summary
+
+    runner = inputs.runner
+    md = read_metadata(program.metadata())
+    checks, tau = [], None
+
+    def suites():
+        if not inputs.suite:
+            return _skip("edge suites", "disabled (--suite none)")
+        if hf is None:
+            return _skip("edge suites", "no reference target given (--target or --fixture)")
+        from eagle3_check.gating.exec_suites import run_exec_suite
+        from eagle3_check.suites import suite_cases
+        from eagle3_check.suites.execute import SuiteEnv
+
+        env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
+                             fixture=inputs.fixture)
+        rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
+        cases = [JUnitCase(r.name, r.status, r.message) for r in rep.results]
+        chk = _summary("edge suites", [c for c in cases if c.status != SKIP], "cases", "passed")
+        chk.details = {"skipped": sum(c.status == SKIP for c in cases)}
+        return chk
+
+    def requests(name: str, reference):
+        nonlocal tau
+        report = run_exec_check(runner, program, inputs.tokenizer, reference, inputs.prompts, inputs.options)
+        cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
+                           f"[{o.verdict.mode or '-'}] {o.verdict.message}") for o in report.outcomes]
+        chk = _summary(name, cases, "requests")
+        chk.details = {"k": report.k, "tau": report.tau, "judged_by": report.info["judged_by"]}
+        if tau is None:
+            tau = report.tau
+        return chk
+
+    def golden():
+        if inputs.golden is None:
+            return _skip("golden", "no --golden given")
+        from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
+
+        out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
+                                  inputs.tokenizer)
+        if not out.verified:
+            return _skip("golden", "; ".join(f"{s}: {w}" for s, w in out.skipped.items()) or "no golden applies")
+        status = PASS if out.passed else FAIL
+        return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "
+                         "identical", details=out.to_json())
+
+    from eagle3_check.reference.self_ref import SelfReference
+
+    checks.append(timed("edge suites", suites))
+    checks.append(timed("runner vs self reference", lambda: requests("runner vs self reference",
+                                                                     SelfReference(program))))
+    if hf is None:
+        checks.append(_skip("runner vs HF reference", "no reference target given (--target or --fixture)"))
+    else:
+        checks.append(timed("runner vs HF reference", lambda: requests("runner vs HF reference", hf)))
+    checks.append(_skip("self reference vs HF reference", "does not involve the runner: run the gate without "
+                        "--runner exec:... for it"))
+    checks.append(timed("golden", golden))
+    checks.append(timed("baseline", lambda: _baseline(inputs, tau, md)))
+    return checks, tau
+
+
+def _baseline(inputs, tau: float | None, md):
+    from eagle3_check.gating.gate import GateCheck, _skip
+    from eagle3_check.gating.metrics import is_metrics_baseline
+    from eagle3_check.gating.tau_baseline import compare_tau
+
+    if inputs.baseline is None:
+        return _skip("baseline", "no --baseline given")
+    if is_metrics_baseline(inputs.baseline):
+        return _skip("baseline", "a metrics baseline counts program calls, which a binary does not report")
+    k = inputs.options.chain_len or md.chain_len
+    status, message, details = compare_tau(Path(inputs.baseline), tau, [k], inputs.tau_tolerance)
+    return GateCheck("baseline", status, message, details=details)

@@ -1,0 +1,131 @@
+"""`golden verify --runner exec:... --pte FILE`: goldens re-run through a runner binary.
+
+A binary runs one `.pte`, so the goldens that apply are those of that `.pte`'s fixture on
+CPU float32 (backend `pte`, and `eager`: an export emits the eager program's tokens); the
+others skip with the reason. Per prompt, exactly: the tokens (by ids when the binary prints
+`[ids]`, else by bytes against the golden tokens' pieces), their count, L, rounds and tau
+(as printed, 3 decimals). The accepted count per round and the stop reason are not printed
+by the seed, so they are not compared (said in the notes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_check.gating.golden import Golden, GoldenPrompt, load_golden
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.byte_pieces import BytePieces
+from eagle3_check.run.exec_protocol import OutputError, parse_output
+from eagle3_check.run.exec_runner import ExecRunner, binary_options
+from eagle3_check.run.options import prompt_ids
+
+
+@dataclass
+class ExecGoldenOutcome:
+    diffs: list[str] = field(default_factory=list)
+    verified: dict[str, int] = field(default_factory=dict)  # golden stem -> prompts run
+    skipped: dict[str, str] = field(default_factory=dict)
+    judged_by: dict[str, int] = field(default_factory=dict)  # ids | bytes -> prompts
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verified) and not self.diffs
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "verified": self.verified, "skipped": self.skipped,
+                "judged_by": self.judged_by, "diffs": self.diffs, "notes": self.notes}
+
+    def format(self) -> str:
+        lines = [f"goldens: {len(self.verified)} ({', '.join(sorted(self.verified))}) through the binary, "
+                 f"judged by {', '.join(f'{m}: {n}' for m, n in sorted(self.judged_by.items())) or 'nothing'}",
+                 "golden: identical" if not self.diffs else "golden: DIFFERS",
+                 *(f"  {d}" for d in self.diffs),
+                 *(f"skipped {s}: {why}" for s, why in self.skipped.items()),
+                 *(f"note: {n}" for n in self.notes),
+                 f"gate: {'PASS' if self.passed else 'FAIL'}"]
+        return "\n".join(lines)
+
+
+def pte_fixture(pte: Path) -> str | None:
+    """The fixture a .pte was exported from, from its sidecar (None when unknown)."""
+    from eagle3_check.program.export import sidecar_path
+
+    try:
+        return json.loads(sidecar_path(pte).read_text())["source"]["fixture"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, program, tokenizer,
+                        on_prompt: Callable[[str], None] | None = None) -> ExecGoldenOutcome:
+    """Runs every applicable golden's prompts through the binary on `pte` and compares exactly."""
+    out = ExecGoldenOutcome(notes=["per-round accepted counts and the stop reason are not printed by a "
+                                   "seed-format binary: not compared"])
+    fixture = pte_fixture(pte)
+    md = read_metadata(program.metadata())
+    pieces = BytePieces.from_tokenizer_json(tokenizer.path)
+    for path in paths:
+        golden = load_golden(path)
+        key = golden.key
+        why = None
+        if (key.device, key.dtype) != ("cpu", "float32"):
+            why = f"a {key.device} {key.dtype} golden; a .pte runs on CPU float32"
+        elif fixture != key.fixture:
+            why = f"a golden of fixture {key.fixture}; {pte.name} is an export of {fixture or 'an unknown fixture'}"
+        elif not md.k_range[0] <= key.k <= md.k_range[1]:
+            why = f"K = {key.k} is outside {pte.name}'s range {list(md.k_range)}"
+        elif key.k != md.chain_len and not runner.supports_chain():
+            why = f"K = {key.k} is not {pte.name}'s default {md.chain_len} and the binary has no --chain flag"
+        if why:
+            out.skipped[key.stem] = why
+            continue
+        options = binary_options(golden.run_options(), md)
+        for want in golden.prompts:
+            out.diffs += _compare(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out)
+            out.verified[key.stem] = out.verified.get(key.stem, 0) + 1
+            if on_prompt:
+                on_prompt(want.prompt_id)
+    return out
+
+
+def _compare(stem: str, want: GoldenPrompt, golden: Golden, runner, pte, tokenizer, pieces, options,
+             out: ExecGoldenOutcome) -> list[str]:
+    where = f"{stem} '{want.prompt_id}'"
+    if prompt_ids(tokenizer, want.prompt_text, golden.run_options()) != want.prompt_ids:
+        return [f"{where}: the golden's prompt ids are not this tokenizer's encoding of its text"]
+    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options)
+    why = proc.failure(runner.timeout)
+    if why:
+        return [f"{where}: {why}"]
+    try:
+        got = parse_output(proc.stdout, proc.stderr)
+    except OutputError as e:
+        return [f"{where}: output: {e}"]
+    mode = "ids" if got.ids is not None else "bytes"
+    out.judged_by[mode] = out.judged_by.get(mode, 0) + 1
+    diffs = []
+    if got.ids is not None and got.ids != want.tokens:
+        i = next((i for i, (a, b) in enumerate(zip(got.ids, want.tokens)) if a != b), min(len(got.ids), len(want.tokens)))
+        diffs.append(f"{where}: ids differ at token {i}: got {got.ids[i] if i < len(got.ids) else None}, "
+                     f"golden {want.tokens[i] if i < len(want.tokens) else None}")
+    elif got.ids is None and got.text != pieces.of(want.tokens):
+        at = next((i for i, (a, b) in enumerate(zip(got.text, pieces.of(want.tokens))) if a != b),
+                  min(len(got.text), len(pieces.of(want.tokens))))
+        i = pieces.locate(want.tokens, at)
+        diffs.append(f"{where}: bytes differ at offset {at} (golden token {i}): got {got.text[at:at + 16]!r}")
+    stats = [("L", got.prompt_len, len(want.prompt_ids)), ("tokens", got.tokens, len(want.tokens)),
+             ("rounds", got.rounds, want.rounds)]
+    diffs += [f"{where}: {name} {a}, golden {b}" for name, a, b in stats if a != b]
+    if abs(got.tau - want.tau) > 5e-4 + 1e-9:
+        diffs.append(f"{where}: tau {got.tau:.3f}, golden {want.tau:.3f}")
+    return diffs
+
+
+def golden_files(paths: Iterable[str | Path]) -> list[Path]:
+    from eagle3_check.gating.golden_check import golden_paths
+
+    return golden_paths(paths)

@@ -1,0 +1,186 @@
+"""Judging one run of a runner binary against the greedy reference (`--runner exec:...`).
+
+Two modes, and the verdict says which one judged:
+- ids: the binary printed `[ids] a,b,c` on stderr. Ids are compared per position with the
+  reference (a differing id is a tie only where the reference's margin is inside the
+  tolerance, as DESIGN §3), and the ids' bytes must be what stdout printed.
+- bytes: no ids. stdout's token bytes must equal the reference tokens' byte pieces
+  concatenated (`byte_pieces`), for the N tokens the summary line reports. A byte
+  difference cannot be called a tie (there are no token boundaries to judge), so it
+  fails; the message gives the reference margin there.
+Both modes check N against the length DESIGN §2 fixes (`allowed_lengths`), the header
+(L, K, max_new) against the request, and R / tau against N.
+
+What bytes cannot prove: two token sequences with the same bytes are indistinguishable (a
+runner emitting " a" + "b" where the reference has " ab" passes), and the per-round
+accepted counts are unknown, so where the context limit ends a run the rules allow a range
+of N (below). Ids close the first gap; nothing the seed prints closes the second.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from eagle3_check.run.byte_pieces import BytePieces
+from eagle3_check.run.exec_protocol import ExecOutput
+
+PASS, TIE, FAIL = "pass", "tie", "fail"
+STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
+IDS, BYTES = "ids", "bytes"
+
+
+@dataclass
+class ExecVerdict:
+    status: str  # pass | tie | fail
+    message: str
+    mode: str | None = None  # ids | bytes (None: the run produced nothing to judge)
+    index: int | None = None  # first differing token (or the token whose bytes differ)
+    got: int | None = None
+    want: int | None = None
+    margin: float | None = None
+    expected: dict[int, str] | None = None  # N allowed by the rules -> its stop reason
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the harness knows of one request, independently of the binary."""
+
+    prompt_len: int  # L, from the harness's own prompt ids
+    k: int
+    max_new_tokens: int
+    max_seq_len: int
+    stop_ids: frozenset[int]
+
+
+def allowed_lengths(ref: list[int], req: Request) -> dict[int, str]:
+    """Every N the rules allow given the greedy reference, with its stop reason.
+
+    Without per-round accepted counts the context end is a range: after n tokens the anchor
+    sits at L + n - 1, so speculation must stop at the first round end with
+    n >= ctx = max_seq_len - K - L + 1, and the round that crosses emits at most K + 1 tokens.
+    Worked example: L = 10, K = 4, max_seq_len = 20, no stop, max_new 10 -> ctx = 7: the run
+    ends by context at any N in 7..9 (9 = ctx + K stops before the limit), or reaches the
+    limit N = 10 (from a round end at 6); so {7, 8, 9: context, 10: max_new}."""
+    max_new = min(req.max_new_tokens, req.max_seq_len - req.prompt_len)
+    cap = MAX_NEW if max_new == req.max_new_tokens else CONTEXT
+    if ref and ref[0] in req.stop_ids:
+        return {1: STOP}
+    if max_new <= 1:
+        return {1: cap}
+    if req.prompt_len + req.k > req.max_seq_len - 1:
+        return {1: CONTEXT}
+    stop = next((i + 1 for i, t in enumerate(ref) if t in req.stop_ids), None)
+    limit, why = (stop, STOP) if stop is not None and stop <= max_new else (max_new, cap)
+    ctx = req.max_seq_len - req.k - req.prompt_len + 1
+    allowed = {n: CONTEXT for n in range(max(ctx, 2), min(limit - 1, ctx + req.k) + 1)}
+    if limit <= ctx + req.k:
+        allowed[limit] = why
+    return allowed
+
+
+def _describe(allowed: dict[int, str]) -> str:
+    if len(allowed) == 1:
+        (n, why), = allowed.items()
+        return f"{n} ({why})"
+    return ", ".join(f"{n} ({why})" for n, why in sorted(allowed.items()))
+
+
+def header_problems(out: ExecOutput, req: Request) -> list[str]:
+    """The header and the stats against the request and against N."""
+    probs = []
+    max_new = min(req.max_new_tokens, req.max_seq_len - req.prompt_len)
+    if out.prompt_len != req.prompt_len:
+        probs.append(f"header: binary encoded L = {out.prompt_len} prompt tokens, the request is {req.prompt_len}")
+    if out.k != req.k:
+        probs.append(f"header: binary runs K = {out.k}, the request asks K = {req.k}")
+    if out.max_new != max_new:
+        probs.append(f"header: max_new = {out.max_new}, rules give min({req.max_new_tokens}, "
+                     f"{req.max_seq_len} - {req.prompt_len}) = {max_new}")
+    n, r = out.tokens, out.rounds
+    if n < 1:
+        probs.append(f"stats: generated {n} tokens; the prefill bonus is always emitted")
+    elif (r == 0) != (n == 1) or (r and not math.ceil((n - 1) / (req.k + 1)) <= r <= n - 1):
+        probs.append(f"stats: {n} tokens in {r} rounds is impossible (each round emits 1..K+1 = {req.k + 1})")
+    tau = (n - 1) / r if r else 0.0
+    if abs(out.tau - tau) > 5e-4 + 1e-9:
+        probs.append(f"stats: tau = {out.tau:.3f}, but (N - 1) / R = ({n} - 1) / {r} = {tau:.3f}")
+    return probs
+
+
+def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePieces | None,
+          req: Request) -> ExecVerdict:
+    """The verdict of one parsed run (see the module doc for the two modes). A binary is judged
+    exactly: any difference from the reference fails, a near-tie included (its margin is shown);
+    binaries do not yet get the per-position, tie-aware verdict of `reference.verdict`."""
+    allowed = allowed_lengths(ref, req)
+    extra = header_problems(out, req)
+    v = _judge_ids(out, ref, margins, pieces, allowed) if out.ids is not None \
+        else _judge_bytes(out, ref, margins, pieces, allowed)
+    v.expected = allowed
+    if extra and v.status != FAIL:
+        v.status, v.message = FAIL, "; ".join(extra)
+    elif extra:
+        v.message = "; ".join([v.message, *extra])
+    return v
+
+
+def _length(n: int, allowed: dict[int, str], mode: str, ref: list[int], margins: list[float]) -> ExecVerdict:
+    if n in allowed:
+        return ExecVerdict(PASS, f"identical by {mode} ({n} tokens, {allowed[n]})", mode)
+    want = ref[n] if n < len(ref) else None
+    return ExecVerdict(FAIL, f"length: binary emitted {n} tokens, rules fix {_describe(allowed)}", mode,
+                       index=min(n, max(allowed)), want=want if n < max(allowed) else None,
+                       got=None, margin=margins[n] if n < len(margins) else None)
+
+
+def _judge_ids(out, ref, margins, pieces, allowed) -> ExecVerdict:
+    ids = out.ids
+    if len(ids) != out.tokens:
+        return ExecVerdict(FAIL, f"[ids] line has {len(ids)} ids, the summary says {out.tokens} tokens", IDS)
+    if pieces is not None and pieces.of(ids) != out.text:
+        at = _first_diff(pieces.of(ids), out.text)
+        i = pieces.locate(ids, at)
+        return ExecVerdict(FAIL, f"the [ids] line and stdout disagree at byte {at} (token {i} of the ids)", IDS,
+                           index=i)
+    for i, (got, want) in enumerate(zip(ids, ref)):
+        if got != want:
+            return ExecVerdict(
+                FAIL, f"diverged at token {i}: binary {got}, reference {want} (reference margin "
+                f"{margins[i]:.3g}; binaries are judged exactly, a near-tie included)", IDS,
+                index=i, got=got, want=want, margin=margins[i])
+    return _length(len(ids), allowed, IDS, ref, margins)
+
+
+def _judge_bytes(out, ref, margins, pieces, allowed) -> ExecVerdict:
+    if pieces is None:
+        return ExecVerdict(FAIL, "cannot judge: no [ids] line on stderr and the tokenizer is not byte-level BPE")
+    n = out.tokens
+    want = pieces.of(ref[:n])
+    if out.text == want and n <= len(ref):
+        return _length(n, allowed, BYTES, ref, margins)
+    whole = pieces.whole_tokens(ref, out.text)
+    if pieces.of(ref[:whole]) == out.text:  # stdout is exactly some reference prefix
+        if whole != n:
+            return ExecVerdict(FAIL, f"stdout carries the bytes of {whole} reference tokens, the summary says {n}",
+                               BYTES, index=min(whole, n))
+        return _length(n, allowed, BYTES, ref, margins)
+    at = _first_diff(out.text, pieces.of(ref))
+    i = pieces.locate(ref, at)
+    if i >= len(ref):  # every reference token matched; stdout goes on
+        return ExecVerdict(FAIL, f"length: binary emitted {n} tokens, rules fix {_describe(allowed)}; stdout "
+                           f"goes on after all {len(ref)} reference tokens with {out.text[at:at + 24]!r}", BYTES,
+                           index=len(ref))
+    m = margins[i]
+    hint = " (a small margin points at numerics, a large one at logic)"
+    return ExecVerdict(
+        FAIL, f"bytes differ at offset {at}, in reference token {i} (id {ref[i]} {pieces.pieces[ref[i]]!r}, "
+        f"margin {m:.3g}): stdout has {out.text[at:at + 16]!r}; {whole} tokens before it match{hint}", BYTES,
+        index=i, want=ref[i], margin=m)
+
+
+def _first_diff(a: bytes, b: bytes) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

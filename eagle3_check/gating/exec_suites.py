@@ -1,0 +1,182 @@
+"""`check --suite NAME --runner exec:...`: the edge cases a runner binary can take.
+
+A binary runs a `.pte` file: the harness cannot wrap its program. Cases that need forced
+draft proposals to exist at all (a stop or max new tokens placed inside a forced block) or
+that patch the program (extra `get_eos_ids`) skip, with the reason. Cases whose forcing only
+shapes the acceptance run unforced (their L, K and budget boundaries are kept; the forced
+aim is reported as not observed). Metadata cases run on a copy of the `.pte` with the key
+dropped (`pte_edit`); chain cases need a `--chain` flag (the runner-PR binary has none). Each is judged like `check` (`exec_judge`); error cases pass on a
+clean error exit (a status >= 1, no summary line) whose stderr names what the case needs.
+Expectations a binary cannot show (draft calls, run notes) are listed as not observed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.gating.exec_check import byte_pieces_or_none, judge_process
+from eagle3_check.gating.exec_judge import FAIL, PASS, TIE, Request
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.exec_protocol import OutputError, parse_output
+from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_file
+from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.suites.case import Case
+from eagle3_check.suites.execute import DEFAULT_MAX_NEW, SKIP, CaseResult, SuiteEnv, _resolve_k
+from eagle3_check.suites.forcing import block_end, emitted_index
+from eagle3_check.suites.report import SuiteReport
+from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
+
+BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
+
+
+def skip_reason(case: Case) -> str | None:
+    """Why a binary cannot take this case at all (None: it can, maybe unforced)."""
+    for st in case.stop_at:
+        if st.via not in BINARY_VIAS:
+            return f"needs the program's get_eos_ids extended (stop via {st.via}): a binary's .pte cannot be patched"
+    return None
+
+
+def _unforced_positions(case: Case, k: int) -> tuple[int | None, list[int]]:
+    """(max new tokens, stop indices) the case places through its forcing pattern, as plain
+    numbers: the binary runs unforced, so the boundary is kept and the forced aim is not.
+    Example: forcing (K=4, then 0), stop at round 2 slot 0 -> emitted index 1 + 5 + 0 = 6."""
+    accepts = [a if a is not None else -1 for a in case.forcing.resolve(k, 64)] if case.forcing else []
+    needed = [case.max_new_at[0]] if case.max_new_at else []  # rounds whose a the positions depend on
+    needed += [st.round - 1 for st in case.stop_at if st.round]
+    if any(n > 0 and (len(accepts) < n or min(accepts[:n]) < 0) for n in needed):
+        raise CaseSkip("places a stop or the budget after rounds whose acceptance only forcing fixes")
+    max_new = block_end(accepts, case.max_new_at[0]) + case.max_new_at[1] if case.max_new_at else None
+    return max_new, [emitted_index(accepts, st.round, st.slot) for st in case.stop_at]
+
+
+def run_exec_suite(name: str, cases: list[Case], env: SuiteEnv, runner: ExecRunner,
+                   on_case: Callable[[CaseResult], None] | None = None) -> SuiteReport:
+    report = SuiteReport(name)
+    with tempfile.TemporaryDirectory(prefix="eagle3-exec-") as tmp:
+        for case in cases:
+            result = run_exec_case(case, env, runner, Path(tmp))
+            report.results.append(result)
+            if on_case:
+                on_case(result)
+    return report
+
+
+def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
+    why = skip_reason(case)
+    if why:
+        return CaseResult(case.name, SKIP, why)
+    try:
+        return _run(case, env, runner, tmp)
+    except CaseSkip as s:
+        return CaseResult(case.name, SKIP, str(s))
+
+
+def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
+    if case.fixture and case.fixture != env.fixture:
+        raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
+    base = env.program_for(dict(case.spec))
+    model = program_file(base)
+    md = read_metadata(base.metadata())
+    k_req = _resolve_k(case, md)
+    lo, hi = md.k_range
+    if k_req is not None and not lo <= k_req <= hi and case.expect.error is None:
+        raise CaseSkip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
+    k = md.chain_len if k_req is None else k_req
+    opts = case.option_dict()
+    opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
+    options = RunOptions(**opts, chain_len=k_req)
+    if binary_options(options, md).chain_len is not None and not runner.supports_chain():
+        raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag")
+    if case.drop_key:
+        model = _without(model, case.drop_key, tmp)
+    if case.expect.error:
+        return _run_error(case, env, runner, model, options, md, k)
+    max_new, stop_idx = _unforced_positions(case, k)
+    if max_new is not None:
+        options.max_new_tokens = max_new
+    base_stops = stop_set(env.tokenizer, md, options).ids
+    prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, [])
+    options, _ = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+    text, options = _as_text(prompt, ids, options, env.tokenizer)
+    stops = stop_set(env.tokenizer, md, options).ids
+    req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops)
+    proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md))
+    verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
+                                 req)
+    details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
+               "stderr": proc.stderr_tail()[-800:]}
+    if out is not None:
+        details.update(tokens=out.tokens, rounds=out.rounds, stop=(verdict.expected or {}).get(out.tokens))
+    problems = [] if verdict.status == PASS else [verdict.message]
+    ex = case.expect
+    if out is not None and verdict.status == PASS and not case.forcing:  # forced aims need the forcing
+        if ex.reason and verdict.expected.get(out.tokens) != ex.reason:
+            problems.append(f"case aims at stop '{ex.reason}' but the rules give "
+                            f"'{verdict.expected.get(out.tokens)}' (case setup)")
+        if ex.rounds is not None and out.rounds != ex.rounds:
+            problems.append(f"{out.rounds} rounds, expected {ex.rounds}")
+    unseen = [what for what, wanted in (("draft calls", ex.draft_calls is not None), ("run notes", ex.note),
+                                        ("the forced acceptance (run unforced)", case.forcing)) if wanted]
+    if unseen:
+        details["not_observed"] = unseen
+    if verdict.status == TIE:
+        return CaseResult(case.name, TIE, verdict.message, details)
+    if problems:
+        return CaseResult(case.name, FAIL, "; ".join(problems), details)
+    return CaseResult(case.name, PASS, verdict.message + (f" (not observed: {', '.join(unseen)})" if unseen else ""),
+                      details)
+
+
+def _without(model: Path, key: str, tmp: Path) -> Path:
+    """A copy of the .pte without metadata `key` (made once per key)."""
+    from eagle3_check.program.pte_edit import omit_metadata
+
+    dst = tmp / f"{model.stem}-no-{key}.pte"
+    return dst if dst.is_file() else omit_metadata(model, dst, [key])
+
+
+def _as_text(prompt, ids: list[int], options: RunOptions, tokenizer) -> tuple[str, RunOptions]:
+    """A binary takes text: exact-L id prompts go as raw text that must encode back to the ids."""
+    if not isinstance(prompt, list):
+        return prompt, options
+    raw = dataclasses.replace(options, raw=True)
+    body = ids if options.bos_id == -1 else ids[1:]
+    text = tokenizer.decode(body)
+    if prompt_ids(tokenizer, text, raw) != ids:
+        raise CaseSkip(f"the case's {len(ids)} prompt ids do not survive decode/encode, and a binary takes text")
+    return text, raw
+
+
+def _run_error(case, env, runner, model, options, md, k) -> CaseResult:
+    """Cases that must end in a clean error: a status >= 1 and no summary line."""
+    L = case.prompt.resolve_length(md, k)
+    if L is not None and L < 1 and case.prompt.anchor is not None:
+        raise CaseSkip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
+    if L is not None:
+        text, options = _as_text(env.filler_ids(L, options.bos_id), env.filler_ids(L, options.bos_id), options,
+                                 env.tokenizer)
+    else:
+        text = case.prompt.text or env.prompts[0]
+    proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md))
+    details = {"L": L, "K": k, "returncode": proc.returncode, "stderr": proc.stderr_tail()[-800:]}
+    last = (proc.stderr_tail().strip().splitlines() or ["(no stderr)"])[-1][:200]
+    if proc.timed_out or proc.returncode < 0:
+        return CaseResult(case.name, FAIL, f"expected a clean error exit: {proc.failure(runner.timeout)}", details)
+    if proc.returncode == 0:
+        try:
+            out = parse_output(proc.stdout, proc.stderr)
+            said = f"emitted {out.tokens} tokens"
+        except (OutputError, Eagle3CheckError) as e:
+            said = f"exited 0 ({e})"
+        return CaseResult(case.name, FAIL, f"expected {case.expect.error} (an error exit), but the binary {said}",
+                          details)
+    missing = [m for m in case.expect.mentions if case.drop_key and m == case.drop_key and m not in proc.stderr_tail()]
+    if missing:
+        return CaseResult(case.name, FAIL, f"error exit {proc.returncode}, but stderr does not name "
+                          f"{', '.join(missing)}: {last}", details)
+    return CaseResult(case.name, PASS, f"error exit {proc.returncode}: {last}", details)

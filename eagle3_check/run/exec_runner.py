@@ -1,0 +1,132 @@
+"""`--runner exec:PATH`: a runner binary (the seed's C++ runner, or yours) run as a subprocess.
+
+One process per request, its stdout and stderr read as bytes, a per-request timeout (the
+whole process group is killed), stderr kept for the verdict. The binary gets the program
+file (`--pte`), the tokenizer file and the request as the seed's flags (`exec_protocol`).
+
+A binary cannot be handed a wrapped program, so what the harness learns is only what the
+binary prints; `exec_check`, `exec_suites` and `exec_golden` judge that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+from eagle3_check.run.exec_protocol import ExecCommand
+from eagle3_check.run.options import RunOptions
+
+DEFAULT_TIMEOUT_S = 300.0
+STDERR_KEPT = 4000  # characters of stderr kept in a verdict (the end of it)
+
+
+@dataclass
+class ProcessRun:
+    argv: list[str]
+    returncode: int | None  # None: killed on timeout
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def stderr_tail(self) -> str:
+        return self.stderr.decode("utf-8", "replace")[-STDERR_KEPT:]
+
+    def failure(self, timeout: float) -> str | None:
+        """Why the process itself failed (hang, crash, error exit), or None."""
+        if self.timed_out:
+            return f"hung: no exit within the {timeout:g} s timeout (process group killed)"
+        if self.returncode < 0:
+            name = signal.Signals(-self.returncode).name if -self.returncode in signal.valid_signals() else "?"
+            return f"crashed: killed by signal {-self.returncode} ({name}){_last_line(self.stderr)}"
+        if self.returncode != 0:
+            return f"exit status {self.returncode}{_last_line(self.stderr)}"
+        return None
+
+
+def _last_line(stderr: bytes) -> str:
+    """The error lines (`E [file:line] msg`, the seed's format; the last two) or the last line."""
+    lines = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    errors = [line[:200] for line in lines if line.startswith("E [")][-2:]
+    return f"; stderr: {' | '.join(errors or lines[-1:])}" if lines else "; no stderr"
+
+
+class ExecRunner:
+    """A runner binary; `execute` runs one request."""
+
+    def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S):
+        self.spec = spec
+        self.command = ExecCommand.parse(spec)
+        self.timeout = timeout
+        self._chain: bool | None = None
+        exe = self.command.argv[0]
+        if os.sep in exe and not os.access(exe, os.X_OK):
+            raise InputError(f"--runner {spec!r}: {exe} is not an executable file", "a runner binary",
+                             "build the runner, or give its path (exec:/path/to/runner)")
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+    def supports_chain(self) -> bool:
+        """Does the binary take `--chain`? Asked once through `--help` (gflags lists its flags);
+        a binary whose help lists no seed flag, or a templated command, is taken at its word."""
+        if self._chain is None:
+            self._chain = True
+            if not self.command.templated:
+                try:
+                    p = subprocess.run([*self.command.argv, "--help"], capture_output=True, timeout=60,
+                                       stdin=subprocess.DEVNULL)
+                    text = p.stdout + p.stderr
+                    if b"-model_path" in text:
+                        self._chain = b"-chain " in text
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        return self._chain
+
+    def execute(self, model: str | Path, tokenizer: str | Path, prompt: str, options: RunOptions) -> ProcessRun:
+        argv = self.command.request(str(model), str(tokenizer), prompt, options)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            raise InputError(f"--runner {self.spec!r}: cannot start {argv[0]} ({e.strerror})", "a runnable binary",
+                             "check the path and that it is executable") from None
+        try:
+            out, err = proc.communicate(timeout=self.timeout)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            code = None
+        return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
+
+
+def binary_options(options: RunOptions, md) -> RunOptions:
+    """The options as a binary gets them: K only when it is not the program's default (the
+    runner-PR binary has no --chain flag and runs get_chain_len)."""
+    if options.chain_len is not None and options.chain_len == md.chain_len:
+        return dataclasses.replace(options, chain_len=None)
+    return options
+
+
+def program_file(program) -> Path:
+    """The `.pte` a program was loaded from (through wrappers); a binary can run nothing else."""
+    p = program
+    while p is not None:
+        path = getattr(p, "path", None)
+        if path is not None and str(path).endswith(".pte"):
+            return Path(path)
+        p = getattr(p, "inner", None)
+    raise InputError(f"a {type(program).__name__} program with an exec runner", "a .pte program file",
+                     "pass --pte FILE (export one with `eagle3-check export -o FILE.pte`)")
