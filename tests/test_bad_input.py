@@ -87,10 +87,16 @@ class Bad:
         elif how == "aux-layer-beyond-depth":
             cfg["eagle_aux_hidden_state_layer_ids"] = [1, 2, 9]
             cfg_path.write_text(json.dumps(cfg))
-        elif how in ("no-embedding", "d2t-outside-vocab"):
+        elif how == "rope-yarn":
+            cfg["transformer_layer_config"]["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+            cfg_path.write_text(json.dumps(cfg))
+        elif how == "unknown-key":
+            cfg["attention_sink"] = True
+            cfg_path.write_text(json.dumps(cfg))
+        elif how in ("stray-bias", "d2t-outside-vocab"):
             w = load_file(str(w_path))
-            if how == "no-embedding":
-                del w["embed_tokens.weight"]
+            if how == "stray-bias":
+                w["layers.0.self_attn.q_proj.bias"] = torch.zeros(64)
             else:
                 w["d2t"][7] = 10_000
             save_file(w, str(w_path))
@@ -154,7 +160,7 @@ CLI_CASES = [
     pytest.param(lambda b: with_dirs(b.target("truncated"), fd(b)), "cannot be loaded", id="target-weights-truncated"),
     pytest.param(lambda b: with_dirs(b.target("random-bytes"), fd(b)), "cannot be loaded", id="target-weights-random-bytes"),
     pytest.param(lambda b: with_dirs("/nonexistent/target", fd(b)), "/nonexistent/target", id="target-dir-missing"),
-    pytest.param(lambda b: with_dirs(fx(b), b.draft("missing")), "model.safetensors does not exist", id="draft-weights-missing"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("missing")), "has no weights", id="draft-weights-missing"),
     pytest.param(lambda b: with_dirs(fx(b), b.draft("empty")), "cannot be read", id="draft-weights-empty"),
     pytest.param(lambda b: with_dirs(fx(b), b.draft("truncated")), "cannot be read", id="draft-weights-truncated"),
     pytest.param(lambda b: with_dirs(fx(b), b.draft("random-bytes")), "cannot be read", id="draft-weights-random-bytes"),
@@ -166,8 +172,12 @@ CLI_CASES = [
                  id="draft-d2t-outside-target-vocab"),
     pytest.param(lambda b: with_dirs(fx(b), b.draft("aux-layer-beyond-depth")), "aux layer id 9",
                  id="draft-aux-layer-beyond-target-depth"),
-    pytest.param(lambda b: with_dirs(fx(b), b.draft("no-embedding")), "embed_tokens.weight",
-                 id="draft-without-own-embedding"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("stray-bias")), "layers.0.self_attn.q_proj.bias",
+                 id="draft-tensor-the-config-has-no-place-for"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("rope-yarn")), "rope_scaling.rope_type 'yarn'",
+                 id="draft-rope-variant-not-implemented"),
+    pytest.param(lambda b: with_dirs(fx(b), b.draft("unknown-key")), "'attention_sink'",
+                 id="draft-config-key-not-understood"),
     # tokenizer
     pytest.param(lambda b: [*RUN, "--tokenizer", b.file("tok.json", b"{not json")], "is not valid JSON",
                  id="tokenizer-not-json"),

@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
     p.add_argument("--list", action="store_true", help="list the suites and their cases, then exit")
+    p.add_argument("--expect-tau", type=float, default=None, metavar="X",
+                   help="flag the draft (exit 1) when tau is far below X (draft health)")
     p.add_argument("--reference", choices=["hf", "self"], default="hf",
                    help="greedy reference: hf (Transformers, the default) or self (the program's own "
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
@@ -118,11 +120,15 @@ def main(args: argparse.Namespace) -> int:
         bar.close()
     report.info.update(setup.info, runner=runner_name, reference=args.reference,
                        tie_tolerance=tolerance_for(args.dtype).describe())
+    from eagle3_check.gating.draft_health import assess
+
+    health = assess(setup.program, report, args.expect_tau)  # greedy equality cannot see a wrong draft
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps({**report.to_json(), "draft_health": health.to_json()}, indent=2))
     else:
         print(format_table(report))
-    return 0 if report.passed else 1
+        print("\n".join(health.lines()))
+    return 0 if report.passed and not health.flags else 1
 
 
 def raise_no_prompts() -> None:

@@ -80,6 +80,9 @@ class EagerBackend(SpeculatorProgram):
                 f"the target's vocab size {tcfg.vocab_size}",
                 "use a draft trained for this target",
             )
+        draft.cfg.resolve_aux_layers(tcfg.num_hidden_layers)  # vLLM's default when unnamed
+        if draft.needs_target_embedding:  # no embed_tokens in the checkpoint: vLLM shares the target's
+            draft.share_embedding(model.get_input_embeddings().weight)
         target = TargetAdapter(model, draft.cfg.aux_layer_ids, spec.max_seq_len)
         module = Eagle3Speculator(target, draft).to(device=dev, dtype=DTYPES[dtype]).eval()
         eos = model.generation_config.eos_token_id if model.generation_config else None

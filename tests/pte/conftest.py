@@ -22,7 +22,7 @@ from eagle3_check.program.export import export_eager, sidecar_path
 from eagle3_check.program.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/speculator.py", "program/eager.py"]
+SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:

@@ -1,0 +1,74 @@
+"""Draft health: the teacher-forced step-0 agreement, and the flag for a draft far below its tau."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.gating.check import run_check
+from eagle3_check.gating.draft_health import assess, step0_agreement
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.run.options import RunOptions, prompt_ids
+
+
+@pytest.fixture(scope="module")
+def seq(program, tokenizer, fixture):
+    """A prompt and the program's greedy continuation (through the self reference's path)."""
+    from eagle3_check.reference.self_ref import self_greedy
+
+    ids = prompt_ids(tokenizer, fixture.prompts()[0].text, RunOptions())
+    return ids, ids + self_greedy(program, ids, 40).tokens
+
+
+def test_step0_agreement_equals_a_direct_forward(program, seq):
+    """The contract-driven count equals one full-sequence forward of the HF target and the draft."""
+    ids, s = seq
+    hits, rows = step0_agreement(program, s, len(ids))
+    module = program.module
+    with torch.no_grad():
+        out = module.target.model(input_ids=torch.tensor([s]), output_hidden_states=True)
+        greedy = out.logits[0].argmax(-1)  # [n] greedy token for position q + 1
+        taps = torch.cat([out.hidden_states[k] for k in module.draft.cfg.aux_layer_ids], -1)  # [1, n, 3H]
+        n = len(s)
+        logits, _ = module.draft(torch.tensor([s[1:]]), module.draft.fuse(taps)[:, : n - 1], torch.arange(n - 1))
+        proposals = module.draft.to_target_ids(logits.argmax(-1))[0]  # [n-1] row p proposes p + 2
+    p = torch.arange(len(ids) - 2, n - 1)
+    assert rows == len(p) and rows > 0
+    assert hits == int((proposals[p] == greedy[p + 1]).sum())
+
+
+@dataclass
+class _Report:  # what assess reads of a CheckReport
+    tau: float
+    n_alpha: list = field(default_factory=lambda: [0.5])
+    outcomes: list = field(default_factory=list)
+
+
+@pytest.mark.parametrize("tau,flagged", [(0.8 * 2.0 - 1e-9, True), (0.8 * 2.0, False), (2.5, False)],
+                         ids=["just-below-80pct", "at-80pct", "above"])
+def test_flag_threshold(tau, flagged):
+    health = assess(None, _Report(tau), expect_tau=2.0)
+    assert bool(health.flags) is flagged
+    assert not assess(None, _Report(tau)).flags  # no expectation, no flag
+
+
+def test_draft_for_another_target_is_flagged(fixture, tokenizer, hf_reference, program, seq):
+    """tiny-gemma4's draft fits tiny-llama's shapes: it loads and passes greedy equality, and
+    draft health shows it (agreement collapses; tau far below the card's)."""
+    other = load_fixture("tiny-gemma4").draft_dir
+    bad = EagerBackend.from_dirs(fixture.target_dir, other, fixture.spec)
+    ids, s = seq
+    good_hits, rows = step0_agreement(program, s, len(ids))
+    bad_hits, _ = step0_agreement(bad, s, len(ids))
+    assert bad_hits < good_hits / 2, (bad_hits, good_hits, rows)
+    report = run_check(bad, tokenizer, hf_reference, fixture.prompts()[:4], RunOptions(max_new_tokens=24),
+                       tolerance_for("float32"))
+    assert report.passed  # greedy verification cannot see it
+    expected = json.loads((fixture.root / "card.json").read_text())["k"]["4"]["tau"]
+    health = assess(bad, report, expect_tau=expected)
+    assert health.flags and "FLAG tau" in health.lines()[-1], health.lines()
