@@ -20,12 +20,11 @@ from pathlib import Path
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.gating.exec_check import byte_pieces_or_none, judge_process
 from eagle3_check.gating.exec_judge import FAIL, PASS, TIE, Request
-from eagle3_check.program.contract import read_metadata
 from eagle3_check.run.exec_protocol import OutputError, parse_output
 from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_file
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.suites.case import Case
-from eagle3_check.suites.execute import DEFAULT_MAX_NEW, SKIP, CaseResult, SuiteEnv, _resolve_k
+from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, case_setup
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.report import SuiteReport
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
@@ -77,19 +76,9 @@ def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> C
 
 
 def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
-    if case.fixture and case.fixture != env.fixture:
-        raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
-    base = env.program_for(dict(case.spec))
+    setup = case_setup(case, env)
+    base, md, k, options = setup.base, setup.md, setup.k, setup.options
     model = program_file(base)
-    md = read_metadata(base.metadata())
-    k_req = _resolve_k(case, md)
-    lo, hi = md.k_range
-    if k_req is not None and not lo <= k_req <= hi and case.expect.error is None:
-        raise CaseSkip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
-    k = md.chain_len if k_req is None else k_req
-    opts = case.option_dict()
-    opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
-    options = RunOptions(**opts, chain_len=k_req)
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
         raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag")
     if case.drop_key:

@@ -191,7 +191,19 @@ def _judge(case: Case, env: SuiteEnv, runner: Runner | None) -> CaseResult:
         return CaseResult(case.name, FAIL, crash_reason(e))
 
 
-def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
+@dataclasses.dataclass
+class CaseSetup:
+    """What every way of running a case starts from (in-process or through a runner binary):
+    the program it asks for, its metadata, K and the run options."""
+
+    base: SpeculatorProgram
+    md: Metadata
+    k: int  # the case's K, or the program's get_chain_len
+    options: RunOptions
+
+
+def case_setup(case: Case, env: SuiteEnv) -> CaseSetup:
+    """The case's program, metadata, K and options; CaseSkip where this run cannot take it."""
     if case.fixture and case.fixture != env.fixture:
         raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
     base = env.program_for(dict(case.spec))
@@ -200,10 +212,15 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     lo, hi = md.k_range
     if k_req is not None and not lo <= k_req <= hi and case.expect.error is None:
         raise CaseSkip(f"K = {k_req} is outside this program's range [{lo}, {hi}]")
-    k = md.chain_len if k_req is None else k_req
     opts = case.option_dict()
     opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
-    options = RunOptions(**opts, chain_len=k_req)
+    k = md.chain_len if k_req is None else k_req
+    return CaseSetup(base, md, k, RunOptions(**opts, chain_len=k_req))
+
+
+def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
+    setup = case_setup(case, env)
+    base, md, k, options = setup.base, setup.md, setup.k, setup.options
     program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
     if case.expect.error:
         return _run_error(case, env, program, options, md, k, runner)
