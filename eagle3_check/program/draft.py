@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from eagle3_check.atomic import atomic_path, write_text_atomic
 from eagle3_check.errors import InputError
 
 
@@ -254,13 +255,14 @@ class Eagle3DraftHead(nn.Module):
     def save(self, out_dir: str | Path) -> None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(self.cfg.to_json(), indent=2) + "\n")
+        write_text_atomic(out / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n", "draft config")
         tensors = {
             k: v.detach().contiguous().cpu()
             for k, v in self.state_dict().items()
             if "k_cache" not in k and "v_cache" not in k
         }
-        save_file(tensors, str(out / "model.safetensors"))
+        with atomic_path(out / "model.safetensors", "draft weights") as tmp:
+            save_file(tensors, str(tmp))
 
     @classmethod
     def load(cls, draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
