@@ -206,3 +206,18 @@ def test_cli_check_json_stays_valid_and_exits_1(factory, reason, capsys, monkeyp
     assert rc == 1 and not report["passed"] and "Traceback" not in out.err
     assert all(r["verdict"]["status"] == FAIL and r["verdict"]["message"].startswith(reason)
                for r in report["requests"])
+
+
+def test_sys_exit_in_a_suite_case_and_in_golden_verify_is_a_finding(fixture, program, tokenizer, hf_reference):
+    from eagle3_check.gating.golden import GoldenKey, record_golden, run_golden
+    from eagle3_check.suites import suite_cases
+    from eagle3_check.suites.execute import SuiteEnv, run_case
+
+    env = SuiteEnv(lambda spec: program, tokenizer, hf_reference, [p.text for p in fixture.prompts()],
+                   tolerance_for("float32"), fixture=fixture.name)
+    got = run_case(suite_cases("budget")[0], env, Exits())
+    assert got.status == FAIL and "sys.exit(0)" in got.message, got.message
+    key = GoldenKey(fixture.name, "eager", "cpu", "float32", 4, 6)
+    golden = record_golden(program, tokenizer, hf_reference, PROMPTS[:1], key, tolerance_for("float32"))
+    runs = run_golden(program, tokenizer, golden, runner=Exits())
+    assert runs["hi"].stop_reason == "crashed" and "sys.exit(0)" in runs["hi"].notes[0]
