@@ -59,13 +59,14 @@ class NoneOnHi(ReferenceRunner):
 
 
 class BreaksTheProgram(ReferenceRunner):
-    """The reference runner on a program whose target_verify breaks the contract on the first request."""
+    """The reference runner on a program whose target_verify breaks the contract on the first request
+    (it wraps the program it is given: the harness audits the calls on that one)."""
+
+    requests = 0
 
     def run(self, program, tokenizer, prompt, options):
-        if not isinstance(program, BadVerify):
-            self.wrapped = getattr(self, "wrapped", None) or BadVerify(program)
-            program = self.wrapped
-        return super().run(program, tokenizer, prompt, options)
+        self.requests += 1
+        return super().run(BadVerify(program) if self.requests == 1 else program, tokenizer, prompt, options)
 
 
 @pytest.mark.parametrize("runner, bad, reason", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from eagle3_check.atomic import check_writable
 from eagle3_check.errors import InputError
 
 HELP = """Export a target + EAGLE-3 draft to an ExecuTorch .pte with the methods prefill,
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_writable(args.output, "-o")  # before loading and exporting: never creates a directory
     if args.from_pte:
         return _from_pte(args)
     from eagle3_check.cli.common import eager_program

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from eagle3_check.atomic import check_writable, write_text_atomic
 from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
 from eagle3_check.cli.exec_cmd import add_timeout_arg
 
@@ -61,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.gating.junit import write_junit
     from eagle3_check.tokenizer import Tokenizer
 
+    check_writable(args.report, "--report")  # before the run: a missing directory must not lose it
+    if args.junit:
+        check_writable(args.junit, "--junit")
     fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
     if args.prompts:
         prompts = load_prompts(args.prompts)
@@ -93,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
 
     report = run_gate(inputs, on_check=progress)
     report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)})
-    Path(args.report).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    write_text_atomic(args.report, json.dumps(report.to_json(), indent=2) + "\n", "report")
     if args.junit:
         write_junit(args.junit, report.junit_suites())
     if args.json:

@@ -6,6 +6,8 @@ accepted, for j = 0..K-1) are computed over all requests.
 
 Each request is judged position by position (`verdict.judge`) against the reference's
 teacher-forced scores of the runner's own tokens (`reference.score(prompt_ids, tokens)`).
+Every run goes through `RecordingProgram` and its call log is audited against DESIGN §2
+(`audit_calls`), so a runner that returns the right tokens without calling the program fails.
 Ties are counted apart from identical positions; a report passes when no request fails and
 its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
 """
@@ -31,6 +33,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
@@ -119,6 +122,16 @@ def audit_run(run: RunResult, want_ids: list[int], k: int) -> str | None:
     return None
 
 
+def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int) -> str | None:
+    """The program calls the run made, against DESIGN §2's call protocol (`instrument.call_problems`):
+    a runner that never calls the program, or calls it out of protocol, fails with the first problem."""
+    problems = call_problems(rec, run, max_seq_len)
+    if not problems:
+        return None
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"call protocol: {problems[0]}{more}"
+
+
 def run_check(
     program,
     tokenizer: Tokenizer,
@@ -150,15 +163,16 @@ def run_check(
             raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
     for p, want_ids in zip(prompts, requests):
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
+        rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program
         try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
-            run = guarded_run(runner, program, tokenizer, p.text, options)
+            run = guarded_run(runner, rec, tokenizer, p.text, options)
         except RunCrash as e:
             outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)))
             report.outcomes.append(outcome)
             if on_request:
                 on_request(outcome)
             continue
-        problem = audit_run(run, want_ids, k)
+        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len)
         if problem:
             verdict = Verdict(FAIL, problem)
         else:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from eagle3_check.atomic import locked, os_error, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.program.contract import read_metadata
@@ -163,11 +164,15 @@ def load_golden(path: str | Path) -> Golden:
 def save_golden(golden: Golden, directory: str | Path, force: bool = False) -> Path:
     """Writes `directory/<key>.json`; refuses to overwrite an existing golden unless `force`."""
     path = Path(directory) / golden.key.filename
-    if path.exists() and not force:
-        raise GoldenError(f"golden {path} already exists", "a configuration without a golden",
-                          "pass --force to re-record it (review the diff before committing)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(golden.to_json()), encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the golden store is the tool's own directory
+    except OSError as e:
+        raise os_error(path, e, "golden") from None
+    with locked(path, "golden"):  # two recorders of one golden: the check and the write in turn
+        if path.exists() and not force:
+            raise GoldenError(f"golden {path} already exists", "a configuration without a golden",
+                              "pass --force to re-record it (review the diff before committing)")
+        write_text_atomic(path, dumps(golden.to_json()), "golden")
     return path
 
 

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_check.atomic import write_text_atomic
 from eagle3_check.status import FAIL, SKIP, TIE
 
 
@@ -83,6 +84,4 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
 
 
 def write_junit(path: str | Path, suites: list[JUnitSuite], name: str = "eagle3-check gate") -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(to_xml(suites, name), encoding="utf-8")
+    write_text_atomic(path, to_xml(suites, name), "JUnit report")

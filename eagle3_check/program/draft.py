@@ -16,8 +16,6 @@ again overwrites it (rollback by overwrite).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
@@ -25,6 +23,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
+from eagle3_check.atomic import atomic_path, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.program.draft_config import DraftConfig
 from eagle3_check.program.rope import apply_rope, rope, rope_tables
@@ -216,9 +215,9 @@ class Eagle3DraftHead(nn.Module):
         if self.cfg.draft_vocab_size == self.cfg.vocab_size:  # full vocab: speculators has no maps
             tensors.pop("d2t")
             tensors.pop("t2d")
-        _atomic(out / "model.safetensors", lambda p: save_file(tensors, p, metadata={"format": "pt"}))
-        text = json.dumps(self.cfg.to_json(), indent=2) + "\n"
-        _atomic(out / "config.json", lambda p: Path(p).write_text(text))
+        with atomic_path(out / "model.safetensors", "draft weights") as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+        write_text_atomic(out / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n", "draft config")
 
     @classmethod
     def load(cls, draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
@@ -227,13 +226,3 @@ class Eagle3DraftHead(nn.Module):
 
         return load_draft(draft_dir, max_seq_len)
 
-
-def _atomic(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
@@ -213,8 +214,7 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
             emit_mutable_buffer_names=True,
         )
     )
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "wb") as f:
+    with atomic_writer(out_path, binary=True, what=".pte") as f:
         et.write_to_file(f)
     return summary
 
@@ -240,6 +240,7 @@ def export_speculator(
     out = Path(out_path)
     if out.suffix != ".pte":
         raise OptionError(f"output path {out}", "a file name ending in .pte", "pass -o NAME.pte")
+    check_writable(out, ".pte")  # before the minute of export: a missing directory is an error now
     hidden = _feature_width(module)
     t0 = time.perf_counter()
     programs = export_methods(module, spec, hidden)
@@ -253,7 +254,7 @@ def export_speculator(
         source=source or {},
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
     )
-    sidecar_path(out).write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    write_text_atomic(sidecar_path(out), json.dumps(record.to_json(), indent=2) + "\n", "export sidecar")
     return record
 
 

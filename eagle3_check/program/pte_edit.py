@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eagle3_check.atomic import write_bytes_atomic, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.program.export import check_omit, require_executorch, sidecar_path
 
@@ -33,8 +34,7 @@ def omit_metadata(src: str | Path, dst: str | Path, keys: list[str] | tuple[str,
             raise InputError(f"--omit-metadata {key}: {s} has no such method", f"one of {names}",
                              "omit a key the program has")
     pte.program.execution_plan = [p for p in pte.program.execution_plan if p.name not in keys]
-    d.parent.mkdir(parents=True, exist_ok=True)
-    d.write_bytes(bytes(serialize_pte_binary(pte, extract_delegate_segments=True)))
+    write_bytes_atomic(d, bytes(serialize_pte_binary(pte, extract_delegate_segments=True)), ".pte")
     side = sidecar_path(s)
     if side.is_file() and d.suffix == ".pte":
         import json
@@ -42,5 +42,5 @@ def omit_metadata(src: str | Path, dst: str | Path, keys: list[str] | tuple[str,
         rec = json.loads(side.read_text())
         rec.update(path=str(d), omitted=sorted(set(rec.get("omitted", [])) | set(keys)),
                    metadata={k: v for k, v in rec.get("metadata", {}).items() if k not in keys})
-        sidecar_path(d).write_text(json.dumps(rec, indent=2) + "\n")
+        write_text_atomic(sidecar_path(d), json.dumps(rec, indent=2) + "\n", "export sidecar")
     return d

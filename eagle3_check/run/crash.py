@@ -6,9 +6,20 @@ return something that is not a `RunResult`; a program may break the contract dur
 suites, the gate and `golden verify` report them as a failed request with the reason (type
 and first line of the message) and go on judging the other requests; exit code 1.
 Options found wrong before any work (prompt length, flags) stay errors (exit 2).
+
+The runner under test is isolated from what judges it (`guarded_run`): it gets its own deep
+copy of the options and of a prompt given as ids (a runner that sets `max_new_tokens = 1` on
+them changes nothing the verdict reads); `sys.exit()` inside it is a crash, not the end of
+the harness; what it prints to stdout is captured (stdout carries `--json`) and fails the
+request with the text in the reason; a RunResult whose tokens, prompt ids, accepted counts,
+rounds or K are not Python ints (float, numpy, tensor) fails with the offending field.
 """
 
 from __future__ import annotations
+
+import contextlib
+import copy
+import io
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.result import RunResult
@@ -24,21 +35,61 @@ def crash_reason(e: BaseException) -> str:
     """'crashed: ZeroDivisionError: division by zero' (first line of the message, at most 300 chars);
     a contract violation or other harness error keeps its own one-line message."""
     first = (str(e).splitlines() or [""])[0][:300]
+    if isinstance(e, SystemExit):
+        return (f"crashed: the runner called sys.exit({e.code!r}) (SystemExit); expected a RunResult from run(). "
+                "Fix: return or raise instead of exiting")
     if isinstance(e, Eagle3CheckError):
         return f"{type(e).__name__}: {first}"
     return f"crashed: {type(e).__name__}: {first}" if first else f"crashed: {type(e).__name__}"
 
 
 def guarded_run(runner, program, tokenizer, prompt, options) -> RunResult:
-    """`runner.run(...)`, with any exception or a non-RunResult return turned into `RunCrash`."""
+    """`runner.run(...)` on its own copy of `options` (and of `prompt` when it is ids), stdout
+    captured; any exception or SystemExit, a non-RunResult return, output on stdout or a
+    field of the wrong type is turned into `RunCrash` with the one-line reason."""
+    own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
+    own_prompt = list(prompt) if isinstance(prompt, (list, tuple)) else prompt
+    printed = io.StringIO()
     try:
-        run = runner.run(program, tokenizer, prompt, options)
-    except Exception as e:  # noqa: BLE001 - whatever the code under test raises is a finding
+        with contextlib.redirect_stdout(printed):  # stdout is the report's channel (--json)
+            run = runner.run(program, tokenizer, own_prompt, own_options)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the code under test raises is a finding
         raise RunCrash(crash_reason(e)) from e
     if not isinstance(run, RunResult):
         raise RunCrash(f"contract violated: the runner's run() returned {type(run).__name__}; expected an "
                        "eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run() (see the Runner protocol)")
+    if printed.getvalue():
+        text = printed.getvalue()
+        raise RunCrash(f"contract violated: the runner wrote {len(text)} characters to stdout, which carries the "
+                       f"report (--json): {text[:200]!r}. Fix: log to stderr")
+    problem = type_problem(run)
+    if problem:
+        raise RunCrash(f"contract violated: {problem}")
     return run
+
+
+def _not_int(x) -> bool:
+    return type(x) is not int  # bool, float, numpy and tensor scalars are not token ids
+
+
+def type_problem(run: RunResult) -> str | None:
+    """The first RunResult field that does not hold Python ints where ints are due, else None.
+
+    E.g. tokens = [5, 7.0] -> "RunResult.tokens[1] is float (7.0); expected a Python int"."""
+    for name in ("rounds", "k", "max_new"):
+        v = getattr(run, name)
+        if _not_int(v):
+            return f"RunResult.{name} is {type(v).__name__} ({v!r:.40}); expected a Python int. Fix: int(...) it"
+    for name in ("tokens", "prompt_ids", "accepted"):
+        seq = getattr(run, name)
+        if not isinstance(seq, list):
+            return (f"RunResult.{name} is {type(seq).__name__}; expected a list of Python ints. "
+                    f"Fix: return .tolist() / list(...) of ints")
+        i = next((i for i, t in enumerate(seq) if _not_int(t)), None)
+        if i is not None:
+            return (f"RunResult.{name}[{i}] is {type(seq[i]).__name__} ({seq[i]!r:.40}); expected a Python int. "
+                    f"Fix: return .tolist() / int(...) ids")
+    return None
 
 
 def crashed_run(prompt_ids: list[int], k: int, max_new: int) -> RunResult:

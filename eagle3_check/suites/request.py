@@ -13,6 +13,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from eagle3_check.atomic import write_text_atomic
 from eagle3_check.run.options import RunOptions, prompt_ids, read_prompt_file, stop_set
 from eagle3_check.run.rules import expected_length
 from eagle3_check.suites.case import Case
@@ -130,5 +131,5 @@ def _as_prompt(case: Case, cand):
         return cand
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "prompt.txt"
-        path.write_text(cand, encoding="utf-8")
+        write_text_atomic(path, cand, "prompt file")
         return read_prompt_file(path)

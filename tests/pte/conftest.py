@@ -18,6 +18,7 @@ import torch
 
 # No executorch import here: without it the test modules skip themselves (importorskip) and
 # these fixtures are never used. program/export.py and program/pte_backend.py import executorch lazily.
+from eagle3_check.atomic import atomic_path, locked
 from eagle3_check.program.export import export_eager, sidecar_path
 from eagle3_check.program.pte_backend import PteBackend
 
@@ -42,14 +43,17 @@ def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
     cache = ROOT / ".cache" / "pte"
     cached = cache / f"{name}-{key}.pte"
     out = tmp_path_factory.mktemp(name) / f"{name}.pte"
-    if not cached.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        export(out)
-        shutil.copy(sidecar_path(out), sidecar_path(cached))
-        shutil.copy(out, cached)
-    else:
-        shutil.copy(cached, out)
-        shutil.copy(sidecar_path(cached), sidecar_path(out))
+    cache.mkdir(parents=True, exist_ok=True)
+    with locked(cached, ".pte cache"):  # two sessions exporting one key: the second waits, then copies
+        if not cached.is_file():
+            export(out)
+            with atomic_path(sidecar_path(cached)) as tmp:  # sidecar first: a cached .pte has its sidecar
+                shutil.copy(sidecar_path(out), tmp)
+            with atomic_path(cached) as tmp:
+                shutil.copy(out, tmp)
+        else:
+            shutil.copy(cached, out)
+            shutil.copy(sidecar_path(cached), sidecar_path(out))
     return out
 
 
