@@ -82,6 +82,7 @@ class ReferenceRunner:
     """DESIGN §2 with data placement `placement` ("host" or "device", see run/placement.py)."""
 
     name = "reference"
+    plan = staticmethod(prefill_chunks)  # the chunked-prefill plan (a test runner swaps in a wrong one)
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]
@@ -123,7 +124,7 @@ class ReferenceRunner:
                 step_ids, g = draft(place.window(j, j + 1), place.feed(g[:, -1:]), start + j - 1)
                 place.put(j + 1, step_ids)
 
-        chunks = prefill_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) \
+        chunks = self.plan(L, md.max_prefill, md.min_prefill, md.sliding_window) \
             if options.chunked_prefill else [L]
         prompt_t = place.tokens(ids)  # [1, L]
         features = []  # per chunk [1, T, H]; copies when chunked (the next prefill may overwrite its output)

@@ -59,6 +59,13 @@ def expected_length(
     return Expected(n, EARLY)
 
 
+def prefill_chunk_size(max_prefill: int, sliding_window: int | None) -> int:
+    """Chunked prefill's chunk: the sliding window if present, else max_prefill // 2, capped at
+    max_prefill (window 16, max 32 -> 16; no window, max 32 -> 16; window 64, max 32 -> 32)."""
+    chunk = sliding_window if sliding_window else max_prefill // 2
+    return max(1, min(chunk, max_prefill))
+
+
 def prefill_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_window: int | None) -> list[int]:
     """The chunk lengths chunked prefill uses for a prompt of `prompt_len` tokens (DESIGN §2 rule 4).
 
@@ -73,8 +80,7 @@ def prefill_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_
         remaining 9:  9 leaves 0                            -> 9
     chunks [16, 15, 9] at positions 0..15, 16..30, 31..39.
     """
-    chunk = sliding_window if sliding_window else max_prefill // 2
-    chunk = max(1, min(chunk, max_prefill))
+    chunk = prefill_chunk_size(max_prefill, sliding_window)
     out: list[int] = []
     remaining = prompt_len
     while remaining > 0:
