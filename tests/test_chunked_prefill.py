@@ -79,3 +79,56 @@ def test_without_the_option_a_long_prompt_stays_an_error(tokenizer):
     prog = toy.ToyProgram(max_seq_len=64, min_prefill=9, max_prefill=32)
     with pytest.raises(OptionError, match="prefill range"):
         ReferenceRunner().run(prog, tokenizer, list(range(300, 333)), _opts(chunked_prefill=False))
+
+
+# --- the suite catches wrong chunking: plug-in runners (`--runner tests.test_chunked_prefill:NAME`) ----
+
+
+def _split(L, chunk, min_prefill, tail_rule):
+    out = []
+    while L > 0:
+        step = min(L, chunk)
+        if tail_rule and 0 < L - step < min_prefill:
+            step = L - min_prefill
+        out.append(step)
+        L -= step
+    return out
+
+
+class WindowOverflowRunner(ReferenceRunner):
+    """Chunks of max_prefill whatever the sliding window (32 > window 16 on tiny-gemma4): the
+    ring-cache overflow of the stack's #20346."""
+
+    name = "chunk-over-window"
+    plan = staticmethod(lambda L, max_prefill, min_prefill, window: _split(L, max_prefill, min_prefill, True))
+
+
+class TailIgnoringRunner(ReferenceRunner):
+    """The rule's chunk, but the min-prefill tail rule ignored (L = 17, chunk 16 -> [16, 1])."""
+
+    name = "chunk-tail-ignored"
+    plan = staticmethod(lambda L, max_prefill, min_prefill, window: _split(
+        L, window or max_prefill // 2, min_prefill, False))
+
+
+@pytest.fixture(scope="module")
+def gemma_env():
+    from eagle3_check.suites.execute import SuiteEnv
+
+    return SuiteEnv.eager("tiny-gemma4")
+
+
+@pytest.mark.parametrize("runner,case_name", [
+    (WindowOverflowRunner, "chunked-prefill/window-ring"),
+    (TailIgnoringRunner, "chunked-prefill/chunk+1"),
+    (TailIgnoringRunner, "chunked-prefill/3chunks+1"),
+], ids=["window-overflow", "tail-ignored-chunk+1", "tail-ignored-3chunks+1"])
+def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
+    from eagle3_check.suites import suite_cases
+    from eagle3_check.suites.execute import run_case
+
+    case = suite_cases(case_name)[0]
+    assert run_case(case, gemma_env).status == "pass"  # the reference runner passes it
+    got = run_case(case, gemma_env, runner())
+    assert got.status == "fail", got.message
+    assert "prefill" in got.message
