@@ -38,11 +38,12 @@ def _opts(**kw):
     return RunOptions(**{**base, **kw})
 
 
-def test_loop_prefills_and_seeds_in_the_plan_chunks(tokenizer):
+@pytest.mark.parametrize("placement", ["host", "device"])
+def test_loop_prefills_and_seeds_in_the_plan_chunks(tokenizer, placement):
     """L = 40 on a toy with prefill range [9, 32]: prefill and seed in [16, 15, 9] at their positions."""
     prompt = list(range(300, 340))
     prog = RecordingProgram(toy.ToyProgram(max_seq_len=64, min_prefill=9, max_prefill=32))
-    result = ReferenceRunner().run(prog, tokenizer, prompt, _opts())
+    result = ReferenceRunner(placement).run(prog, tokenizer, prompt, _opts())
     pre = prog.of("prefill")
     assert [c.positions for c in pre] == [list(range(0, 16)), list(range(16, 31)), list(range(31, 40))]
     assert [t for c in pre for t in c.tokens] == prompt

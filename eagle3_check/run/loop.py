@@ -74,7 +74,7 @@ def check_prompt_len(n: int, md: Metadata, chunked: bool = False) -> None:
         raise OptionError(
             f"prompt length L = {n} tokens",
             f"L in the program's prefill range [{md.min_prefill}, {md.max_prefill}]",
-            "shorten or lengthen the prompt, or re-export with a wider prefill range (no chunking)",
+            "shorten or lengthen the prompt, re-export with a wider prefill range, or pass --chunked-prefill",
         )
 
 
