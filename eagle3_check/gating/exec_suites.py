@@ -90,6 +90,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     opts = case.option_dict()
     opts.setdefault("max_new_tokens", DEFAULT_MAX_NEW)
     options = RunOptions(**opts, chain_len=k_req)
+    if options.chunked_prefill:
+        raise CaseSkip("chunked prefill: a runner binary gets no option for it")
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
         raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag")
     if case.drop_key:
