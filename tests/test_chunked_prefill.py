@@ -146,3 +146,17 @@ def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
     with pytest.raises(OptionError, match="--chunked-prefill with an exec runner"):
         run_exec_check(ExecRunner("exec:/bin/true"), prog, tokenizer, None, [Prompt("p", "hi")],
                        RunOptions(max_new_tokens=4, chunked_prefill=True))
+
+
+def test_self_reference_chunks_a_prompt_beyond_max_prefill():
+    """The self reference prefills L = 40 > max prefill 32 in the rule's chunks [16, 15, 9]."""
+    from eagle3_check.reference.self_ref import SelfReference
+
+    prompt = list(range(300, 340))
+    prog = RecordingProgram(toy.ToyProgram(max_seq_len=64, min_prefill=9, max_prefill=32))
+    ref = SelfReference(prog)
+    got = ref.greedy(prompt, 6)
+    assert [len(c.tokens) for c in prog.of("prefill")] == [16, 15, 9]
+    assert got.tokens == toy.greedy(prompt, 6)
+    scores = ref.score(prompt, got.tokens)
+    assert scores.argmax[: len(got.tokens)] == got.tokens
