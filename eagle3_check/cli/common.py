@@ -66,6 +66,8 @@ def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> N
     g.add_argument("--eos-id", type=int, default=1)
     g.add_argument("--max-new-tokens", type=int, default=max_new_default)
     g.add_argument("-k", "--chain-len", type=int, default=None, help="chain length K (default: the program's)")
+    g.add_argument("--chunked-prefill", action="store_true",
+                   help="prefill a prompt in chunks (DESIGN §2 rule 4): L may exceed the program's max prefill")
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -79,6 +81,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         eos_id=args.eos_id,
         max_new_tokens=args.max_new_tokens,
         chain_len=args.chain_len,
+        chunked_prefill=getattr(args, "chunked_prefill", False),
     )
 
 

@@ -158,7 +158,7 @@ def run_check(
     requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
     for p, ids in zip(prompts, requests):  # every request is valid before any work (no partial report)
         try:
-            check_prompt_len(len(ids), md)
+            check_prompt_len(len(ids), md, options.chunked_prefill)
         except OptionError as e:
             raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
     for p, want_ids in zip(prompts, requests):

@@ -108,6 +108,9 @@ def run_exec_check(
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
     k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
+    if options.chunked_prefill:  # a binary has no such flag: judging it as chunked would be a guess
+        raise OptionError("--chunked-prefill with an exec runner", "a runner the harness can pass the option to",
+                          "drop --chunked-prefill (the binary prefills on its own terms)")
     stops = stop_set(tokenizer, md, options)
     pieces = byte_pieces_or_none(tokenizer)
     prompts = list(prompts)

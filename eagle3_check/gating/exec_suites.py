@@ -79,6 +79,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     model = program_file(base)
+    if options.chunked_prefill:
+        raise CaseSkip("chunked prefill: a runner binary gets no option for it")
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
         raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag")
     if case.drop_key:

@@ -20,6 +20,9 @@ has no margins (inf): every divergence from it is a failure, never a tie.
 token after prompt + t_0..t_{i-1}, from the same window (w copies of t_{i-1} at L+i-1.., or the
 look-back window near the context end), so where the runner agrees with `self_greedy` the
 rows are the very calls `self_greedy` makes.
+
+A prompt beyond the program's max prefill is prefilled in the chunks of DESIGN §2 rule 4
+(`rules.prefill_chunks`), the only way such a program can take it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,18 @@ import torch
 
 from eagle3_check.program.contract import Metadata, SpeculatorProgram, read_metadata
 from eagle3_check.reference.hf import ReferenceResult, Scores, valid_prefix
+from eagle3_check.run.rules import prefill_chunks
+
+
+def _prefill(program: SpeculatorProgram, prompt_ids: list[int], md: Metadata) -> int:
+    """The bonus after `prompt_ids`: one prefill, or the rule-4 chunks when L > max prefill."""
+    L = len(prompt_ids)
+    chunks = prefill_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) if L > md.max_prefill else [L]
+    start = 0
+    for t in chunks:
+        bonus, _ = program.prefill(torch.tensor([prompt_ids[start : start + t]]), torch.arange(start, start + t))
+        start += t  # bonus [1, 1], feature [1, t, H]
+    return int(bonus.reshape(-1)[0])
 
 
 def verify_window(md: Metadata) -> int:
@@ -53,11 +68,9 @@ def self_score(program: SpeculatorProgram, prompt_ids: list[int], tokens: list[i
     so margins are inf and the runner token's rank is unknown: any difference fails."""
     md = read_metadata(program.metadata())
     w = max(1, verify_window(md))
-    L = len(prompt_ids)
     toks = valid_prefix(tokens, md.vocab_size) if md.vocab_size else list(tokens)
     program.reset()
-    bonus, _ = program.prefill(torch.tensor([prompt_ids]), torch.arange(L))  # [1, 1], [1, L, H]
-    argmax = [int(bonus.reshape(-1)[0])]
+    argmax = [_prefill(program, prompt_ids, md)]
     seq = list(prompt_ids)
     for t in toks:  # row i + 1 from prompt + t_0..t_i; the last token's position must be < max_seq_len
         seq.append(t)
@@ -80,8 +93,7 @@ def self_greedy(
     w = max(1, verify_window(md))
     L = len(prompt_ids)
     program.reset()
-    bonus, _ = program.prefill(torch.tensor([prompt_ids]), torch.arange(L))  # [1, 1], [1, L, H]
-    seq = list(prompt_ids) + [int(bonus.reshape(-1)[0])]
+    seq = list(prompt_ids) + [_prefill(program, prompt_ids, md)]
     limit = min(max_new, md.max_seq_len - L)
     while len(seq) - L < limit and seq[-1] not in stop_ids:
         seq.append(_next_id(program, seq, w, md.max_seq_len))

@@ -39,6 +39,7 @@ from eagle3_check.run.options import (
 )
 from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
 from eagle3_check.run.result import CONTEXT, MAX_NEW, STOP, Runner, RunResult  # noqa: F401 (Runner: re-exported)
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -58,14 +59,22 @@ class _Timed:
         return out
 
 
-def check_prompt_len(n: int, md: Metadata) -> None:
+def check_prompt_len(n: int, md: Metadata, chunked: bool = False) -> None:
     if n == 0:
         raise OptionError("prompt is empty (0 tokens)", "at least one token", "pass a non-empty prompt")
+    if chunked:
+        if not md.min_prefill <= n < md.max_seq_len:
+            raise OptionError(
+                f"prompt length L = {n} tokens",
+                f"L in [{md.min_prefill}, {md.max_seq_len - 1}] with chunked prefill (min prefill, max_seq_len - 1)",
+                "shorten or lengthen the prompt, or re-export with a longer max_seq_len",
+            )
+        return
     if not md.min_prefill <= n <= md.max_prefill:
         raise OptionError(
             f"prompt length L = {n} tokens",
             f"L in the program's prefill range [{md.min_prefill}, {md.max_prefill}]",
-            "shorten or lengthen the prompt, or re-export with a wider prefill range (no chunking)",
+            "shorten or lengthen the prompt, re-export with a wider prefill range, or pass --chunked-prefill",
         )
 
 
@@ -73,6 +82,7 @@ class ReferenceRunner:
     """DESIGN §2 with data placement `placement` ("host" or "device", see run/placement.py)."""
 
     name = "reference"
+    plan = staticmethod(prefill_chunks)  # the chunked-prefill plan (a test runner swaps in a wrong one)
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]
@@ -92,7 +102,7 @@ class ReferenceRunner:
         stops = stop_set(tokenizer, md, options)
         ids = list(prompt) if isinstance(prompt, list) else prompt_ids(tokenizer, prompt, options)
         L = len(ids)
-        check_prompt_len(L, md)
+        check_prompt_len(L, md, options.chunked_prefill)
         max_new = min(options.max_new_tokens, md.max_seq_len - L)
         cap_reason = MAX_NEW if max_new == options.max_new_tokens else CONTEXT
         program.reset()
@@ -114,14 +124,21 @@ class ReferenceRunner:
                 step_ids, g = draft(place.window(j, j + 1), place.feed(g[:, -1:]), start + j - 1)
                 place.put(j + 1, step_ids)
 
+        chunks = self.plan(L, md.max_prefill, md.min_prefill, md.sliding_window) \
+            if options.chunked_prefill else [L]
         prompt_t = place.tokens(ids)  # [1, L]
-        bonus_t, feature = call("prefill", prompt_t, place.positions(0, L))
-        place.check("prefill", bonus_t, feature[:, -1:], 1)
-        if feature.shape[:2] != (1, L):
-            raise ContractViolation(
-                f"contract violated: prefill returned feature {list(feature.shape)}",
-                f"[1, {L}, H]", "fix the program's prefill output shapes",
-            )
+        features = []  # per chunk [1, T, H]; copies when chunked (the next prefill may overwrite its output)
+        start = 0
+        for t in chunks:  # one prefill per chunk at its positions; the bonus is the last chunk's
+            bonus_t, feature = call("prefill", prompt_t[:, start : start + t], place.positions(start, t))
+            place.check("prefill", bonus_t, feature[:, -1:], 1)
+            if feature.shape[:2] != (1, t):
+                raise ContractViolation(
+                    f"contract violated: prefill returned feature {list(feature.shape)}",
+                    f"[1, {t}, H]", "fix the program's prefill output shapes",
+                )
+            features.append(feature.clone() if len(chunks) > 1 else feature)
+            start += t
         prompt_t = place.follow(feature, prompt_t)
         bonus = int(bonus_t.reshape(-1)[0])  # the request's one read outside the rounds
         check_vocab("prefill", [bonus], vocab)
@@ -136,7 +153,11 @@ class ReferenceRunner:
         else:
             place.put(0, bonus_t)  # anchor = bonus
             self._mark("draft")
-            seed_ids, g = draft(torch.cat([prompt_t[:, 1:], place.window(0, 1)], dim=1), feature, 0)
+            seed_t = torch.cat([prompt_t[:, 1:], place.window(0, 1)], dim=1)  # [1, L]: prompt[1:] + [bonus]
+            start = 0
+            for t, feature in zip(chunks, features):  # the draft is seeded in the prefill's chunks
+                seed_ids, g = draft(seed_t[:, start : start + t], feature, start)
+                start += t
             anchor_pos = L
             chain(seed_ids, g, anchor_pos)
             while True:

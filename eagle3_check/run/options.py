@@ -30,6 +30,7 @@ class RunOptions:
     eos_id: int | None = 1
     max_new_tokens: int = 128
     chain_len: int | None = None  # K; None = the program's get_chain_len
+    chunked_prefill: bool = False  # DESIGN §2 rule 4: prefill (and seed the draft) in chunks
 
 
 @dataclass

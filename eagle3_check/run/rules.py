@@ -1,4 +1,5 @@
-"""The length DESIGN §2 fixes for a request, given the greedy reference.
+"""The length DESIGN §2 fixes for a request, given the greedy reference, and the prefill
+chunk plan of chunked prefill (DESIGN §2 rule 4, `prefill_chunks`).
 
 The emitted tokens of any correct runner are `reference[:n]`; `expected_length` computes
 n. Rules 7 and 9 stop on the context limit through `anchor_pos`, which moves by a + 1 per
@@ -56,3 +57,38 @@ def expected_length(
     if anchor_pos + k > max_seq_len - 1:
         return Expected(n, CONTEXT)
     return Expected(n, EARLY)
+
+
+def prefill_chunk_size(max_prefill: int, sliding_window: int | None) -> int:
+    """Chunked prefill's chunk: the sliding window if present, else max_prefill // 2, capped at
+    max_prefill (window 16, max 32 -> 16; no window, max 32 -> 16; window 64, max 32 -> 32)."""
+    chunk = sliding_window if sliding_window else max_prefill // 2
+    return max(1, min(chunk, max_prefill))
+
+
+def prefill_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_window: int | None) -> list[int]:
+    """The chunk lengths chunked prefill uses for a prompt of `prompt_len` tokens (DESIGN §2 rule 4).
+
+    chunk = sliding_window if present, else max_prefill // 2, capped at max_prefill; each next
+    chunk is min(remaining, chunk), shortened to remaining - min_prefill when it would leave a
+    tail shorter than min_prefill (the rule as the stack's runner states it: the shortened chunk
+    itself may fall below min_prefill, e.g. remaining 17, chunk 16, min 9 -> 8, then 9).
+
+    Worked example: L = 40, max_prefill = 32, min_prefill = 9, no window -> chunk 16;
+        remaining 40: 16 leaves 24 (>= 9)                  -> 16
+        remaining 24: 16 would leave 8 < 9, so 24 - 9 = 15  -> 15
+        remaining 9:  9 leaves 0                            -> 9
+    chunks [16, 15, 9] at positions 0..15, 16..30, 31..39.
+    """
+    chunk = prefill_chunk_size(max_prefill, sliding_window)
+    out: list[int] = []
+    remaining = prompt_len
+    while remaining > 0:
+        step = min(remaining, chunk)
+        if 0 < remaining - step < min_prefill:
+            step = remaining - min_prefill
+        if step < 1:  # chunk < min_prefill with remaining = min_prefill: the rest in one chunk
+            step = remaining
+        out.append(step)
+        remaining -= step
+    return out

@@ -24,6 +24,7 @@ from eagle3_check.suites.blocks import (
     STOP_SET,
 )
 from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
+from eagle3_check.suites.chunked import CHUNKED_PREFILL
 from eagle3_check.suites.inputs import METADATA, OPTIONS
 from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE
 
@@ -36,6 +37,7 @@ SUITES: dict[str, list[Case]] = {
     "stop-set": STOP_SET,
     "context": CONTEXT,
     "prefill-range": PREFILL_RANGE,
+    "chunked-prefill": CHUNKED_PREFILL,
     "metadata": METADATA,
     "chain": CHAIN,
     "options": OPTIONS,

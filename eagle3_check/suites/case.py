@@ -17,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eagle3_check.program.contract import Metadata
+from eagle3_check.run.rules import prefill_chunk_size
 from eagle3_check.suites.forcing import Forcing
 
-ANCHORS = ("min_prefill", "max_prefill", "max_seq_len", "room")
+ANCHORS = ("min_prefill", "max_prefill", "max_seq_len", "room", "chunk")
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,15 @@ class PromptSpec:
     - pick: the first fixture prompt that suits the case (default when nothing else is given);
     - length: L ids (BOS, then filler text ids);
     - anchor + offset: L relative to the program: min_prefill / max_prefill / max_seq_len +
-      offset, or "room": L = max_seq_len - K - offset (offset 2 means L + K = max_seq_len - 2).
+      offset, or "room": L = max_seq_len - K - offset (offset 2 means L + K = max_seq_len - 2),
+      or "chunk": L = times x the chunked-prefill chunk (`rules.prefill_chunk_size`) + offset.
     """
 
     text: str | None = None
     length: int | None = None
     anchor: str | None = None
     offset: int = 0
+    times: int = 1  # anchor "chunk": how many chunks
     from_file: bool = False  # write the text to a file and read it back (the prompt-file path)
 
     def resolve_length(self, md: Metadata, k: int) -> int | None:
@@ -44,11 +47,15 @@ class PromptSpec:
             return self.length
         if self.anchor == "room":
             return md.max_seq_len - k - self.offset
+        if self.anchor == "chunk":
+            return self.times * prefill_chunk_size(md.max_prefill, md.sliding_window) + self.offset
         return getattr(md, self.anchor) + self.offset
 
     def describe(self) -> str:
         if self.anchor == "room":
             return f"L+K=max_seq_len{-self.offset:+d}" if self.offset else "L+K=max_seq_len"
+        if self.anchor == "chunk":
+            return f"L={self.times}*chunk{self.offset:+d}" if self.offset else f"L={self.times}*chunk"
         if self.anchor:
             return f"L={self.anchor}{self.offset:+d}" if self.offset else f"L={self.anchor}"
         if self.length is not None:

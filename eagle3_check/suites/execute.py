@@ -34,6 +34,7 @@ from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
@@ -249,7 +250,9 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     verdict = judge(run, env.score(ids, run.tokens, base), stops, options.max_new_tokens,
                     md.max_seq_len, env.tolerance)
     # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
-    structural = call_problems(rec, run, md.max_seq_len)
+    chunks = prefill_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+        if options.chunked_prefill else None
+    structural = call_problems(rec, run, md.max_seq_len, chunks)
     if run.prompt_ids != ids:
         structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
     structural += filter(None, [prompt_problem(env.tokenizer, prompt, options, run.prompt_ids)])

@@ -112,6 +112,7 @@ class ForcedDraft(ProgramWrapper):
         self._round = 0
         self._base: int | None = None  # position of the round's proposal-0 row
         self._fresh = False  # the next draft call is a seed / reseed
+        self._prompt_end = -1  # position of the prompt's last token (the seed's last chunk ends there)
 
     def reset(self) -> None:
         self._round, self._base, self._fresh = 0, None, False
@@ -122,6 +123,7 @@ class ForcedDraft(ProgramWrapper):
 
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
         self._round, self._fresh = 1, True
+        self._prompt_end = int(positions.reshape(-1)[-1])  # chunked: the seed ends with the last chunk
         return self.inner.prefill(tokens, positions)
 
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
@@ -132,7 +134,7 @@ class ForcedDraft(ProgramWrapper):
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         ids, g = self.inner.draft_decode(tokens, feature, positions)
         last = int(positions.reshape(-1)[-1])
-        if self._fresh:
+        if self._fresh and (self._round != 1 or last >= self._prompt_end):  # not a non-last seed chunk
             self._base, self._fresh = last, False
         a = self._forced_a()
         if a is None or self._base is None:

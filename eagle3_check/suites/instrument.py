@@ -63,11 +63,13 @@ class RecordingProgram(ProgramWrapper):
         return max((p for c in self.calls for p in c.positions), default=-1)
 
 
-def call_problems(rec: RecordingProgram, run, max_seq_len: int) -> list[str]:
+def call_problems(rec: RecordingProgram, run, max_seq_len: int, chunks: list[int] | None = None) -> list[str]:
     """The call-log invariants of DESIGN §2 for a finished run (`run` is a RunResult); [] if all hold.
 
+    `chunks`: the chunked-prefill plan (`rules.prefill_chunks`), or None for one prefill.
     Walks the log in order:
-    - one prefill, first, of the prompt at positions 0..L-1;
+    - one prefill, first, of the prompt at positions 0..L-1 (chunked: one prefill per chunk of
+      the plan, at its positions, and the seed in the same chunks with each chunk's features);
     - per round, a chain of K draft_decode calls, then one target_verify (no standalone decode):
       the seed (round 1) is prompt[1:] + [bonus] at 0..L-1 with the prefill feature; a reseed is
       the previous round's emitted tokens (accepted proposals, corrected) at
@@ -90,29 +92,39 @@ def call_problems(rec: RecordingProgram, run, max_seq_len: int) -> list[str]:
     n_verify, n_draft = len(rec.of("target_verify")), len(rec.of("draft_decode"))
     if n_verify != run.rounds:
         out.append(f"{n_verify} target_verify calls for {run.rounds} rounds (expected one per round)")
-    if n_draft != run.rounds * k:
-        out.append(f"{n_draft} draft_decode calls for {run.rounds} rounds of K = {k} (expected {run.rounds * k})")
-    if not calls or calls[0].method != "prefill" or len(rec.of("prefill")) != 1:
-        return out + [f"expected one prefill as the first call, got {len(rec.of('prefill'))} prefill call(s)"]
-    pre = calls[0]
-    if pre.tokens != run.prompt_ids or pre.positions != list(range(L)):
-        out.append(f"prefill got {len(pre.tokens)} tokens at {_span(pre.positions)}, expected the prompt at 0..{L - 1}")
+    plan = list(chunks) if chunks else [L]
+    extra = len(plan) - 1 if run.rounds else 0  # seed calls beyond the first
+    if n_draft != run.rounds * k + extra:
+        out.append(f"{n_draft} draft_decode calls for {run.rounds} rounds of K = {k} (expected {run.rounds * k + extra})")
+    n_pre = len(rec.of("prefill"))
+    if len(calls) < len(plan) or any(c.method != "prefill" for c in calls[: len(plan)]) or n_pre != len(plan):
+        return out + [f"expected {len(plan)} prefill call(s) {plan} first, got {n_pre} prefill call(s)"]
+    seeds, start = [], 0
+    for n, (pre, t) in enumerate(zip(calls, plan)):
+        want = list(range(start, start + t))
+        if pre.tokens != run.prompt_ids[start : start + t] or pre.positions != want:
+            out.append(f"prefill {n + 1} got {len(pre.tokens)} tokens at {_span(pre.positions)}, expected "
+                       f"prompt chunk {plan} at {_span(want)}")
+        seeds.append(((run.prompt_ids[1:] + run.tokens[:1])[start : start + t], want, pre.out_feature))
+        start += t
     if out or run.rounds == 0:
         return out
-    i, anchor_pos, emitted = 1, L, 1
-    seed = (run.prompt_ids[1:] + run.tokens[:1], list(range(L)), pre.out_feature)
+    i, anchor_pos, emitted = len(plan), L, 1
     for r, a in enumerate(run.accepted, start=1):
         if emitted > len(run.tokens) or not 0 <= a <= k:
             return out + [f"round {r}: the run reports a = {a} after {emitted} tokens, but emitted {len(run.tokens)}"]
-        chain, i = calls[i : i + k], i + k
-        if len(chain) < k or any(c.method != "draft_decode" for c in chain):
-            return out + [f"round {r}: expected {k} draft_decode calls before target_verify"]
-        head = chain[0]
-        if head.tokens != seed[0] or head.positions != seed[1] or not _same(head.feature, seed[2]):
-            what = "seed" if r == 1 else "reseed"
-            out.append(f"round {r}: {what} {head.tokens[-3:]} at {_span(head.positions)} (feature "
-                       f"{'ok' if _same(head.feature, seed[2]) else 'differs'}), expected {seed[0][-3:]} at "
-                       f"{_span(seed[1])} with the {'prefill' if r == 1 else 'verify'} feature rows")
+        n_seed = len(seeds)
+        chain, i = calls[i : i + n_seed + k - 1], i + n_seed + k - 1
+        if len(chain) < n_seed + k - 1 or any(c.method != "draft_decode" for c in chain):
+            return out + [f"round {r}: expected {n_seed + k - 1} draft_decode calls before target_verify"]
+        for head, seed in zip(chain, seeds):
+            if head.tokens != seed[0] or head.positions != seed[1] or not _same(head.feature, seed[2]):
+                what = "seed" if r == 1 else "reseed"
+                out.append(f"round {r}: {what} {head.tokens[-3:]} at {_span(head.positions)} (feature "
+                           f"{'ok' if _same(head.feature, seed[2]) else 'differs'}), expected {seed[0][-3:]} at "
+                           f"{_span(seed[1])} with the {'prefill' if r == 1 else 'verify'} feature rows")
+                break
+        chain = chain[n_seed - 1 :]  # the last seed call, then the K - 1 chain steps
         for j, (prev, step) in enumerate(zip(chain, chain[1:]), start=1):
             want_pos = anchor_pos + j - 1
             if step.tokens != prev.out_ids[-1:] or step.positions != [want_pos] or \
@@ -128,7 +140,7 @@ def call_problems(rec: RecordingProgram, run, max_seq_len: int) -> list[str]:
             out.append(f"round {r}: target_verify {v.tokens} at {_span(v.positions)}, expected [anchor, proposals] "
                        f"{window} at {anchor_pos}..{anchor_pos + k}")
         block = run.tokens[emitted : emitted + a + 1]
-        seed = (block, list(range(anchor_pos, anchor_pos + a + 1)), v.out_feature[:, : a + 1])
+        seeds = [(block, list(range(anchor_pos, anchor_pos + a + 1)), v.out_feature[:, : a + 1])]
         anchor_pos, emitted = anchor_pos + a + 1, emitted + a + 1
     if i < len(calls):
         out.append(f"{len(calls) - i} call(s) after the last round ({calls[i].method} at {_span(calls[i].positions)})")

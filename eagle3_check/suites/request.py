@@ -38,7 +38,8 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
     fits = 0
     for cand in candidates:
         ids = list(cand) if isinstance(cand, list) else prompt_ids(env.tokenizer, cand, options)
-        if not md.min_prefill <= len(ids) <= md.max_prefill:
+        top = md.max_seq_len - 1 if options.chunked_prefill else md.max_prefill  # DESIGN §2 rule 4
+        if not md.min_prefill <= len(ids) <= top:
             continue
         fits += 1
         n = max(1, min(options.max_new_tokens + k + 1, md.max_seq_len - len(ids)), max(stop_idx, default=0) + 1)
