@@ -21,8 +21,8 @@ DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
 
 # flag dest -> what the path must be. Directories to read, files to read.
 DIRS = {"target": "--target", "draft": "--draft"}
-FILES = {"prompts": "--prompts", "pte": "--pte", "tokenizer": "--tokenizer", "golden": "--golden",
-         "baseline": "--baseline", "from_pte": "--from-pte"}
+FILES = {"prompts": "--prompts", "pte": "--pte", "tokenizer": "--tokenizer", "baseline": "--baseline",
+         "from_pte": "--from-pte"}
 # flag dest -> smallest allowed value (integers given by the user; None = not given)
 AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefill": 1,
             "min_verify_len": 2, "max_verify_len": 2, "threads": 1, "steps": 1, "batch_size": 1, "seed": 0}
@@ -65,6 +65,10 @@ def unknown_flag_error(arg: str, prog: str, options) -> OptionError:
 def preflight(args: argparse.Namespace) -> None:
     """Every check on `args` that needs neither torch nor a model; raises Eagle3CheckError."""
     _device(args)
+    if getattr(args, "fixture", None):
+        from eagle3_check.fixtures.registry import load_fixture
+
+        load_fixture(args.fixture)  # an unknown name: "did you mean"
     _paths(args)
     _ranges(args)
     _suite_overrides(args)
@@ -93,7 +97,8 @@ def _paths(args: argparse.Namespace) -> None:
             continue  # `golden baseline --baseline FILE` writes it
         if value and not Path(value).is_file():
             raise InputError(f"{flag} {value} does not exist", "an existing file", f"fix the {flag} path")
-    for value in getattr(args, "goldens", None) or []:
+    golden = getattr(args, "golden", None)  # gate --golden: a golden file or a directory of them
+    for value in [*(getattr(args, "goldens", None) or []), *([golden] if golden else [])]:
         if not Path(value).exists():
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
     out = getattr(args, "output", None)
