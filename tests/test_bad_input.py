@@ -241,6 +241,9 @@ CLI_CASES = [
     pytest.param(lambda b: [*RUN, "--max-new-token", "4"], "did you mean --max-new-tokens?", id="flag-abbreviated"),
     pytest.param(lambda b: ["check", "--promts", "p.json"], "did you mean --prompts?", id="flag-typo"),
     pytest.param(lambda b: ["gate", "--pte", "x.pte", "--zzz"], "unknown flag --zzz", id="flag-unknown-no-suggestion"),
+    pytest.param(lambda b: ["check", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
+    pytest.param(lambda b: [*RUN, "-k", "four"], "invalid int value: 'four'", id="k-not-an-integer"),
+    pytest.param(lambda b: ["export"], "-o/--output", id="export-without-output"),
     # checked before anything loads (cli/validate.preflight)
     pytest.param(lambda b: ["check", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
     pytest.param(lambda b: [*RUN, "--device", "gpu"], "--device gpu", id="device-unknown"),

@@ -30,7 +30,7 @@ AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefil
 
 class Parser(argparse.ArgumentParser):
     """No abbreviations (`--max-new-token` is an error, not `--max-new-tokens`); unknown flags
-    get a suggestion. Subparsers inherit the class (argparse's parser_class default)."""
+    get a suggestion; every parse error is one line. Subparsers inherit the class (argparse's parser_class default)."""
 
     def __init__(self, *a, **kw):
         kw.setdefault("allow_abbrev", False)
@@ -42,6 +42,12 @@ class Parser(argparse.ArgumentParser):
             if arg.startswith("-") and not _is_number(arg):
                 raise unknown_flag_error(arg, self.prog, self._option_string_actions)
         return ns, extras
+
+    def error(self, message: str):
+        """argparse's own errors (a bad choice, a missing value, not an int) as the one-line
+        Eagle3CheckError every other user error is, instead of usage + exit."""
+        raise OptionError(f"{self.prog}: {message}", f"the arguments `{self.prog} --help` lists",
+                          f"see `{self.prog} --help`")
 
 
 def _is_number(s: str) -> bool:
