@@ -247,6 +247,35 @@ CLI_CASES = [
                  id="runner-factory-not-callable-str"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
+    # flags: no abbreviations, a suggestion for a typo (cli/validate.Parser)
+    pytest.param(lambda b: [*RUN, "--max-new-token", "4"], "did you mean --max-new-tokens?", id="flag-abbreviated"),
+    pytest.param(lambda b: ["check", "--promts", "p.json"], "did you mean --prompts?", id="flag-typo"),
+    pytest.param(lambda b: ["gate", "--pte", "x.pte", "--zzz"], "unknown flag --zzz", id="flag-unknown-no-suggestion"),
+    pytest.param(lambda b: ["check", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
+    pytest.param(lambda b: [*RUN, "-k", "four"], "invalid int value: 'four'", id="k-not-an-integer"),
+    pytest.param(lambda b: ["export"], "-o/--output", id="export-without-output"),
+    # checked before anything loads (cli/validate.preflight)
+    pytest.param(lambda b: ["check", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
+    pytest.param(lambda b: [*RUN, "--device", "gpu"], "--device gpu", id="device-unknown"),
+    pytest.param(lambda b: [*RUN, "--eos-id", "999999"], "eos id 999999", id="eos-id-out-of-vocab"),
+    pytest.param(lambda b: [*RUN, "--eos-id", "-5"], "eos id -5", id="eos-id-negative"),
+    pytest.param(lambda b: [*RUN, "--bos-id", "-5"], "bos id -5", id="bos-id-negative"),
+    pytest.param(lambda b: ["check", "--suite", "edge", "--max-new-tokens", "5"], "--max-new-tokens with --suite",
+                 id="suite-with-max-new-tokens"),
+    pytest.param(lambda b: ["check", "--suite", "edge", "-k", "3"], "-k/--chain-len with --suite", id="suite-with-k"),
+    pytest.param(lambda b: ["check", "--prompts", b.file("blank.json", b'{"prompts": [{"id": "blank", "text": " "}]}')],
+                 "prompt 'blank'", id="prompt-set-empty-text"),
+    pytest.param(lambda b: ["check", "--prompts", b.file("dup.json", b'{"prompts": [{"id": "a", "text": "x"}, '
+                                                                      b'{"id": "a", "text": "y"}]}')],
+                 "prompt id 'a' appears twice", id="prompt-set-duplicate-id"),
+    pytest.param(lambda b: ["gate", "--pte", str(b.root / "nope.pte")], "nope.pte does not exist", id="gate-pte-missing"),
+    pytest.param(lambda b: ["export", "-o", str(b.root / "no-dir" / "x.pte")], "no-dir does not exist",
+                 id="export-output-dir-missing"),
+    pytest.param(lambda b: ["golden", "verify", str(b.root / "nope.json")], "nope.json does not exist",
+                 id="golden-verify-missing"),
+    pytest.param(lambda b: ["fixtures", "build", "tiny-llama", "--steps", "0", "--root", str(b.root / "fx")],
+                 "--steps 0", id="fixtures-build-steps-zero"),
+    pytest.param(lambda b: ["check", "--pte", b.file("any.pte", b"x"), "-k", "0"], "K = 0", id="pte-k-zero"),
 ]
 
 

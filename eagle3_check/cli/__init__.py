@@ -16,6 +16,7 @@ import importlib
 import sys
 
 from eagle3_check.cli.common import quiet_libraries
+from eagle3_check.cli.validate import Parser, preflight
 from eagle3_check.errors import Eagle3CheckError
 
 # Subcommand modules, in --help order. Add new ones here.
@@ -29,23 +30,24 @@ EPILOG = """quick start:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="eagle3-check",
         description="Validate EAGLE-3 speculative decoding: greedy speculative output must equal "
         "greedy decoding of the target, token for token.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)  # parser_class: Parser
     for name in SUBCOMMANDS:
         importlib.import_module(f"eagle3_check.cli.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    quiet_libraries()
     try:
+        args = build_parser().parse_args(argv)  # an unknown flag raises OptionError ("did you mean")
+        preflight(args)  # options, files and ranges: before torch is imported or anything loads
+        quiet_libraries()
         return int(args.func(args) or 0)
     except Eagle3CheckError as e:
         print(f"error: {e}", file=sys.stderr)

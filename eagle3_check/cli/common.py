@@ -10,7 +10,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_check.cli.validate import Given
 from eagle3_check.errors import InputError
+from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.run.options import (
     GEMMA4_CHAT_PREFIX,
     GEMMA4_CHAT_SUFFIX,
@@ -18,6 +20,9 @@ from eagle3_check.run.options import (
     parse_stop_ids,
     read_prompt_file,
 )
+
+# The program spec of --target/--draft (eager backend); its verify range bounds -k before loading.
+TARGET_SPEC = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
 
 
 def quiet_libraries() -> None:
@@ -63,9 +68,10 @@ def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> N
     g.add_argument("--stop-ids", default="1,50,106", help="comma-separated stop token ids")
     g.add_argument("--stop-token", default="<turn|>", help="stop token string (added only if one token)")
     g.add_argument("--bos-id", type=int, default=2, help="BOS id to prepend; -1 to skip")
-    g.add_argument("--eos-id", type=int, default=1)
-    g.add_argument("--max-new-tokens", type=int, default=max_new_default)
-    g.add_argument("-k", "--chain-len", type=int, default=None, help="chain length K (default: the program's)")
+    g.add_argument("--eos-id", type=int, default=1, help="EOS id added to the stop set; -1 for none")
+    g.add_argument("--max-new-tokens", type=int, default=max_new_default, action=Given)
+    g.add_argument("-k", "--chain-len", type=int, default=None, action=Given,
+                   help="chain length K (default: the program's)")
     g.add_argument("--chunked-prefill", action="store_true",
                    help="prefill a prompt in chunks (DESIGN §2 rule 4): L may exceed the program's max prefill")
 
@@ -125,7 +131,7 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
 def eager_program(args: argparse.Namespace, overrides: dict):
     """(EagerBackend, target_dir, tokenizer path, info) from --fixture (default) or --target/--draft;
     `overrides` are ProgramSpec fields. Also used by `export`."""
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, ProgramSpec, load_fixture
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
     from eagle3_check.program.eager import EagerBackend
 
     device, dtype = getattr(args, "device", "cpu"), getattr(args, "dtype", "float32")
@@ -138,8 +144,7 @@ def eager_program(args: argparse.Namespace, overrides: dict):
             raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
         target_dir, draft_dir = Path(args.target), Path(args.draft)
         tok_path = Path(tokenizer) if tokenizer else target_dir / "tokenizer.json"
-        base = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
-        spec = ProgramSpec(**{**base.__dict__, **overrides})
+        spec = ProgramSpec(**{**TARGET_SPEC.__dict__, **overrides})
         program = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, dtype)
         info = {"target": str(target_dir), "draft": str(draft_dir)}
     else:

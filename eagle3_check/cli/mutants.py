@@ -21,7 +21,7 @@ examples:
   eagle3-check mutants --placement device               # one placement only
   eagle3-check mutants --fixture tiny-gemma4            # check and the suites on another fixture
   eagle3-check mutants --strict-suites  # also fail unless check + the edge suites alone kill all
-  eagle3-check mutants --all            # every probe for every mutant (slow: ~7 CPU-minutes)
+  eagle3-check mutants --all            # every probe for every mutant (no stop at the first kill: the slowest)
   eagle3-check mutants --first-kill     # stop probing a mutant at its first kill (faster)
   eagle3-check mutants --no-suites      # toy probes and check only (seconds)
   eagle3-check mutants --only bos_twice --json

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eagle3_check.errors import InputError, OptionError
-from eagle3_check.program.contract import Metadata
 from eagle3_check.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # annotations only: importing the contract imports torch (the CLI's --help stays fast)
+    from eagle3_check.program.contract import Metadata
 
 GEMMA4_CHAT_PREFIX = "<|turn>user\n"
 GEMMA4_CHAT_SUFFIX = "<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
@@ -131,6 +134,9 @@ def check_options(opts: RunOptions, md: Metadata, vocab_size: int) -> int:
             )
     if not isinstance(opts.bos_id, int) or not (opts.bos_id == -1 or 0 <= opts.bos_id < vocab_size):
         raise OptionError(f"bos id {opts.bos_id!r}", f"-1 or an id in [0, {vocab_size})", "fix --bos-id")
+    eos = opts.eos_id
+    if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not (eos == -1 or 0 <= eos < vocab_size)):
+        raise OptionError(f"eos id {eos!r}", f"-1 or an id in [0, {vocab_size})", "fix --eos-id")
     return k
 
 
