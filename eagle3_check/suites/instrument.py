@@ -33,28 +33,23 @@ class RecordingProgram(ProgramWrapper):
         self.calls.clear()
         self.inner.reset()
 
-    def _record(self, method, tokens, positions, feature, out):
-        ids, feat = out
-        self.calls.append(Call(
-            method,
-            tokens.reshape(-1).tolist(),
-            positions.reshape(-1).tolist(),
-            None if feature is None else feature.detach().cpu().clone(),
-            ids.reshape(-1).tolist(),
-            feat.detach().cpu().clone(),
-        ))
+    def _call(self, method: str, tokens, positions, feature, *args):
+        """Calls the inner method, recording its inputs BEFORE the call: an input may be a view of
+        a graph-owned output buffer (a CUDA-graph replay overwrites it during the call)."""
+        toks, pos = tokens.reshape(-1).tolist(), positions.reshape(-1).tolist()
+        fed = None if feature is None else feature.detach().cpu().clone()
+        ids, feat = out = getattr(self.inner, method)(*args)
+        self.calls.append(Call(method, toks, pos, fed, ids.reshape(-1).tolist(), feat.detach().cpu().clone()))
         return out
 
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self._record("prefill", tokens, positions, None, self.inner.prefill(tokens, positions))
+        return self._call("prefill", tokens, positions, None, tokens, positions)
 
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self._record("target_verify", tokens, positions, None, self.inner.target_verify(tokens, positions))
+        return self._call("target_verify", tokens, positions, None, tokens, positions)
 
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
-        return self._record(
-            "draft_decode", tokens, positions, feature, self.inner.draft_decode(tokens, feature, positions)
-        )
+        return self._call("draft_decode", tokens, positions, feature, tokens, feature, positions)
 
     def of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
