@@ -79,7 +79,6 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.gating.check import format_table, run_check
     from eagle3_check.reference.hf import HFReference
     from eagle3_check.reference.tolerance import tolerance_for
@@ -96,12 +95,7 @@ def main(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     budget = tie_budget_from_args(args)
     setup = build_program(args)
-    if args.prompts:
-        prompts = load_prompts(args.prompts)
-    elif args.target:
-        raise_no_prompts()
-    else:
-        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()  # a .pte names its own
+    prompts = prompts_for(args, setup)
     import torch
 
     if args.reference == "self":
@@ -129,6 +123,18 @@ def main(args: argparse.Namespace) -> int:
         print(format_table(report))
         print("\n".join(health.lines()))
     return 0 if report.passed and not health.flags else 1
+
+
+def prompts_for(args: argparse.Namespace, setup) -> list:
+    """The prompt set of a check: --prompts, else the fixture's own (a .pte names its fixture);
+    with --target/--draft there is no fixture, so --prompts is required."""
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
+
+    if args.prompts:
+        return load_prompts(args.prompts)
+    if args.target:
+        raise_no_prompts()
+    return load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
 
 
 def raise_no_prompts() -> None:

@@ -41,7 +41,7 @@ def _timeout(args: argparse.Namespace, runner) -> None:
 
 def check_main(args: argparse.Namespace, runner) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-    from eagle3_check.cli.check import _fixed_env, raise_no_prompts
+    from eagle3_check.cli.check import _fixed_env, prompts_for
     from eagle3_check.cli.common import build_program, options_from_args
 
     _need_pte(args, "check")
@@ -50,17 +50,11 @@ def check_main(args: argparse.Namespace, runner) -> int:
         return _suite_main(args, runner, _fixed_env)
     from tqdm import tqdm
 
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
 
     options = options_from_args(args)
     setup = build_program(args)
-    if args.prompts:
-        prompts = load_prompts(args.prompts)
-    elif args.target:
-        raise_no_prompts()
-    else:
-        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
+    prompts = prompts_for(args, setup)
     reference = _reference(args, setup)
     bar = tqdm(total=len(prompts), desc="check (exec)", unit="req", file=sys.stderr, leave=False, delay=0.5,
                disable=args.no_progress or args.json)
