@@ -195,9 +195,11 @@ def test_check_writable_refuses_an_unwritable_directory(tmp_path):
 
 def test_gate_report_into_a_missing_directory_errors_at_start(tmp_path, capsys):
     missing = tmp_path / "nope" / "r.json"
-    rc = cli_main(["gate", "--pte", str(tmp_path / "absent.pte"), "--report", str(missing)])
+    pte = tmp_path / "empty.pte"
+    pte.write_bytes(b"")  # exists (the pre-load check passes) but would fail to load: the --report error comes first
+    rc = cli_main(["gate", "--pte", str(pte), "--report", str(missing)])
     err = capsys.readouterr().err
-    assert rc == 2 and "--report" in err and "does not exist" in err and "absent.pte" not in err
+    assert rc == 2 and "--report" in err and "does not exist" in err and "empty.pte" not in err
     assert not missing.parent.exists()
 
 
