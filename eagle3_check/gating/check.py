@@ -132,6 +132,18 @@ def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int) -> str 
     return f"call protocol: {problems[0]}{more}"
 
 
+def request_ids(tokenizer: Tokenizer, prompts: list[Prompt], options: RunOptions, md) -> list[list[int]]:
+    """Every request's prompt ids, each checked against the program's prefill rule before any work
+    (a bad prompt is a one-line error naming it, never a partial report)."""
+    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
+    for p, ids in zip(prompts, requests):
+        try:
+            check_prompt_len(len(ids), md, options.chunked_prefill)
+        except OptionError as e:
+            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    return requests
+
+
 def run_check(
     program,
     tokenizer: Tokenizer,
@@ -155,12 +167,7 @@ def run_check(
     stops = stop_set(tokenizer, md, options)
     report = CheckReport(k=k, tie_budget=tie_budget)
     prompts = list(prompts)
-    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
-    for p, ids in zip(prompts, requests):  # every request is valid before any work (no partial report)
-        try:
-            check_prompt_len(len(ids), md, options.chunked_prefill)
-        except OptionError as e:
-            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    requests = request_ids(tokenizer, prompts, options, md)
     for p, want_ids in zip(prompts, requests):
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import request_ids
 from eagle3_check.gating.exec_judge import FAIL, ExecVerdict, Request, judge
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import ExecOutput, OutputError, parse_output
 from eagle3_check.run.exec_runner import ExecRunner, ProcessRun, binary_options, program_file
-from eagle3_check.run.loop import check_prompt_len
 from eagle3_check.run.options import (
     RunOptions,
     check_options,
     check_tokenizer,
-    prompt_ids,
     stop_set,
 )
 from eagle3_check.tokenizer import Tokenizer
@@ -114,12 +113,7 @@ def run_exec_check(
     stops = stop_set(tokenizer, md, options)
     pieces = byte_pieces_or_none(tokenizer)
     prompts = list(prompts)
-    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
-    for p, ids in zip(prompts, requests):
-        try:
-            check_prompt_len(len(ids), md)
-        except OptionError as e:
-            raise OptionError(f"prompt '{p.id}': {e.what}", e.expected, e.fix) from None
+    requests = request_ids(tokenizer, prompts, options, md)
     report = ExecReport(k=k, info={"runner": runner.name, "model": str(model), "judged_by": {}})
     for p, ids in zip(prompts, requests):
         req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids)
