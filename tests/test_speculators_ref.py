@@ -95,3 +95,39 @@ def test_a_wrong_reading_is_caught():
     for layer in head.layers:
         layer.self_attn.rope = replace(layer.self_attn.rope, rope_type="default")
     assert max_diffs(head, ref, meta["steps"])[0] > 1000 * TOL_LOGITS
+
+
+def _target_dir_for(case: str, ref: dict, meta: dict, where: Path) -> Path:
+    """A local target the exporter can read the shared embedding from (the no-embedding layout)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    emb = ref["target_embed"]  # [V, Ht]
+    cfg = LlamaConfig(vocab_size=emb.shape[0], hidden_size=emb.shape[1], intermediate_size=2 * emb.shape[1],
+                      num_hidden_layers=meta["target_layers"], num_attention_heads=2, num_key_value_heads=2)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        model.get_input_embeddings().weight.copy_(emb)
+    model.save_pretrained(where)
+    return where
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_exported_layout_still_matches_speculators(case, tmp_path):
+    """`draft export` of every layout writes speculators 0.9, and the written draft still
+    reproduces speculators' own outputs on the source files (not only its own round trip)."""
+    from eagle3_check.program.draft_export import export_draft
+
+    meta = json.loads((ROOT / case / "case.json").read_text())
+    ref = load_file(str(ROOT / case / "reference.safetensors"))
+    target = _target_dir_for(case, ref, meta, tmp_path / "target") if "target_embed" in ref else None
+    result = export_draft(ROOT / case / "draft", tmp_path / "out", target, verifier="acme/target")
+    assert result.max_abs_diff == 0.0 and result.shared_embedding_written == ("target_embed" in ref)
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["speculators_model_type"] == "eagle3" and "rope_parameters" in written["transformer_layer_config"]
+    assert written["speculators_config"]["verifier"]["name_or_path"] == "acme/target"
+    head = load_draft(tmp_path / "out", max_seq_len=64)
+    assert not head.needs_target_embedding  # the shared rows were written in
+    head.cfg.resolve_aux_layers(meta["target_layers"])
+    assert head.cfg.aux_layer_ids == meta["aux_layer_ids"]
+    dl, dg = max_diffs(head, ref, meta["steps"])
+    assert dl <= TOL_LOGITS and dg <= TOL_G, (case, dl, dg)

@@ -94,9 +94,10 @@ def _device(args: argparse.Namespace) -> None:
 def _paths(args: argparse.Namespace) -> None:
     for dest, flag in DIRS.items():
         value = getattr(args, dest, None)
-        if value and not Path(value).is_dir():
-            raise InputError(f"{flag} {value}: directory does not exist", "an existing directory",
-                             f"fix the {flag} path")
+        if value:  # a directory, or a hub id from the local HF cache (never downloaded)
+            from eagle3_check.program.hub import resolve_model_dir
+
+            setattr(args, dest, str(resolve_model_dir(value, flag)))
     for dest, flag in FILES.items():
         value = getattr(args, dest, None)
         if dest == "baseline" and getattr(args, "golden_command", None) == "baseline":

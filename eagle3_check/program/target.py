@@ -12,6 +12,7 @@ decoder layer k-1, i.e. `hidden_states[k]` of an HF forward.
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 import torch
@@ -58,6 +59,7 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
     for w in weights:
         if w.stat().st_size == 0:
             raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
+    check_shards(d)
     try:
         AutoConfig.from_pretrained(d)
     except Exception as e:
@@ -75,6 +77,27 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
             "re-save the target; the file is truncated, corrupt or for another config",
         ) from None
     return model.eval()
+
+
+def check_shards(d: Path) -> None:
+    """A sharded checkpoint (`model.safetensors.index.json`): every shard its weight_map names
+    exists and is non-empty, so a partial download is one clear error, not a half-random model."""
+    index = d / "model.safetensors.index.json"
+    if not index.is_file():
+        return
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise InputError(f"shard index {index} cannot be read", 'JSON with a "weight_map" of tensor -> shard file',
+                         "re-save the target with save_pretrained") from None
+    for shard in shards:
+        f = d / shard
+        if not f.is_file() or f.stat().st_size == 0:
+            state = "is empty" if f.is_file() else "is missing"
+            raise InputError(f"target shard {f} {state} ({len(shards)} shards listed in {index.name})",
+                             "every shard the index names, complete",
+                             "finish the download (huggingface-cli download resumes) or re-save the target")
 
 
 def _uniform(cfg, key: str):
