@@ -72,3 +72,37 @@ def test_draft_for_another_target_is_flagged(fixture, tokenizer, hf_reference, p
     expected = json.loads((fixture.root / "card.json").read_text())["k"]["4"]["tau"]
     health = assess(bad, report, expect_tau=expected)
     assert health.flags and "FLAG tau" in health.lines()[-1], health.lines()
+
+
+CARD = {"max_new_tokens": 64, "k": {"4": {"tau": 2.15}}}
+
+
+@pytest.mark.parametrize("card,k,options,own,expect,why", [
+    (CARD, 4, RunOptions(max_new_tokens=64, chain_len=4), True, 2.15, "at K=4"),
+    (CARD, 4, RunOptions(max_new_tokens=64), True, 2.15, "at K=4"),
+    (CARD, 3, RunOptions(max_new_tokens=64, chain_len=3), True, None, "no K=3 row"),
+    (CARD, 4, RunOptions(max_new_tokens=32), True, None, "options differ"),
+    (CARD, 4, RunOptions(max_new_tokens=64, raw=True), True, None, "options differ"),
+    (CARD, 4, RunOptions(max_new_tokens=64), False, None, "other prompts"),
+    (None, 4, RunOptions(max_new_tokens=64), True, None, "no card"),
+], ids=["same-run", "default-k", "k-not-on-card", "other-max-new", "raw", "other-prompts", "no-card"])
+def test_card_expectation_only_for_the_card_s_own_run(card, k, options, own, expect, why):
+    from eagle3_check.gating.draft_health import card_expectation
+
+    tau, source = card_expectation(card, "fx/card.json", k, options, own)
+    assert tau == expect and why in source
+
+
+def test_check_flags_a_tau_far_below_the_card(monkeypatch, capsys):
+    """check reads the fixture card by itself: a card that promises tau 9 at K = 4 for this run
+    flags the draft (exit 1); the same run with another max-new has no expectation (exit 0)."""
+    import eagle3_check.fixtures.card as card_mod
+    from eagle3_check.cli import main
+
+    monkeypatch.setattr(card_mod, "read_card", lambda fx: {"max_new_tokens": 8, "k": {"4": {"tau": 9.0}}})
+    assert main(["check", "--max-new-tokens", "8", "--json", "--no-progress"]) == 1
+    health = json.loads(capsys.readouterr().out)["draft_health"]
+    assert health["expect_tau"] == 9.0 and "at K=4" in health["expect_source"] and health["flags"]
+    assert main(["check", "--max-new-tokens", "6", "--json", "--no-progress"]) == 0
+    health = json.loads(capsys.readouterr().out)["draft_health"]
+    assert health["expect_tau"] is None and not health["flags"]

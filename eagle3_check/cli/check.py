@@ -116,13 +116,30 @@ def main(args: argparse.Namespace) -> int:
                        tie_tolerance=tolerance_for(args.dtype).describe())
     from eagle3_check.gating.draft_health import assess
 
-    health = assess(setup.program, report, args.expect_tau)  # greedy equality cannot see a wrong draft
+    expect, source = expected_tau(args, setup, report.k, options)
+    health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
     if args.json:
         print(json.dumps({**report.to_json(), "draft_health": health.to_json()}, indent=2))
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
     return 0 if report.passed and not health.flags else 1
+
+
+def expected_tau(args: argparse.Namespace, setup, k: int, options) -> tuple[float | None, str | None]:
+    """--expect-tau X, else the fixture card's tau when this run is the card's own run."""
+    if args.expect_tau is not None:
+        return args.expect_tau, "--expect-tau"
+    if not setup.info.get("fixture") or args.target or any(
+            getattr(args, f, None) is not None for f in ("max_seq_len", "min_prefill", "max_prefill")):
+        return None, None
+    from eagle3_check.fixtures.card import read_card
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.gating.draft_health import card_expectation
+
+    fx = load_fixture(setup.info["fixture"])
+    tau, source = card_expectation(read_card(fx), str(fx.card_path), k, options, own_prompts=not args.prompts)
+    return tau, source
 
 
 def prompts_for(args: argparse.Namespace, setup) -> list:

@@ -10,7 +10,8 @@ Two numbers make it visible:
   depend on the runner: high agreement with low acceptance points at the runner, low agreement
   at the draft (or at how it was loaded).
 - **acceptance against expectation**: tau and per-position acceptance (n_alpha) beside an
-  expected tau (`check --expect-tau X`); a tau below `FAR` x expected is flagged.
+  expected tau (`check --expect-tau X`, else the fixture card's tau at this K when the run is
+  the card's own: its prompts, its options, its K); a tau below `FAR` x expected is flagged.
 
 Teacher forcing (worked example, prompt L = 3, S = [a, b, c | d, e, f], n = 6): prefill(a b c)
 gives features f0..f2 and the greedy token for position 3 (V[2] = d); target_verify windows over
@@ -74,26 +75,49 @@ class DraftHealth:
     n_alpha: list[float]
     expect_tau: float | None = None
     flags: list[str] = field(default_factory=list)
+    expect_source: str | None = None  # "--expect-tau", or the card and K it came from
 
     def to_json(self) -> dict:
         return {"step0_agreement": self.step0_agreement, "step0_rows": self.step0_rows, "tau": self.tau,
-                "n_alpha": self.n_alpha, "expect_tau": self.expect_tau, "flags": self.flags}
+                "n_alpha": self.n_alpha, "expect_tau": self.expect_tau, "expect_source": self.expect_source,
+                "flags": self.flags}
 
     def lines(self) -> list[str]:
         alpha = " ".join(f"{a:.2f}" for a in self.n_alpha)
-        exp = f" (expected {self.expect_tau:.2f})" if self.expect_tau is not None else ""
+        exp = f" (expected {self.expect_tau:.2f}, {self.expect_source})" if self.expect_tau is not None else ""
         out = [f"draft health: step-0 agreement {self.step0_agreement:.3f} over {self.step0_rows} positions "
                f"(teacher-forced); tau {self.tau:.2f}{exp}; acceptance by position {alpha}"]
         return out + [f"draft health: FLAG {f}" for f in self.flags]
 
 
-def assess(program: SpeculatorProgram, report, expect_tau: float | None = None) -> DraftHealth:
+def card_expectation(card: dict | None, card_path: str, k: int, options, own_prompts: bool) -> tuple[float | None, str]:
+    """The card's tau at K when this run is the one the card measured, else (None, why not).
+
+    The card ran `RunOptions(max_new_tokens=card["max_new_tokens"], chain_len=K)` over the
+    fixture's own prompts; any other prompt set or option changes tau, so no expectation."""
+    from dataclasses import replace
+
+    from eagle3_check.run.options import RunOptions
+
+    if card is None:
+        return None, f"no card at {card_path}"
+    row = card.get("k", {}).get(str(k))
+    if not own_prompts or row is None:
+        return None, "card not applicable: " + ("other prompts" if not own_prompts else f"no K={k} row")
+    if replace(options, chain_len=None) != RunOptions(max_new_tokens=card.get("max_new_tokens")):
+        return None, "card not applicable: runner options differ from the card's defaults"
+    return float(row["tau"]), f"card {card_path} at K={k}"
+
+
+def assess(program: SpeculatorProgram, report, expect_tau: float | None = None,
+           expect_source: str | None = None) -> DraftHealth:
     """Draft health of a `check` report (its requests' prompt ids and emitted tokens)."""
     hits = rows = 0
     for o in report.outcomes:
         h, r = step0_agreement(program, list(o.run.prompt_ids) + list(o.run.tokens), len(o.run.prompt_ids))
         hits, rows = hits + h, rows + r
-    health = DraftHealth(hits / rows if rows else 0.0, rows, report.tau, report.n_alpha, expect_tau)
+    health = DraftHealth(hits / rows if rows else 0.0, rows, report.tau, report.n_alpha, expect_tau,
+                         expect_source=expect_source if expect_tau is not None else None)
     if expect_tau is not None and report.tau < FAR * expect_tau:
         health.flags.append(
             f"tau {report.tau:.2f} is far below the expected {expect_tau:.2f} (< {FAR:.0%} of it): "
