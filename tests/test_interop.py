@@ -83,3 +83,26 @@ def test_reference_rebuilt_live_matches(case, tmp_path, in_repo_root):
         head.share_embedding(fresh["target_embed"])
     dl, dg = max_diffs(head, fresh, meta["steps"])
     assert dl <= 2e-5 and dg <= 1e-4
+
+
+@pytest.mark.parametrize("case", ["specforge", "eagle3-original", "no-embedding", "rope-llama3"])
+def test_exported_draft_loads_in_speculators(case, tmp_path, in_repo_root):
+    """`draft export` of layouts speculators cannot read as they are (SpecForge, original EAGLE-3)
+    or reads wrongly (no embed_tokens): speculators loads the export and computes the committed
+    reference outputs of the source."""
+    from safetensors.torch import load_file
+    from test_speculators_ref import _target_dir_for
+
+    from eagle3_check.program.draft_export import export_draft
+
+    meta = json.loads((ROOT / "fixtures" / "speculators" / case / "case.json").read_text())
+    ref = load_file(str(ROOT / "fixtures" / "speculators" / case / "reference.safetensors"))
+    target = _target_dir_for(case, ref, meta, tmp_path / "target") if "target_embed" in ref else None
+    export_draft(ROOT / "fixtures" / "speculators" / case / "draft", tmp_path / "out", target,
+                 verifier="fixtures/speculators/verifier")
+    theirs = speculators_forward(tmp_path / "out", {k: ref[k] for k in ("input_ids", "taps", "positions")},
+                                 meta["steps"])
+    ok = ~torch.isnan(ref["logits"][..., 0])
+    diff = float((theirs["logits"][ok] - ref["logits"][ok]).abs().max())
+    print(f"{case}: speculators on the export vs the committed reference, max |logits diff| {diff:.2e}")
+    assert diff <= 2e-5, (case, diff)
