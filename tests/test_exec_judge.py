@@ -236,3 +236,67 @@ def test_chain_flag_read_from_the_binarys_help(tmp_path, help_text, chain):
     exe.write_text(f"#!/bin/sh\nprintf '{help_text.replace(chr(10), chr(92) + 'n')}'\nexit 1\n")
     exe.chmod(0o755)
     assert ExecRunner(f"exec:{exe}").supports_chain() is chain
+
+
+def _scores(tokens: list[int], diff: dict[int, tuple[int, float, int]] | None = None, top: float = 10.0):
+    """Teacher-forced rows for a binary that emitted `tokens`: row i's argmax is tokens[i] except
+    at the indices of `diff` ({i: (reference argmax, margin, rank of the binary's token)}); one
+    extra row (the next token: `tokens[-1] + 1`, not a stop here)."""
+    from eagle3_check.reference.hf import Scores
+
+    diff = diff or {}
+    n = len(tokens)
+    argmax = [diff[i][0] if i in diff else t for i, t in enumerate(tokens)] + [tokens[-1] + 1]
+    margin = [diff[i][1] if i in diff else 5.0 for i in range(n)] + [5.0]
+    given = [top - (diff[i][1] if i in diff else 0.0) for i in range(n)]
+    rank = [diff[i][2] if i in diff else 1 for i in range(n)]
+    return Scores(argmax, [top] * (n + 1), [top - m for m in margin], [-1] * (n + 1), given, rank)
+
+
+@pytest.mark.parametrize("diff,status,ties,fails", [
+    ({4: (7, 1e-6, 2)}, "tie", 1, 0),
+    ({4: (7, 1e-6, 2), 9: (7, 2e-6, 2)}, "tie", 2, 0),
+    ({4: (7, 0.5, 2)}, "fail", 0, 1),
+    ({4: (7, 1e-6, 9)}, "fail", 0, 1),
+    ({4: (7, 0.5, 2), 9: (7, 0.5, 3)}, "fail", 0, 2),
+], ids=["one-near-tie", "two-near-ties", "far", "near-but-rank-9", "two-far-both-counted"])
+def test_scored_ids_judged_per_position(run, pieces, diff, status, ties, fails):
+    """A binary that prints its ids gets reference.verdict's rule: a difference inside the
+    tolerance (and within the top-N) is a tie, everything else fails, every position counted."""
+    from eagle3_check.reference.tolerance import tolerance_for
+
+    v = judge(_out(run, pieces, ids=True), [], [], pieces, _req(run), _scores(run.tokens, diff),
+              tolerance_for("float32"))
+    assert (v.status, v.ties, v.fails, v.judged, v.mode) == (status, ties, fails, len(run.tokens), IDS), v.message
+    assert v.index == min(diff), v.message
+    if status == "fail":
+        assert v.rank == diff[min(diff)][2] and "diverged at token 4" in v.message
+
+
+def test_scored_ids_length_uses_the_reference_next_token(run, pieces):
+    """Stopping one token early fails on length: the next row's token is no stop, the budget is not spent."""
+    from eagle3_check.reference.tolerance import tolerance_for
+
+    short = run.tokens[:-1]
+    out = _out(run, pieces, tokens=short, ids=True)
+    v = judge(out, [], [], pieces, _req(run), _scores(short), tolerance_for("float32"))
+    assert v.status == FAIL and "length" in v.message and v.fails == 1, v.message
+    ended = short + [_scores(short).argmax[-1]]  # the same run ending on that next token, a stop: it holds
+    v = judge(_out(run, pieces, tokens=ended, ids=True), [], [], pieces, _req(run, stops=frozenset({ended[-1]})),
+              _scores(ended), tolerance_for("float32"))
+    assert v.status == PASS and v.expected == {len(ended): "stop"}, v.message
+
+
+def test_exec_report_tie_budget():
+    from eagle3_check.gating.exec_check import ExecOutcome, ExecReport
+    from eagle3_check.gating.exec_judge import ExecVerdict
+
+    def outcome(status, judged, ties):
+        return ExecOutcome("p", 3, ExecVerdict(status, "", IDS, judged=judged, ties=ties), None, None)
+
+    report = ExecReport(k=4, outcomes=[outcome(PASS, 50, 0), outcome("tie", 50, 1)], tie_budget=0.0)
+    assert not report.passed and report.counts()["tie_positions"] == 1  # fp32: no ties allowed
+    report.tie_budget = 0.01  # 1 % of 100 positions = 1 tie allowed
+    assert report.passed and report.ties_allowed == 1
+    report.outcomes.append(outcome(FAIL, 1, 0))
+    assert not report.passed

@@ -50,7 +50,9 @@ def check_main(args: argparse.Namespace, runner) -> int:
         return _suite_main(args, runner, _fixed_env)
     from tqdm import tqdm
 
+    from eagle3_check.cli.check import tie_budget_from_args
     from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
+    from eagle3_check.reference.tolerance import tolerance_for
 
     options = options_from_args(args)
     setup = build_program(args)
@@ -60,11 +62,12 @@ def check_main(args: argparse.Namespace, runner) -> int:
                disable=args.no_progress or args.json)
     try:
         report = run_exec_check(runner, setup.program, setup.tokenizer, reference, prompts, options,
-                                on_request=lambda _: bar.update(1))
+                                on_request=lambda _: bar.update(1), tolerance=tolerance_for(args.dtype),
+                                tie_budget=tie_budget_from_args(args))
     finally:
         bar.close()
-    report.info.update(setup.info, reference=args.reference,
-                       ties="none: a binary is judged exactly")
+    report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
+                       ties="per position where the binary prints [ids]; bytes are judged exactly")
     print(json.dumps(report.to_json(), indent=2) if args.json else format_exec_table(report))
     return 0 if report.passed else 1
 

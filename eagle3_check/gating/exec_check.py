@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import request_ids
-from eagle3_check.gating.exec_judge import FAIL, ExecVerdict, Request, judge
+from eagle3_check.gating.exec_judge import FAIL, PASS, TIE, ExecVerdict, Request, judge
 from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.hf import Scores
+from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import ExecOutput, OutputError, parse_output
 from eagle3_check.run.exec_runner import ExecRunner, ProcessRun, binary_options, program_file
@@ -55,10 +57,23 @@ class ExecReport:
     k: int
     outcomes: list[ExecOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    tie_budget: float = 0.0  # tie positions allowed, a share of judged positions (as `check`)
+
+    def counts(self) -> dict[str, int]:
+        vs = [o.verdict for o in self.outcomes]
+        return {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
+                "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
+                "positions": sum(v.judged for v in vs), "tie_positions": sum(v.ties for v in vs),
+                "fail_positions": sum(v.fails for v in vs)}
+
+    @property
+    def ties_allowed(self) -> int:
+        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
 
     @property
     def passed(self) -> bool:
-        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes)
+        c = self.counts()
+        return bool(self.outcomes) and c["fail"] == 0 and c["tie_positions"] <= self.ties_allowed
 
     @property
     def tau(self) -> float:
@@ -67,7 +82,8 @@ class ExecReport:
         return sum(o.tokens - 1 for o in outs) / rounds if rounds else 0.0
 
     def to_json(self) -> dict:
-        return {"passed": self.passed, "k": self.k, "tau": self.tau, "info": self.info,
+        return {"passed": self.passed, "k": self.k, "tau": self.tau, "info": self.info, "counts": self.counts(),
+                "tie_budget": {"share": self.tie_budget, "ties_allowed": self.ties_allowed},
                 "requests": [o.to_json() for o in self.outcomes]}
 
 
@@ -80,16 +96,20 @@ def byte_pieces_or_none(tokenizer: Tokenizer) -> BytePieces | None:
 
 
 def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: list[float],
-                  pieces: BytePieces | None, req: Request) -> tuple[ExecVerdict, ExecOutput | None]:
-    """The verdict of one process: its failure, an output off the protocol, or `judge`."""
+                  pieces: BytePieces | None, req: Request, score: Callable[[list[int]], Scores] | None = None,
+                  tolerance: Tolerance | None = None) -> tuple[ExecVerdict, ExecOutput | None]:
+    """The verdict of one process: its failure, an output off the protocol, or `judge`. With
+    `score` (the reference's teacher-forced scores of the request's prompt + given tokens) and
+    `tolerance`, a binary that prints its ids is judged per position, ties included."""
     why = proc.failure(timeout)
     if why:
-        return ExecVerdict(FAIL, why), None
+        return ExecVerdict(FAIL, why, fails=1), None
     try:
         out = parse_output(proc.stdout, proc.stderr)
     except OutputError as e:
-        return ExecVerdict(FAIL, f"output: {e}"), None
-    return judge(out, ref, margins, pieces, req), out
+        return ExecVerdict(FAIL, f"output: {e}", fails=1), None
+    scores = score(list(out.ids)) if score is not None and tolerance is not None and out.ids is not None else None
+    return judge(out, ref, margins, pieces, req, scores, tolerance), out
 
 
 def run_exec_check(
@@ -100,9 +120,12 @@ def run_exec_check(
     prompts: Iterable[Prompt],
     options: RunOptions,
     on_request: Callable[[ExecOutcome], None] | None = None,
+    tolerance: Tolerance | None = None,
+    tie_budget: float = 0.0,
 ) -> ExecReport:
     """Runs every prompt through the binary on `program`'s .pte and judges it. `reference` has
-    `greedy(ids, n, stop_ids)` (HF or self)."""
+    `greedy(ids, n, stop_ids)` and `score(ids, tokens)` (HF or self); with `tolerance`, a binary
+    that prints its ids is judged per position (ties within `tie_budget`), else exactly."""
     model = program_file(program)
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
@@ -114,13 +137,15 @@ def run_exec_check(
     pieces = byte_pieces_or_none(tokenizer)
     prompts = list(prompts)
     requests = request_ids(tokenizer, prompts, options, md)
-    report = ExecReport(k=k, info={"runner": runner.name, "model": str(model), "judged_by": {}})
+    report = ExecReport(k=k, info={"runner": runner.name, "model": str(model), "judged_by": {}},
+                        tie_budget=tie_budget if tolerance is not None else 0.0)
     for p, ids in zip(prompts, requests):
         req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
         proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md))
-        verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req)
+        verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req,
+                                     lambda toks, ids=ids: reference.score(ids, toks), tolerance)
         outcome = ExecOutcome(p.id, len(ids), verdict, out, proc)
         report.outcomes.append(outcome)
         mode = verdict.mode or "not judged"
@@ -139,9 +164,11 @@ def format_exec_table(report: ExecReport) -> str:
                      "timeout" if code is None else str(code), o.verdict.message))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
-    n_fail = sum(o.verdict.status == FAIL for o in report.outcomes)
+    c = report.counts()
     modes = ", ".join(f"{m}: {n}" for m, n in sorted(report.info.get("judged_by", {}).items()))
+    ties = (f", {c['tie']} tie ({c['tie_positions']} positions, budget {report.ties_allowed})"
+            if c["tie"] or c["tie_positions"] else "")
     lines += ["", f"runner {report.info.get('runner')}   K = {report.k}   tau = {report.tau:.2f}   judged by {modes}",
               f"verdict: {'PASS' if report.passed else 'FAIL'} "
-              f"({len(report.outcomes) - n_fail}/{len(report.outcomes)} requests identical to the reference)"]
+              f"({c['identical']}/{c['requests']} requests identical to the reference{ties}, {c['fail']} fail)"]
     return "\n".join(lines)

@@ -48,10 +48,13 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
 
     def requests(name: str, reference):
         nonlocal tau
-        report = run_exec_check(runner, program, inputs.tokenizer, reference, inputs.prompts, inputs.options)
+        report = run_exec_check(runner, program, inputs.tokenizer, reference, inputs.prompts, inputs.options,
+                                tolerance=inputs.tolerance, tie_budget=inputs.tie_budget)
         cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
-                           f"[{o.verdict.mode or '-'}] {o.verdict.message}") for o in report.outcomes]
-        chk = _summary(name, cases, "requests")
+                           f"[{o.verdict.mode or '-'}] {o.verdict.message}",
+                           properties={"positions": str(max(o.verdict.judged, 1)),
+                                       "tie_positions": str(o.verdict.ties)}) for o in report.outcomes]
+        chk = _summary(name, cases, "requests", tie_budget=inputs.tie_budget)
         chk.details = {"k": report.k, "tau": report.tau, "judged_by": report.info["judged_by"]}
         if tau is None:
             tau = report.tau

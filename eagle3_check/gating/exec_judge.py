@@ -1,9 +1,12 @@
 """Judging one run of a runner binary against the greedy reference (`--runner exec:...`).
 
 Two modes, and the verdict says which one judged:
-- ids: the binary printed `[ids] a,b,c` on stderr. Ids are compared per position with the
-  reference (a differing id is a tie only where the reference's margin is inside the
-  tolerance, as DESIGN §3), and the ids' bytes must be what stdout printed.
+- ids: the binary printed `[ids] a,b,c` on stderr; the ids' bytes must be what stdout
+  printed. Given the reference's teacher-forced `Scores` over the binary's own ids and a
+  tolerance, every position is judged as `reference.verdict` judges a runner (identical /
+  tie / fail, all failing positions counted, the first one's forensics); the length rules
+  then run on the binary's ids plus the reference's next token after them (row n). Without
+  scores the ids are compared exactly with the greedy reference (first difference fails).
 - bytes: no ids. stdout's token bytes must equal the reference tokens' byte pieces
   concatenated (`byte_pieces`), for the N tokens the summary line reports. A byte
   difference cannot be called a tie (there are no token boundaries to judge), so it
@@ -22,6 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from eagle3_check.reference.hf import Scores
+from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.reference.verdict import judge_position
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import ExecOutput
 
@@ -40,6 +46,11 @@ class ExecVerdict:
     want: int | None = None
     margin: float | None = None
     expected: dict[int, str] | None = None  # N allowed by the rules -> its stop reason
+    rank: int | None = None  # the binary's token's rank under the reference at `index` (ids mode, scored)
+    judged: int = 0  # positions judged (0: nothing judged, e.g. a crash)
+    ties: int = 0  # positions that differ within the tolerance (ids mode, scored)
+    fails: int = 0  # failing positions (ids mode, scored; else 1 for a failure)
+    tie_at: list[int] | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -112,17 +123,23 @@ def header_problems(out: ExecOutput, req: Request) -> list[str]:
 
 
 def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePieces | None,
-          req: Request) -> ExecVerdict:
-    """The verdict of one parsed run (see the module doc for the two modes). A binary is judged
-    exactly: any difference from the reference fails, a near-tie included (its margin is shown);
-    binaries do not yet get the per-position, tie-aware verdict of `reference.verdict`."""
-    allowed = allowed_lengths(ref, req)
+          req: Request, scores: Scores | None = None, tolerance: Tolerance | None = None) -> ExecVerdict:
+    """The verdict of one parsed run (see the module doc for the modes). Bytes, and ids without
+    `scores`, are judged exactly: any difference fails, a near-tie included (its margin is shown).
+    Ids with `scores` (the reference over prompt + the binary's ids) and `tolerance` get the
+    per-position, tie-aware verdict of `reference.verdict`."""
+    if out.ids is not None and scores is not None and tolerance is not None:
+        v = _judge_ids_scored(out, scores, tolerance, pieces, req)
+    else:
+        allowed = allowed_lengths(ref, req)
+        v = _judge_ids(out, ref, margins, pieces, allowed) if out.ids is not None \
+            else _judge_bytes(out, ref, margins, pieces, allowed)
+        v.expected = allowed
+        v.judged = out.tokens if v.status == PASS else max(out.tokens, 1)
+        v.fails = int(v.status == FAIL)
     extra = header_problems(out, req)
-    v = _judge_ids(out, ref, margins, pieces, allowed) if out.ids is not None \
-        else _judge_bytes(out, ref, margins, pieces, allowed)
-    v.expected = allowed
     if extra and v.status != FAIL:
-        v.status, v.message = FAIL, "; ".join(extra)
+        v.status, v.message, v.fails = FAIL, "; ".join(extra), max(v.fails, 1)
     elif extra:
         v.message = "; ".join([v.message, *extra])
     return v
@@ -137,7 +154,8 @@ def _length(n: int, allowed: dict[int, str], mode: str, ref: list[int], margins:
                        got=None, margin=margins[n] if n < len(margins) else None)
 
 
-def _judge_ids(out, ref, margins, pieces, allowed) -> ExecVerdict:
+def _ids_problem(out, pieces) -> ExecVerdict | None:
+    """The [ids] line against the summary's N and stdout's bytes."""
     ids = out.ids
     if len(ids) != out.tokens:
         return ExecVerdict(FAIL, f"[ids] line has {len(ids)} ids, the summary says {out.tokens} tokens", IDS)
@@ -146,6 +164,48 @@ def _judge_ids(out, ref, margins, pieces, allowed) -> ExecVerdict:
         i = pieces.locate(ids, at)
         return ExecVerdict(FAIL, f"the [ids] line and stdout disagree at byte {at} (token {i} of the ids)", IDS,
                            index=i)
+    return None
+
+
+def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Request) -> ExecVerdict:
+    """Every position of the binary's ids against the reference's rows (reference.verdict's
+    rule), then the length rules over ids + the reference's next token (row n).
+    Worked example: ids [5, 7, 9], rows argmax [5, 8, 9, 2]: index 1 is a tie if 7 is within the
+    tolerance of 8 (else it fails); the length rules see [5, 7, 9, 2]: with max_new 3, N = 3 holds."""
+    problem = _ids_problem(out, pieces)
+    if problem:
+        problem.judged, problem.fails = max(out.tokens, 1), 1
+        return problem
+    ids = out.ids
+    pos = [judge_position(i, t, scores, tolerance) for i, t in enumerate(ids)]
+    fails = [p for p in pos if p.status == FAIL]
+    ties = [p for p in pos if p.status == TIE]
+    counts = dict(judged=len(ids), ties=len(ties), fails=len(fails), tie_at=[p.index for p in ties])
+    seq = list(ids) + list(scores.argmax[len(ids):len(ids) + 1])  # the binary's ids, then the next token
+    allowed = allowed_lengths(seq, req)
+    if fails:
+        f = fails[0]
+        more = f"; {len(fails)} failing positions" if len(fails) > 1 else ""
+        return ExecVerdict(FAIL, f"diverged {f.describe()}{more}", IDS, index=f.index, got=f.got, want=f.want,
+                           margin=f.margin, rank=f.rank, expected=allowed, **counts)
+    v = _length(len(ids), allowed, IDS, seq, scores.margins)
+    v.expected = allowed
+    for key, value in counts.items():
+        setattr(v, key, value)
+    if v.status == FAIL:
+        v.fails = max(v.fails, 1)
+    elif ties:
+        t = ties[0]
+        v.status, v.index, v.got, v.want, v.margin, v.rank = TIE, t.index, t.got, t.want, t.margin, t.rank
+        v.message = f"{len(ties)} tie position(s) within the tolerance (first {t.describe()}); {v.message}"
+    return v
+
+
+def _judge_ids(out, ref, margins, pieces, allowed) -> ExecVerdict:
+    ids = out.ids
+    problem = _ids_problem(out, pieces)
+    if problem:
+        return problem
     for i, (got, want) in enumerate(zip(ids, ref)):
         if got != want:
             return ExecVerdict(

@@ -98,7 +98,7 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops)
     proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md))
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
-                                 req)
+                                 req, lambda toks: env.score(ids, toks, base), env.tolerance)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
                "stderr": proc.stderr_tail()[-800:]}
     if out is not None:
