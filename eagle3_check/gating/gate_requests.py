@@ -5,7 +5,11 @@ Every request is judged position by position (`verdict.judge`): against the self
 teacher-forced rows (the program has no logits: any difference fails, never a tie) and against
 the HF reference's (ties within the tolerance counted as ties). The self reference's greedy
 tokens are judged against the HF reference's teacher-forced rows of those tokens the same way.
-Each case carries its position counts as JUnit properties. After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
+Each case carries its position counts as JUnit properties and the time of its own work, each
+second counted once, so the checks' times add up to the wall time: a request's run and its
+scoring by the self reference are the runner-vs-self case's; the HF scoring of the run is the
+runner-vs-HF case's; the self reference's greedy decoding and its HF scoring are the
+self-vs-HF case's. After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
 reported as skipped: the program is broken, running on would only repeat the message.
 """
 
@@ -83,9 +87,10 @@ def run_requests(
     broken = None
 
     def both(case: str, status: str, message: str, secs: float = 0.0) -> None:
+        """The same outcome in both request checks; `secs` is paid by the runner-vs-self case."""
         out.vs_self.append(JUnitCase(case, status, message, secs))
         if hf is not None:
-            out.vs_hf.append(JUnitCase(case, status, message, secs))
+            out.vs_hf.append(JUnitCase(case, status, message, 0.0))
 
     for k in ks:
         opts = RunOptions(**{**options.__dict__, "chain_len": k})
@@ -117,17 +122,19 @@ def run_requests(
                     rr.name = p.id
                     rr.seconds = time.perf_counter() - t_ref
                     out.self_vs_hf.append(rr)
+            t_own = time.perf_counter()
             try:
                 own = self_score(program, run.prompt_ids, list(run.tokens))
             except Exception as e:  # noqa: BLE001 - the program's own target crashed: a finding
                 both(case, FAIL, f"self reference failed: {crash_reason(e)}", secs)
                 continue
             v = judge(run, own, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
-            out.vs_self.append(_case(case, v, secs))
+            out.vs_self.append(_case(case, v, secs + time.perf_counter() - t_own))
             if hf is not None:
+                t_hf = time.perf_counter()
                 v = judge(run, hf.score(run.prompt_ids, list(run.tokens)), stops, opts.max_new_tokens,
                           md.max_seq_len, tolerance)
-                out.vs_hf.append(_case(case, v, secs))
+                out.vs_hf.append(_case(case, v, time.perf_counter() - t_hf))
     rounds = sum(r.rounds for r in runs)
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
