@@ -1,12 +1,10 @@
-"""Shared CLI pieces: program/backend arguments, runner options, quieting library noise."""
+"""Shared CLI pieces: program/backend arguments, runner options, the offline environment."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,21 +23,11 @@ from eagle3_check.run.options import (
 TARGET_SPEC = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
 
 
-def quiet_libraries() -> None:
-    """Silences import-time chatter of torch/torchao/transformers; our output stays readable."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+def offline_environment() -> None:
+    """The CLI never reaches the network (HF_HUB_OFFLINE=1 unless set). Library noise is silenced
+    where it arises (eagle3_check/quiet.py, scoped), never here: no process-wide warning filter,
+    so a warning from the user's own code (a plug-in runner) shows as Python shows it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for name in ("torchao", "torch.utils._pytree", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:

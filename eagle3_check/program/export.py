@@ -29,6 +29,7 @@ from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.quiet import third_party_quiet
 
 BACKENDS = ("xnnpack", "portable")
 BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
@@ -40,8 +41,9 @@ PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 
 def require_executorch() -> None:
     """Raises InputError naming the `pte` extra when executorch cannot be imported."""
     try:
-        import executorch.exir  # noqa: F401
-        import executorch.runtime  # noqa: F401
+        with third_party_quiet():  # executorch's ExperimentalWarning at import
+            import executorch.exir  # noqa: F401
+            import executorch.runtime  # noqa: F401
     except ImportError as e:
         raise InputError(f"executorch is not importable ({e})", "the executorch package", PTE_EXTRA_FIX) from None
 
@@ -136,7 +138,7 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
     }
     programs = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
             for name, (cls, args, shapes) in plans.items():
                 programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
     finally:
@@ -200,20 +202,21 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         partitioner = [XnnpackPartitioner()]
-    edge = to_edge_transform_and_lower(
-        programs,
-        partitioner=partitioner,
-        compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        constant_methods=constants,
-    )
-    summary = _summarise(edge, list(programs))
-    et = edge.to_executorch(
-        ExecutorchBackendConfig(
-            passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
-            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
-            emit_mutable_buffer_names=True,
+    with third_party_quiet():  # executorch's and torch's deprecation notes while lowering
+        edge = to_edge_transform_and_lower(
+            programs,
+            partitioner=partitioner,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            constant_methods=constants,
         )
-    )
+        summary = _summarise(edge, list(programs))
+        et = edge.to_executorch(
+            ExecutorchBackendConfig(
+                passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
+                memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
+                emit_mutable_buffer_names=True,
+            )
+        )
     with atomic_writer(out_path, binary=True, what=".pte") as f:
         et.write_to_file(f)
     return summary
