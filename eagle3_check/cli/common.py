@@ -198,3 +198,27 @@ def one_thread_for_tiny_models(device: str) -> None:
         import torch
 
         torch.set_num_threads(1)
+
+
+def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_options=None,
+                      extra_files: dict | None = None) -> dict:
+    """The `provenance` block of a `--json` report (gating/provenance.py): the parsed options, the
+    runner's RunOptions, package versions and the sha256 of every input file the flags name, plus
+    the fixture's target, draft, tokenizer, card and prompt set when one is used."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.gating.provenance import provenance
+
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "given")}
+    files: dict = {flag: getattr(args, flag, None) for flag in ("pte", "prompts", "target", "draft", "tokenizer",
+                                                               "golden", "baseline")}
+    for i, g in enumerate(getattr(args, "goldens", None) or []):
+        files[f"golden {i}" if i else "golden"] = g
+    if fixture:
+        fx = load_fixture(fixture)
+        files.update({"fixture target": fx.target_dir, "fixture draft": fx.draft_dir,
+                      "fixture tokenizer": fx.tokenizer_path, "fixture card": fx.card_path})
+        if not getattr(args, "prompts", None):
+            own = fx.root / "prompts.json"
+            files["prompts"] = own if own.is_file() else fx.root.parent / "prompts.json"
+    files.update(extra_files or {})
+    return provenance(options, files, run_options)

@@ -97,11 +97,14 @@ def main(args: argparse.Namespace) -> int:
 
     report = run_gate(inputs, on_check=progress)
     report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)})
-    write_text_atomic(args.report, json.dumps(report.to_json(), indent=2) + "\n", "report")
+    from eagle3_check.cli.common import report_provenance
+
+    out = {**report.to_json(), "provenance": report_provenance(args, fx.name if fx else None, inputs.options)}
+    write_text_atomic(args.report, json.dumps(out, indent=2) + "\n", "report")
     if args.junit:
         write_junit(args.junit, report.junit_suites())
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
         print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else ""))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import reference_json
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.reference.hf import ReferenceResult, Scores
@@ -41,6 +42,8 @@ class RequestCases:
     self_vs_hf: list[JUnitCase] = field(default_factory=list)  # one per prompt
     runs: int = 0
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
+    ref_self: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (self reference)
+    ref_hf: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (HF reference)
 
 
 def reference_vs_reference(self_ref: ReferenceResult, hf: Scores, tol: Tolerance) -> JUnitCase:
@@ -130,11 +133,13 @@ def run_requests(
                 continue
             v = judge(run, own, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
             out.vs_self.append(_case(case, v, secs + time.perf_counter() - t_own))
+            out.ref_self[case] = reference_json(own)
             if hf is not None:
                 t_hf = time.perf_counter()
-                v = judge(run, hf.score(run.prompt_ids, list(run.tokens)), stops, opts.max_new_tokens,
-                          md.max_seq_len, tolerance)
+                scores = hf.score(run.prompt_ids, list(run.tokens))
+                v = judge(run, scores, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
                 out.vs_hf.append(_case(case, v, time.perf_counter() - t_hf))
+                out.ref_hf[case] = reference_json(scores)
     rounds = sum(r.rounds for r in runs)
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
