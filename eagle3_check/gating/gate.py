@@ -58,6 +58,7 @@ class GateInputs:
     tau_tolerance: float = TAU_TOLERANCE
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
     runner: object | None = None  # an exec_runner.ExecRunner: a runner binary is gated instead (gating/exec_gate.py)
+    on_step: Callable[[str, int, int], None] | None = None  # progress: (check, done, total) as cases finish
 
 
 @dataclass
@@ -161,7 +162,9 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
-    rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf)
+    step = inputs.on_step
+    rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
+                      on_request=(lambda d, t: step("requests", d, t)) if step else None)
     checks = [_summary("runner vs self reference", rc.vs_self, "requests", tie_budget=inputs.tie_budget)]
     if hf is None:
         checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
@@ -190,7 +193,15 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         return _skip("edge suites", "no reference target given (--target or --fixture)")
     env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
                          fixture=inputs.fixture)
-    rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
+    todo = suite_cases(inputs.suite)
+    done = []
+
+    def on_case(result) -> None:
+        done.append(result)
+        if inputs.on_step:
+            inputs.on_step("edge suites", len(done), len(todo))
+
+    rep = run_suite(inputs.suite, todo, env, on_case=on_case)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
     return _summary("edge suites", cases, "cases", "passed", inputs.tie_budget)
 
@@ -206,11 +217,19 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
     except ImportError:
         return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.gating.golden_check is not "
                          "installed; expected it. Fix: drop --golden or update eagle3_check")
+    from eagle3_check.gating.golden_check import total_prompts
     from eagle3_check.gating.metrics import is_metrics_baseline
 
     metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
+    total, done = total_prompts([inputs.golden]), []
+
+    def on_prompt(pid) -> None:
+        done.append(pid)
+        if inputs.on_step:
+            inputs.on_step("golden", len(done), total)
+
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given", fixture=inputs.fixture)
+                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
     if keep is not None:
         keep["outcome"] = out
     cases = []

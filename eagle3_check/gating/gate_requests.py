@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eagle3_check.errors import ContractViolation
@@ -80,7 +81,9 @@ def run_requests(
     ks: list[int],
     tolerance: Tolerance,
     hf=None,
+    on_request: Callable[[int, int], None] | None = None,
 ) -> RequestCases:
+    """Every prompt x K, judged; `on_request(done, total)` after each request (progress)."""
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, options).ids
     runner = ReferenceRunner()
@@ -95,9 +98,13 @@ def run_requests(
         if hf is not None:
             out.vs_hf.append(JUnitCase(case, status, message, 0.0))
 
+    total, done = len(ks) * len(prompts), 0
     for k in ks:
         opts = RunOptions(**{**options.__dict__, "chain_len": k})
         for p in prompts:
+            if on_request and done:
+                on_request(done, total)
+            done += 1
             case = f"{p.id} K={k}" if len(ks) > 1 else p.id
             if broken:
                 both(case, SKIP, f"not run after a contract violation: {broken}")
@@ -140,6 +147,8 @@ def run_requests(
                 v = judge(run, scores, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
                 out.vs_hf.append(_case(case, v, time.perf_counter() - t_hf))
                 out.ref_hf[case] = reference_json(scores)
+    if on_request and total:
+        on_request(total, total)
     rounds = sum(r.rounds for r in runs)
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
