@@ -20,3 +20,29 @@ class Status(str, Enum):
 
 
 PASS, TIE, FAIL, SKIP = Status.PASS, Status.TIE, Status.FAIL, Status.SKIP
+
+
+def overall(statuses) -> Status:
+    """The one rule for a list of cases, in `check --suite`, the gate, their JSON and JUnit:
+    any FAIL -> FAIL; nothing ran (every case skipped, or no case) -> SKIP; any TIE -> TIE;
+    else PASS. A skipped case never fails on its own; see `passes` for a list where none ran.
+    Example: [pass, skip, tie] -> tie; [skip, skip] -> skip; [pass, fail, skip] -> fail."""
+    ss = list(statuses)
+    if FAIL in ss:
+        return FAIL
+    if all(s == SKIP for s in ss):
+        return SKIP
+    return TIE if TIE in ss else PASS
+
+
+def passes(status: Status) -> bool:
+    """Whether an `overall` status passes: PASS and TIE do; FAIL does not, and neither does SKIP,
+    a list of cases where nothing ran (asked to test something, it tested nothing)."""
+    return status in (PASS, TIE)
+
+
+def skip_note(names_and_reasons) -> str:
+    """', 3 skipped (first: NAME: why)' for the (name, reason) of each skipped case, '' for none:
+    the one wording of skips in the gate's and `check --suite`'s summaries."""
+    skips = list(names_and_reasons)
+    return f", {len(skips)} skipped (first: {skips[0][0]}: {skips[0][1]})" if skips else ""

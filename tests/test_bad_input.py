@@ -231,6 +231,8 @@ CLI_CASES = [
     # names
     pytest.param(lambda b: ["check", "--fixture", "tiny-lama"], "did you mean 'tiny-llama'", id="unknown-fixture"),
     pytest.param(lambda b: ["check", "--suite", "contxt"], "did you mean 'context'", id="unknown-suite"),
+    pytest.param(lambda b: ["gate", "--pte", b.file("g.pte", b"not a program"), "--suite", "budgt"],
+                 "did you mean 'budget'", id="gate-unknown-suite"),
     pytest.param(lambda b: ["check", "--prompts", str(b.root / "none.json")], "none.json does not exist",
                  id="prompt-set-missing"),
     pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],

@@ -63,6 +63,7 @@ ERRORS = [
     pytest.param(["run", "--prompt", "Hi", "--tokenizer", "/nonexistent/tok.json"], id="tokenizer-missing"),
     pytest.param(["check", "--dtype", "float16"], id="dtype-not-a-choice"),
     pytest.param(["check", "--device", "gpu"], id="device-unknown"),
+    pytest.param(["check", "--suite", "contxt"], id="suite-unknown"),
     pytest.param(["export", "-o", "/nonexistent/dir/x.pte"], id="export-output-dir-missing"),
     pytest.param(["run", "--prompt", "Hi", "--max-new-token", "3"], id="flag-abbreviated"),
 ]

@@ -15,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from eagle3_check.cli.common import quiet_libraries
+from eagle3_check.cli.common import offline_environment
 from eagle3_check.cli.validate import Parser, preflight
 from eagle3_check.errors import Eagle3CheckError
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)  # an unknown flag raises OptionError ("did you mean")
         preflight(args)  # options, files and ranges: before torch is imported or anything loads
-        quiet_libraries()
+        offline_environment()
         return int(args.func(args) or 0)
     except Eagle3CheckError as e:
         print(f"error: {e}", file=sys.stderr)

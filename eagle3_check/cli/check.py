@@ -13,6 +13,7 @@ from eagle3_check.cli.common import (
     default_runner,
     one_thread_for_tiny_models,
     options_from_args,
+    report_provenance,
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
@@ -119,7 +120,12 @@ def main(args: argparse.Namespace) -> int:
     expect, source = expected_tau(args, setup, report.k, options)
     health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
     if args.json:
-        print(json.dumps({**report.to_json(), "draft_health": health.to_json()}, indent=2))
+        from eagle3_check.gating.provenance import jsonable
+        from eagle3_check.program.contract import read_metadata
+
+        report.info["program"] = jsonable(read_metadata(setup.program.metadata()))  # the program spec
+        prov = report_provenance(args, setup.info.get("fixture") or args.fixture, options)
+        print(json.dumps({**report.to_json(), "draft_health": health.to_json(), "provenance": prov}, indent=2))
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
@@ -204,7 +210,8 @@ def suite_main(args: argparse.Namespace, runner) -> int:
     bar.close()
     passed = all(r.passed for r in reports)
     if args.json:
-        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports]}, indent=2))
+        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports],
+                          "provenance": report_provenance(args, args.fixture)}, indent=2))
     else:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
                            + format_suite_table(r) for r in reports))

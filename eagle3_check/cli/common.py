@@ -1,12 +1,10 @@
-"""Shared CLI pieces: program/backend arguments, runner options, quieting library noise."""
+"""Shared CLI pieces: program/backend arguments, runner options, the offline environment."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,21 +23,11 @@ from eagle3_check.run.options import (
 TARGET_SPEC = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
 
 
-def quiet_libraries() -> None:
-    """Silences import-time chatter of torch/torchao/transformers; our output stays readable."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+def offline_environment() -> None:
+    """The CLI never reaches the network (HF_HUB_OFFLINE=1 unless set). Library noise is silenced
+    where it arises (eagle3_check/quiet.py, scoped), never here: no process-wide warning filter,
+    so a warning from the user's own code (a plug-in runner) shows as Python shows it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for name in ("torchao", "torch.utils._pytree", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:
@@ -210,3 +198,27 @@ def one_thread_for_tiny_models(device: str) -> None:
         import torch
 
         torch.set_num_threads(1)
+
+
+def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_options=None,
+                      extra_files: dict | None = None) -> dict:
+    """The `provenance` block of a `--json` report (gating/provenance.py): the parsed options, the
+    runner's RunOptions, package versions and the sha256 of every input file the flags name, plus
+    the fixture's target, draft, tokenizer, card and prompt set when one is used."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.gating.provenance import provenance
+
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "given")}
+    files: dict = {flag: getattr(args, flag, None) for flag in ("pte", "prompts", "target", "draft", "tokenizer",
+                                                               "golden", "baseline")}
+    for i, g in enumerate(getattr(args, "goldens", None) or []):
+        files[f"golden {i}" if i else "golden"] = g
+    if fixture:
+        fx = load_fixture(fixture)
+        files.update({"fixture target": fx.target_dir, "fixture draft": fx.draft_dir,
+                      "fixture tokenizer": fx.tokenizer_path, "fixture card": fx.card_path})
+        if not getattr(args, "prompts", None):
+            own = fx.root / "prompts.json"
+            files["prompts"] = own if own.is_file() else fx.root.parent / "prompts.json"
+    files.update(extra_files or {})
+    return provenance(options, files, run_options)

@@ -68,7 +68,13 @@ def check_main(args: argparse.Namespace, runner) -> int:
         bar.close()
     report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
                        ties="per position where the binary prints [ids]; bytes are judged exactly")
-    print(json.dumps(report.to_json(), indent=2) if args.json else format_exec_table(report))
+    if args.json:
+        from eagle3_check.cli.common import report_provenance
+
+        prov = report_provenance(args, setup.info.get("fixture"), options)
+        print(json.dumps({**report.to_json(), "provenance": prov}, indent=2))
+    else:
+        print(format_exec_table(report))
     return 0 if report.passed else 1
 
 
@@ -99,7 +105,10 @@ def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     bar.close()
     report.info.update(info, runner=args.runner, reference=args.reference)
     if args.json:
-        print(json.dumps({"passed": report.passed, "reports": [report.to_json()]}, indent=2))
+        from eagle3_check.cli.common import report_provenance
+
+        print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
+                          "provenance": report_provenance(args, info.get("fixture"))}, indent=2))
     else:
         print(f"== {info.get('pte') or info.get('fixture')} through {args.runner}\n" + format_suite_table(report))
     return 0 if report.passed else 1
@@ -124,5 +133,10 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:
         outcome.notes.append("the metrics baseline counts program calls, which a binary does not report: not gated")
-    print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
+    if args.json:
+        from eagle3_check.cli.common import report_provenance
+
+        print(json.dumps({**outcome.to_json(), "provenance": report_provenance(args)}, indent=1))
+    else:
+        print(outcome.format())
     return 0 if outcome.passed else 1

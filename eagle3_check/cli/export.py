@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-pte", default=None, metavar="FILE",
                    help="copy an existing .pte, only dropping --omit-metadata keys (fast)")
     p.add_argument("--json", action="store_true", help="print the export record as JSON")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no phase lines on stderr (trace each method, lower, to_executorch, serialize)")
     p.set_defaults(func=main)
 
 
@@ -55,15 +57,31 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.program.contract import read_metadata
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
-    record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
+    record = export_eager(program, args.output, args.backend, args.omit_metadata, source,
+                          on_phase=None if args.no_progress else phase_printer("export"))
     if args.json:
         print(json.dumps(record.to_json(), indent=2))
     else:
         delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
         omitted = f"; omitted {', '.join(record.omitted)}" if record.omitted else ""
+        phases = ", ".join(f"{name} {s:.0f} s" for name, s in record.phases.items())
         print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
-              f"{record.seconds:.0f} s{omitted})")
+              f"{record.seconds:.0f} s: {phases}{omitted})")
     return 0
+
+
+def phase_printer(command: str):
+    """on_phase for a long command: one stderr line as each phase starts, with the time so far
+    ("[  12s] export: lower"), so minutes of work are never silent."""
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+
+    def on_phase(name: str) -> None:
+        print(f"[{time.perf_counter() - t0:5.0f}s] {command}: {name}", file=sys.stderr, flush=True)
+
+    return on_phase
 
 
 def _from_pte(args: argparse.Namespace) -> int:

@@ -48,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars or check lines on stderr")
     p.add_argument("--runner", default=None, metavar="exec:PATH",
                    help="gate a runner binary (the seed runner's flags and output) instead of the reference runner")
     add_timeout_arg(p)
@@ -91,21 +92,55 @@ def main(args: argparse.Namespace) -> int:
     if args.all_k:
         inputs.ks = _all_k(args.pte)
 
-    def progress(chk):
-        if not args.json:
-            print(f"  {chk.name}: {chk.status}", file=sys.stderr)
+    quiet = args.json or args.no_progress
+    bars = StepBars(disable=quiet)
+    inputs.on_step = bars
 
-    report = run_gate(inputs, on_check=progress)
+    def progress(chk):
+        bars.close()
+        if not quiet:
+            print(f"  {chk.name}: {chk.status} ({chk.seconds:.1f} s)", file=sys.stderr)
+
+    try:
+        report = run_gate(inputs, on_check=progress)
+    finally:
+        bars.close()
     report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)})
-    write_text_atomic(args.report, json.dumps(report.to_json(), indent=2) + "\n", "report")
+    from eagle3_check.cli.common import report_provenance
+
+    out = {**report.to_json(), "provenance": report_provenance(args, fx.name if fx else None, inputs.options)}
+    write_text_atomic(args.report, json.dumps(out, indent=2) + "\n", "report")
     if args.junit:
         write_junit(args.junit, report.junit_suites())
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
         print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else ""))
     return 0 if report.passed else 1
+
+
+class StepBars:
+    """The gate's progress on stderr: one tqdm bar per long check (edge suites, requests, golden),
+    fed `(check, done, total)` as its cases finish; a new check closes the previous bar."""
+
+    def __init__(self, disable: bool):
+        self.disable, self.name, self.bar = disable, None, None
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        if name != self.name:
+            self.close()
+            self.name = name
+            self.bar = tqdm(total=total, desc=f"gate: {name}", unit="case", file=sys.stderr, leave=False,
+                            disable=self.disable)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.name, self.bar = None, None
 
 
 def _exec_runner(args: argparse.Namespace):

@@ -161,7 +161,14 @@ def verify_main(args: argparse.Namespace) -> int:
     bar = _progress(args, args.json)
     outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte)
     bar.close()
-    print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
+    if args.json:
+        from eagle3_check.cli.common import report_provenance
+        from eagle3_check.gating.golden import golden_root
+
+        files = {"baseline": baseline, **({} if args.goldens else {"golden": golden_root()})}
+        print(json.dumps({**outcome.to_json(), "provenance": report_provenance(args, extra_files=files)}, indent=1))
+    else:
+        print(outcome.format())
     return 0 if outcome.passed else 1
 
 

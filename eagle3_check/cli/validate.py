@@ -77,6 +77,7 @@ def preflight(args: argparse.Namespace) -> None:
         load_fixture(args.fixture)  # an unknown name: "did you mean"
     _paths(args)
     _ranges(args)
+    _suite_name(args)
     _suite_overrides(args)
     if getattr(args, "prompts", None):
         check_prompt_set(args.prompts, raw=getattr(args, "raw", False))
@@ -168,6 +169,17 @@ def static_k_range(args: argparse.Namespace) -> tuple[int, int]:
 
     spec = TARGET_SPEC if getattr(args, "target", None) else load_fixture(args.fixture or DEFAULT_FIXTURE).spec
     return max(1, spec.min_verify_len - 1), spec.max_verify_len - 1
+
+
+def _suite_name(args: argparse.Namespace) -> None:
+    """`check --suite NAME` / `gate --suite NAME`: an unknown suite or case name is refused here,
+    with a "did you mean", not after the program and the reference have loaded (`gate --suite none`
+    turns the suites off)."""
+    name = getattr(args, "suite", None)
+    if getattr(args, "command", None) in ("check", "gate") and name and name != "none":
+        from eagle3_check.suites import suite_cases
+
+        suite_cases(name)
 
 
 def _suite_overrides(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ its ties are within the tie budget (a share of all judged positions, `tolerance.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -43,9 +44,20 @@ class RequestOutcome:
     prompt_id: str
     run: RunResult
     verdict: Verdict
+    reference: dict | None = None  # `reference_json` of the scores the verdict read (None: not scored)
 
     def to_json(self) -> dict:
-        return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json()}
+        return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json(),
+                "reference": self.reference}
+
+
+def reference_json(scores) -> dict:
+    """The reference's side of a verdict, for the report: row i's argmax (the reference's token at
+    emitted index i, teacher-forced over the runner's tokens before it; the last row is the token
+    after the run) and its top-1/top-2 margin (None where the reference has no logits: the self
+    reference). Example: tokens [5, 7], rows argmax [5, 8, 2] -> {"tokens": [5, 8, 2], ...}."""
+    return {"tokens": [int(t) for t in scores.argmax],
+            "margins": [float(m) if math.isfinite(m) else None for m in scores.margins]}
 
 
 @dataclass
@@ -185,7 +197,7 @@ def run_check(
         else:
             scores = reference.score(want_ids, list(run.tokens))
             verdict = judge(run, scores, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
-        outcome = RequestOutcome(p.id, run, verdict)
+        outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores))
         report.outcomes.append(outcome)
         if on_request:
             on_request(outcome)

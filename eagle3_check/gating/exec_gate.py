@@ -17,8 +17,6 @@ from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.run.exec_runner import program_file
 
-SKIP = "skip"
-
 
 def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, for `inputs.runner` (an ExecRunner). `timed(name, fn)`
@@ -41,17 +39,15 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
         env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
                              fixture=inputs.fixture)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
-        cases = [JUnitCase(r.name, r.status, r.message) for r in rep.results]
-        chk = _summary("edge suites", [c for c in cases if c.status != SKIP], "cases", "passed")
-        chk.details = {"skipped": sum(c.status == SKIP for c in cases)}
-        return chk
+        cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
+        return _summary("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons
 
     def requests(name: str, reference):
         nonlocal tau
         report = run_exec_check(runner, program, inputs.tokenizer, reference, inputs.prompts, inputs.options,
                                 tolerance=inputs.tolerance, tie_budget=inputs.tie_budget)
         cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
-                           f"[{o.verdict.mode or '-'}] {o.verdict.message}",
+                           f"[{o.verdict.mode or '-'}] {o.verdict.message}", o.process.seconds,
                            properties={"positions": str(max(o.verdict.judged, 1)),
                                        "tie_positions": str(o.verdict.ties)}) for o in report.outcomes]
         chk = _summary(name, cases, "requests", tie_budget=inputs.tie_budget)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,6 +67,14 @@ def run_exec_suite(name: str, cases: list[Case], env: SuiteEnv, runner: ExecRunn
 
 
 def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
+    """One case through the binary, with its wall time (skips included), as `execute.run_case`."""
+    t0 = time.perf_counter()
+    result = _judge(case, env, runner, tmp)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _judge(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
     why = skip_reason(case)
     if why:
         return CaseResult(case.name, SKIP, why)

@@ -36,7 +36,7 @@ from eagle3_check.reference.tolerance import Tolerance, default_budget, toleranc
 from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.run.crash import crash_reason
 from eagle3_check.run.options import RunOptions
-from eagle3_check.status import PASS, SKIP, Status
+from eagle3_check.status import PASS, SKIP, Status, overall, passes, skip_note
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
@@ -58,6 +58,7 @@ class GateInputs:
     tau_tolerance: float = TAU_TOLERANCE
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
     runner: object | None = None  # an exec_runner.ExecRunner: a runner binary is gated instead (gating/exec_gate.py)
+    on_step: Callable[[str, int, int], None] | None = None  # progress: (check, done, total) as cases finish
 
 
 @dataclass
@@ -98,6 +99,10 @@ class GateReport:
         out = []
         for c in self.checks:
             cases = c.cases or [JUnitCase(c.name, c.status, c.message, c.seconds)]
+            if c.status == FAIL and not any(x.status == FAIL for x in cases):
+                # nothing ran, or the ties exceeded the budget: the check's own failure, so the
+                # JUnit failure count agrees with the verdict
+                cases = [*cases, JUnitCase(c.name, FAIL, c.message, 0.0)]
             out.append(JUnitSuite(c.name, cases))
         return out
 
@@ -121,40 +126,45 @@ def _skip(name: str, why: str) -> GateCheck:
 def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical",
              tie_budget: float = 0.0) -> GateCheck:
     """Counts "N identical, M tie, F fail" over the cases that ran; skipped cases are counted and
-    named, never dropped. Fails on any failure, or on more tie positions than `tie_budget` x judged
-    positions (cases without position counts count as one position each)."""
+    named, never dropped. The skip rule is `status.overall` / `status.passes`, the one `check
+    --suite` applies: a skipped case never fails on its own, a check whose cases all skipped fails
+    (it was asked to test something and tested nothing). Fails on any failure, or on more tie
+    positions than `tie_budget` x judged positions (cases without position counts count as one
+    position each)."""
     ran = [c for c in cases if c.status != SKIP]
     skips = [c for c in cases if c.status == SKIP]
     fails = [c for c in ran if c.status == FAIL]
     ties = [c for c in ran if c.status == TIE]
-    skip_note = f", {len(skips)} skipped (first: {skips[0].name}: {skips[0].message})" if skips else ""
-    if not ran:
-        return GateCheck(name, SKIP, f"no cases ran{skip_note}", cases=cases)
-    counts = f"{len(ran) - len(fails) - len(ties)} {ok}, {len(ties)} tie, {len(fails)} fail"
+    note = skip_note((c.name, c.message) for c in skips)
     details = {"identical": len(ran) - len(fails) - len(ties), "tie": len(ties), "fail": len(fails),
                "skip": len(skips)}
+    if not passes(overall(c.status for c in cases)) and not fails:  # nothing ran
+        return GateCheck(name, FAIL, f"no cases ran{note}", cases=cases, details=details)
+    counts = f"{len(ran) - len(fails) - len(ties)} {ok}, {len(ties)} tie, {len(fails)} fail"
     if fails:
-        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{skip_note}; first failure: {fails[0].name}: "
+        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{note}; first failure: {fails[0].name}: "
                          f"{fails[0].message}", cases=cases, details=details)
     positions = sum(int(c.properties.get("positions", 1)) for c in ran)
     tie_pos = sum(int(c.properties.get("tie_positions", c.status == TIE)) for c in ran)
     allowed = int(tie_budget * positions + 1e-9)
     details.update(tie_positions=tie_pos, positions=positions, ties_allowed=allowed)
     if tie_pos > allowed:
-        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{skip_note}: {tie_pos} tie positions exceed "
+        return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{note}: {tie_pos} tie positions exceed "
                          f"the tie budget of {allowed} ({tie_budget:.1%} of {positions}); first tie: {ties[0].name}: "
                          f"{ties[0].message}", cases=cases, details=details)
     if not ties:
-        return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{skip_note}", cases=cases, details=details)
+        return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{note}", cases=cases, details=details)
     return GateCheck(name, PASS, f"{counts} of {len(ran)} {what} ({tie_pos} tie positions, budget {allowed})"
-                     f"{skip_note}", cases=cases, details=details)
+                     f"{note}", cases=cases, details=details)
 
 
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
     """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
-    rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf)
+    step = inputs.on_step
+    rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
+                      on_request=(lambda d, t: step("requests", d, t)) if step else None)
     checks = [_summary("runner vs self reference", rc.vs_self, "requests", tie_budget=inputs.tie_budget)]
     if hf is None:
         checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
@@ -162,7 +172,9 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     else:
         checks += [_summary("runner vs HF reference", rc.vs_hf, "requests", tie_budget=inputs.tie_budget),
                    _summary("self reference vs HF reference", rc.self_vs_hf, "prompts", tie_budget=inputs.tie_budget)]
-    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs)
+    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs, reference=rc.ref_self)
+    if hf is not None:  # per request: the reference's tokens and margins the verdict read
+        checks[1].details["reference"] = rc.ref_hf
     return checks, rc.tau
 
 
@@ -181,7 +193,15 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         return _skip("edge suites", "no reference target given (--target or --fixture)")
     env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
                          fixture=inputs.fixture)
-    rep = run_suite(inputs.suite, suite_cases(inputs.suite), env)
+    todo = suite_cases(inputs.suite)
+    done = []
+
+    def on_case(result) -> None:
+        done.append(result)
+        if inputs.on_step:
+            inputs.on_step("edge suites", len(done), len(todo))
+
+    rep = run_suite(inputs.suite, todo, env, on_case=on_case)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
     return _summary("edge suites", cases, "cases", "passed", inputs.tie_budget)
 
@@ -197,11 +217,19 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
     except ImportError:
         return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.gating.golden_check is not "
                          "installed; expected it. Fix: drop --golden or update eagle3_check")
+    from eagle3_check.gating.golden_check import total_prompts
     from eagle3_check.gating.metrics import is_metrics_baseline
 
     metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
+    total, done = total_prompts([inputs.golden]), []
+
+    def on_prompt(pid) -> None:
+        done.append(pid)
+        if inputs.on_step:
+            inputs.on_step("golden", len(done), total)
+
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given", fixture=inputs.fixture)
+                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
     if keep is not None:
         keep["outcome"] = out
     cases = []
@@ -297,11 +325,9 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         report.info["runner"] = inputs.runner.name
         return report
     add(_timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
-    t0 = time.perf_counter()
     checks, tau = _run_requests(program, inputs, hf)
-    share = (time.perf_counter() - t0) / len(checks)
-    for chk in checks:
-        chk.seconds = share
+    for chk in checks:  # each second counted once (gate_requests.py says whose case pays for what)
+        chk.seconds = sum(c.seconds for c in chk.cases)
         add(chk)
     report.tau = tau
     md = read_metadata(program.metadata())

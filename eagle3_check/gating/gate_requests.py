@@ -5,7 +5,11 @@ Every request is judged position by position (`verdict.judge`): against the self
 teacher-forced rows (the program has no logits: any difference fails, never a tie) and against
 the HF reference's (ties within the tolerance counted as ties). The self reference's greedy
 tokens are judged against the HF reference's teacher-forced rows of those tokens the same way.
-Each case carries its position counts as JUnit properties. After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
+Each case carries its position counts as JUnit properties and the time of its own work, each
+second counted once, so the checks' times add up to the wall time: a request's run and its
+scoring by the self reference are the runner-vs-self case's; the HF scoring of the run is the
+runner-vs-HF case's; the self reference's greedy decoding and its HF scoring are the
+self-vs-HF case's. After a contract violation (e.g. draft ids outside the vocab) the remaining requests are
 reported as skipped: the program is broken, running on would only repeat the message.
 """
 
@@ -13,10 +17,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import reference_json
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.reference.hf import ReferenceResult, Scores
@@ -37,6 +43,8 @@ class RequestCases:
     self_vs_hf: list[JUnitCase] = field(default_factory=list)  # one per prompt
     runs: int = 0
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
+    ref_self: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (self reference)
+    ref_hf: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (HF reference)
 
 
 def reference_vs_reference(self_ref: ReferenceResult, hf: Scores, tol: Tolerance) -> JUnitCase:
@@ -73,7 +81,9 @@ def run_requests(
     ks: list[int],
     tolerance: Tolerance,
     hf=None,
+    on_request: Callable[[int, int], None] | None = None,
 ) -> RequestCases:
+    """Every prompt x K, judged; `on_request(done, total)` after each request (progress)."""
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, options).ids
     runner = ReferenceRunner()
@@ -83,13 +93,18 @@ def run_requests(
     broken = None
 
     def both(case: str, status: str, message: str, secs: float = 0.0) -> None:
+        """The same outcome in both request checks; `secs` is paid by the runner-vs-self case."""
         out.vs_self.append(JUnitCase(case, status, message, secs))
         if hf is not None:
-            out.vs_hf.append(JUnitCase(case, status, message, secs))
+            out.vs_hf.append(JUnitCase(case, status, message, 0.0))
 
+    total, done = len(ks) * len(prompts), 0
     for k in ks:
         opts = RunOptions(**{**options.__dict__, "chain_len": k})
         for p in prompts:
+            if on_request and done:
+                on_request(done, total)
+            done += 1
             case = f"{p.id} K={k}" if len(ks) > 1 else p.id
             if broken:
                 both(case, SKIP, f"not run after a contract violation: {broken}")
@@ -117,17 +132,23 @@ def run_requests(
                     rr.name = p.id
                     rr.seconds = time.perf_counter() - t_ref
                     out.self_vs_hf.append(rr)
+            t_own = time.perf_counter()
             try:
                 own = self_score(program, run.prompt_ids, list(run.tokens))
             except Exception as e:  # noqa: BLE001 - the program's own target crashed: a finding
                 both(case, FAIL, f"self reference failed: {crash_reason(e)}", secs)
                 continue
             v = judge(run, own, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
-            out.vs_self.append(_case(case, v, secs))
+            out.vs_self.append(_case(case, v, secs + time.perf_counter() - t_own))
+            out.ref_self[case] = reference_json(own)
             if hf is not None:
-                v = judge(run, hf.score(run.prompt_ids, list(run.tokens)), stops, opts.max_new_tokens,
-                          md.max_seq_len, tolerance)
-                out.vs_hf.append(_case(case, v, secs))
+                t_hf = time.perf_counter()
+                scores = hf.score(run.prompt_ids, list(run.tokens))
+                v = judge(run, scores, stops, opts.max_new_tokens, md.max_seq_len, tolerance)
+                out.vs_hf.append(_case(case, v, time.perf_counter() - t_hf))
+                out.ref_hf[case] = reference_json(scores)
+    if on_request and total:
+        on_request(total, total)
     rounds = sum(r.rounds for r in runs)
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from eagle3_check.errors import MetadataError
+
+if TYPE_CHECKING:  # torch loads with a program, not with the contract: the CLI reads suite
+    import torch  # names (suites -> contract) before torch is imported (cli/validate.py)
 
 REQUIRED_KEYS = (
     "get_chain_len",
@@ -147,6 +148,8 @@ class Metadata:
 
 
 def _as_int(key: str, value: Any) -> int:
+    import torch
+
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise MetadataError(
@@ -167,6 +170,8 @@ def _as_int(key: str, value: Any) -> int:
 
 
 def _as_ids(key: str, value: Any) -> tuple[int, ...]:
+    import torch
+
     if isinstance(value, torch.Tensor):
         value = value.flatten().tolist()
     if isinstance(value, int):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.quiet import third_party_quiet
 
 BACKENDS = ("xnnpack", "portable")
 BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
@@ -40,8 +42,9 @@ PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 
 def require_executorch() -> None:
     """Raises InputError naming the `pte` extra when executorch cannot be imported."""
     try:
-        import executorch.exir  # noqa: F401
-        import executorch.runtime  # noqa: F401
+        with third_party_quiet():  # executorch's ExperimentalWarning at import
+            import executorch.exir  # noqa: F401
+            import executorch.runtime  # noqa: F401
     except ImportError as e:
         raise InputError(f"executorch is not importable ({e})", "the executorch package", PTE_EXTRA_FIX) from None
 
@@ -66,9 +69,36 @@ class ExportRecord:
     seconds: float = 0.0
     source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
     versions: dict = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)  # PHASES in order -> seconds
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+# An export's phases, in order: torch.export of each method, lowering to the edge dialect (and
+# XNNPACK), to_executorch (memory planning, shared buffers), serializing the file.
+PHASES = ("trace prefill", "trace target_verify", "trace draft_decode", "lower", "to_executorch", "serialize")
+
+
+class Phases:
+    """Times each phase and announces it as it starts (`on_phase(name)`), so a minutes-long
+    export is never silent; `seconds` holds each finished phase's time, in order."""
+
+    def __init__(self, on_phase: Callable[[str], None] | None = None):
+        self.on_phase, self.seconds = on_phase, {}
+        self._name: str | None = None
+        self._t0 = 0.0
+
+    def start(self, name: str) -> None:
+        self.stop()
+        self._name, self._t0 = name, time.perf_counter()
+        if self.on_phase:
+            self.on_phase(name)
+
+    def stop(self) -> None:
+        if self._name is not None:
+            self.seconds[self._name] = round(time.perf_counter() - self._t0, 2)
+            self._name = None
 
 
 class _Method(nn.Module):
@@ -115,8 +145,9 @@ def _dim(name: str, lo: int, hi: int):
     return example, Dim(name, min=lo, max=hi)
 
 
-def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
+def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None) -> dict:
     """torch.export of the three methods with dynamic lengths; buffers restored afterwards."""
+    phases = phases or Phases()
     from torch.export import export
 
     snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
@@ -136,8 +167,9 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
     }
     programs = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
             for name, (cls, args, shapes) in plans.items():
+                phases.start(f"trace {name}")
                 programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
     finally:
         with torch.no_grad():
@@ -185,8 +217,10 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
-def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path):
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
+                 phases: Phases | None = None):
     """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches."""
+    phases = phases or Phases()
     from executorch.exir import (
         EdgeCompileConfig,
         ExecutorchBackendConfig,
@@ -200,22 +234,27 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         partitioner = [XnnpackPartitioner()]
-    edge = to_edge_transform_and_lower(
-        programs,
-        partitioner=partitioner,
-        compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        constant_methods=constants,
-    )
-    summary = _summarise(edge, list(programs))
-    et = edge.to_executorch(
-        ExecutorchBackendConfig(
-            passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
-            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
-            emit_mutable_buffer_names=True,
+    with third_party_quiet():  # executorch's and torch's deprecation notes while lowering
+        phases.start("lower")
+        edge = to_edge_transform_and_lower(
+            programs,
+            partitioner=partitioner,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            constant_methods=constants,
         )
-    )
+        summary = _summarise(edge, list(programs))
+        phases.start("to_executorch")
+        et = edge.to_executorch(
+            ExecutorchBackendConfig(
+                passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
+                memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
+                emit_mutable_buffer_names=True,
+            )
+        )
+    phases.start("serialize")
     with atomic_writer(out_path, binary=True, what=".pte") as f:
         et.write_to_file(f)
+    phases.stop()
     return summary
 
 
@@ -227,11 +266,13 @@ def export_speculator(
     backend: str = "xnnpack",
     omit_metadata: list[str] | tuple[str, ...] = (),
     source: dict | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
     `metadata` is the program's raw metadata (e.g. `EagerBackend.metadata()`); keys in
-    `omit_metadata` are left out, to build negative fixtures.
+    `omit_metadata` are left out, to build negative fixtures. `on_phase(name)` is called as each
+    of PHASES starts; the sidecar records each phase's seconds.
     """
     require_executorch()
     if backend not in BACKENDS:
@@ -243,9 +284,10 @@ def export_speculator(
     check_writable(out, ".pte")  # before the minute of export: a missing directory is an error now
     hidden = _feature_width(module)
     t0 = time.perf_counter()
-    programs = export_methods(module, spec, hidden)
+    phases = Phases(on_phase)
+    programs = export_methods(module, spec, hidden, phases)
     constants = constant_methods(metadata, backend, omit)
-    delegated, portable = lower_to_pte(programs, constants, backend, out)
+    delegated, portable = lower_to_pte(programs, constants, backend, out, phases)
     import executorch
 
     record = ExportRecord(
@@ -253,6 +295,7 @@ def export_speculator(
         delegated=delegated, portable_ops=portable, seconds=round(time.perf_counter() - t0, 2),
         source=source or {},
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
+        phases=phases.seconds,
     )
     write_text_atomic(sidecar_path(out), json.dumps(record.to_json(), indent=2) + "\n", "export sidecar")
     return record
@@ -268,9 +311,10 @@ def _feature_width(module: nn.Module) -> int:
 
 
 def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
-                 omit_metadata=(), source: dict | None = None) -> ExportRecord:
+                 omit_metadata=(), source: dict | None = None,
+                 on_phase: Callable[[str], None] | None = None) -> ExportRecord:
     """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft)."""
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
-                             omit_metadata, source)
+                             omit_metadata, source, on_phase)

@@ -24,13 +24,15 @@ import torch
 from eagle3_check.errors import ContractViolation, InputError, OptionError
 from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, sidecar_path
+from eagle3_check.quiet import third_party_quiet
 
 LIST_KEYS = ("get_eos_ids",)
 
 
 def _runtime():
     try:
-        from executorch.runtime import Runtime
+        with third_party_quiet():  # executorch's ExperimentalWarning at import
+            from executorch.runtime import Runtime
     except ImportError as e:
         raise InputError(f"executorch is not importable ({e})", "the executorch package to load .pte files",
                          PTE_EXTRA_FIX) from None

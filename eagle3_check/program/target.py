@@ -17,10 +17,14 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM
-from transformers.cache_utils import Cache, StaticLayer
 
 from eagle3_check.errors import InputError
+from eagle3_check.quiet import third_party_quiet
+
+with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.cache_utils import Cache, StaticLayer
 
 
 class PositionalStaticLayer(StaticLayer):
@@ -69,7 +73,8 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
             "re-save the target with save_pretrained",
         ) from None
     try:
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa")
+        with third_party_quiet():  # the "Loading weights" bar
+            model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa")
     except Exception as e:
         raise InputError(
             f"target weights in {d} cannot be loaded ({str(e).splitlines()[0][:80]})",

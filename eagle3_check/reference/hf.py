@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache
+
+from eagle3_check.quiet import third_party_quiet
+
+with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
+    import transformers.modeling_utils  # noqa: F401
+    from transformers import AutoModelForCausalLM, DynamicCache
 
 
 @dataclass
@@ -66,9 +71,10 @@ def top_two(logits: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], tu
 
 class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
-        self.model = AutoModelForCausalLM.from_pretrained(
-            target_dir, dtype=dtype, attn_implementation="eager"
-        ).to(device).eval()
+        with third_party_quiet():  # the "Loading weights" bar
+            self.model = AutoModelForCausalLM.from_pretrained(
+                target_dir, dtype=dtype, attn_implementation="eager"
+            ).to(device).eval()
         self.device = device
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in 5.2x

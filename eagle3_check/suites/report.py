@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from eagle3_check.reference.verdict import FAIL
 from eagle3_check.run.result import Runner
-from eagle3_check.status import Status
+from eagle3_check.status import Status, overall, passes
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
@@ -25,13 +25,22 @@ class SuiteReport:
         return [r for r in self.results if r.status == FAIL]
 
     @property
+    def status(self) -> Status:
+        """`status.overall`: the rule the gate applies to the same cases."""
+        return overall(r.status for r in self.results)
+
+    @property
     def passed(self) -> bool:
-        return bool(self.results) and not self.failed and any(r.status != SKIP for r in self.results)
+        return passes(self.status)  # a skipped case never fails; a suite where none ran does
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.results)
 
     def to_json(self) -> dict:
-        return {"suite": self.suite, "passed": self.passed, "info": self.info,
+        return {"suite": self.suite, "passed": self.passed, "status": str(self.status), "info": self.info,
                 "counts": {s: sum(r.status == s for r in self.results) for s in Status},
-                "cases": [r.to_json() for r in self.results]}
+                "seconds": round(self.seconds, 3), "cases": [r.to_json() for r in self.results]}
 
 
 def run_suite(
@@ -51,19 +60,20 @@ def run_suite(
 
 
 def format_suite_table(report: SuiteReport) -> str:
-    rows = [("case", "L", "K", "tokens", "rounds", "accepted", "stop", "result")]
+    rows = [("case", "L", "K", "tokens", "rounds", "accepted", "stop", "time", "result")]
     for r in report.results:
         d = r.details
         acc = d.get("accepted")
         acc_s = "" if acc is None else ",".join(map(str, acc[:8])) + ("..." if len(acc) > 8 else "")
         rows.append((r.name, _s(d.get("L")), _s(d.get("K")), _s(d.get("tokens")), _s(d.get("rounds")),
-                     acc_s, _s(d.get("stop")), f"{r.status.upper()}: {r.message}"))
+                     acc_s, _s(d.get("stop")), f"{r.seconds:.2f}s", f"{r.status.upper()}: {r.message}"))
     lines = format_rows(rows)
     counts = report.to_json()["counts"]
+    none_ran = " (no case ran)" if report.status == SKIP else ""
     lines.append("")
-    lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'} "
+    lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'}{none_ran} "
                  f"({counts['pass']} pass, {counts['tie']} tie, {counts['fail']} fail, {counts['skip']} skipped "
-                 f"of {len(report.results)} cases)")
+                 f"of {len(report.results)} cases, {report.seconds:.1f} s)")
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import xml.etree.ElementTree as ET
 
@@ -40,6 +41,12 @@ def test_gate_passes_on_the_good_export(pte_path, tmp_path, few_prompts, capsys)
     assert status["runner vs self reference"] == status["runner vs HF reference"] == "pass"
     assert status["self reference vs HF reference"] == "pass"
     assert data["info"]["kernels"] == "xnnpack" and data["info"]["fixture"] == "tiny-llama"
+    prov = data["provenance"]  # what reproduces the report (issue 16 part 6)
+    assert prov["files"]["pte"]["sha256"] == hashlib.sha256(pte_path.read_bytes()).hexdigest()
+    assert prov["files"]["prompts"]["sha256"] == hashlib.sha256(few_prompts.read_bytes()).hexdigest()
+    assert prov["run_options"]["max_new_tokens"] == 24 and "executorch" in prov["versions"]
+    hf_refs = next(c for c in data["checks"] if c["name"] == "runner vs HF reference")["details"]["reference"]
+    assert sorted(hf_refs) == ["count", "hi", "sky"] and all(r["tokens"] for r in hf_refs.values())
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites" and root.get("failures") == "0"
     hf = next(s for s in root if s.get("name") == "runner vs HF reference")

@@ -13,7 +13,7 @@ pytest.importorskip("executorch.runtime", reason="executorch not installed: pip 
 from eagle3_check.errors import InputError, OptionError  # noqa: E402
 from eagle3_check.gating.check import run_check  # noqa: E402
 from eagle3_check.program.contract import read_metadata  # noqa: E402
-from eagle3_check.program.export import BACKEND_KEY, sidecar_path  # noqa: E402
+from eagle3_check.program.export import BACKEND_KEY, PHASES, sidecar_path  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.reference.self_ref import self_greedy  # noqa: E402
 from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
@@ -36,6 +36,9 @@ def test_compiled_maxima_and_sidecar_record_the_backend(pte_program, pte_path):
     assert rec["backend"] == "xnnpack" and rec["source"] == {"fixture": "tiny-llama"}
     assert all(rec["delegated"][m] > 0 for m in ("prefill", "target_verify", "draft_decode"))
     assert "index_put.default" in rec["portable_ops"]["prefill"]  # cache writes stay portable
+    # every phase of the export was announced and timed, in order (issue 16 part 4)
+    assert list(rec["phases"]) == list(PHASES) and all(t >= 0 for t in rec["phases"].values())
+    assert sum(rec["phases"].values()) <= rec["seconds"] + 0.1
 
 
 def test_methods_match_eager_ids_exactly_and_features_closely(pte_program, program):
