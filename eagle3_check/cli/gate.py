@@ -118,7 +118,8 @@ def _exec_runner(args: argparse.Namespace):
     runner = load_runner(args.runner)
     if args.runner_timeout is not None:
         if args.runner_timeout <= 0:
-            raise InputError(f"--runner-timeout {args.runner_timeout:g}", "seconds > 0", "pass e.g. --runner-timeout 120")
+            raise InputError(f"--request-timeout {args.runner_timeout:g}", "seconds > 0",
+                             "pass e.g. --request-timeout 120")
         runner.timeout = args.runner_timeout
     return runner
 

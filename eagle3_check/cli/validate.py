@@ -137,7 +137,7 @@ def _ranges(args: argparse.Namespace) -> None:
             raise OptionError(f"{flag} {v:g}", "a share of judged positions in [0, 1]", f"pass e.g. {flag} 0")
     t = getattr(args, "runner_timeout", None)
     if t is not None and t <= 0:
-        raise InputError(f"--runner-timeout {t:g}", "a number of seconds > 0", "pass e.g. --runner-timeout 120")
+        raise InputError(f"--request-timeout {t:g}", "a number of seconds > 0", "pass e.g. --request-timeout 120")
     tau = getattr(args, "tau_tolerance", None)
     if tau is not None and tau < 0:
         raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")

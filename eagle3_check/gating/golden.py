@@ -251,7 +251,8 @@ def run_golden(
     runs: dict[str, RunResult] = {}
     for p in golden.prompts:
         try:  # a crash is this prompt's finding (a 'crashed' diff), not the end of verification
-            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts)
+            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts,
+                                             what=f"'{p.prompt_id}'")
         except RunCrash as e:
             runs[p.prompt_id] = crashed_run(list(p.prompt_ids), golden.key.k, opts.max_new_tokens)
             runs[p.prompt_id].notes.append(str(e))
