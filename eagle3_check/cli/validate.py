@@ -92,25 +92,31 @@ def _device(args: argparse.Namespace) -> None:
 
 
 def _paths(args: argparse.Namespace) -> None:
+    """Input paths: directories are directories, files are regular files (a FIFO, a device or a
+    directory is named as what it is: inputs.regular_file); the -o path is writable (atomic.check_writable)."""
+    from eagle3_check.atomic import check_writable
+    from eagle3_check.inputs import kind_of, regular_file
+
     for dest, flag in DIRS.items():
         value = getattr(args, dest, None)
         if value and not Path(value).is_dir():
-            raise InputError(f"{flag} {value}: directory does not exist", "an existing directory",
-                             f"fix the {flag} path")
+            what = f"is {kind_of(Path(value).stat().st_mode)}" if Path(value).exists() else "directory does not exist"
+            raise InputError(f"{flag} {value}: {what}", "an existing directory", f"fix the {flag} path")
     for dest, flag in FILES.items():
         value = getattr(args, dest, None)
         if dest == "baseline" and getattr(args, "golden_command", None) == "baseline":
             continue  # `golden baseline --baseline FILE` writes it
-        if value and not Path(value).is_file():
-            raise InputError(f"{flag} {value} does not exist", "an existing file", f"fix the {flag} path")
+        if value:
+            regular_file(value, flag, f"fix the {flag} path")
     golden = getattr(args, "golden", None)  # gate --golden: a golden file or a directory of them
     for value in [*(getattr(args, "goldens", None) or []), *([golden] if golden else [])]:
         if not Path(value).exists():
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
+        if not Path(value).is_dir():
+            regular_file(value, "golden", "pass a golden file or a directory of them")
     out = getattr(args, "output", None)
-    if out and not Path(out).resolve().parent.is_dir():
-        raise InputError(f"-o {out}: directory {Path(out).resolve().parent} does not exist",
-                         "an output path in an existing directory", "create the directory first, or fix -o")
+    if out:
+        check_writable(out, "-o")
 
 
 def _ranges(args: argparse.Namespace) -> None:

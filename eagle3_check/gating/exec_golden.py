@@ -83,6 +83,7 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
         if why:
             out.skipped[key.stem] = why
             continue
+        golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
         for want in golden.prompts:
             out.diffs += _compare(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out)

@@ -20,7 +20,6 @@ allowed: `embed_tokens.weight` (the draft shares the target's embedding, as vLLM
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -36,11 +35,14 @@ TRAINING_ONLY = {"verifier_norm.weight", "verifier_lm_head.weight"}
 
 
 def _read_json(p: Path, what: str) -> dict:
-    try:
-        return json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{what} {p} is not valid JSON ({e.__class__.__name__})", "a JSON object",
-                         "re-save the draft or fix the file") from None
+    """A JSON object from a regular, size-bounded, strict UTF-8 JSON file (inputs.read_json)."""
+    from eagle3_check.inputs import read_json
+
+    data = read_json(p, what, "a JSON object", "re-save the draft or fix the file")
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {p} holds a JSON {type(data).__name__}", "a JSON object",
+                         "re-save the draft or fix the file")
+    return data
 
 
 def _read_file(p: Path) -> dict[str, torch.Tensor]:
@@ -134,14 +136,20 @@ def _vocab_maps(head: Eagle3DraftHead, weights: dict, where: Path) -> None:
                              "rebuild t2d from d2t (t2d = zeros(V).bool(); t2d[arange(Vd) + d2t] = True)")
 
 
-def load_draft(draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
-    d = Path(draft_dir)
-    cfg_path = d / "config.json"
-    if not cfg_path.is_file():
+def read_draft_config(draft_dir: str | Path) -> DraftConfig:
+    """The draft's checked config.json (nothing allocated: the memory estimate reads it first)."""
+    cfg_path = Path(draft_dir) / "config.json"
+    if not cfg_path.exists():
         raise InputError(f"draft file {cfg_path} does not exist",
                          "a draft directory with config.json and its weights",
                          "pass --draft DIR pointing at a saved EAGLE-3 draft head")
-    cfg = DraftConfig.from_json(_read_json(cfg_path, "draft config"), str(cfg_path))
+    return DraftConfig.from_json(_read_json(cfg_path, "draft config"), str(cfg_path))
+
+
+def load_draft(draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
+    d = Path(draft_dir)
+    cfg_path = d / "config.json"
+    cfg = read_draft_config(d)
     raw, where = read_tensors(d)
     weights = canonical_names(raw)
     head = Eagle3DraftHead(cfg, max_seq_len)
