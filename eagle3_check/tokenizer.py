@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
 from eagle3_check.inputs import TOKENIZER_LIMIT, parse_json, read_json, read_text
 
 
@@ -36,7 +36,7 @@ class Tokenizer:
             tok = HFTokenizer.from_str(text)
         except Exception as e:
             raise InputError(
-                f"tokenizer {p} cannot be parsed ({str(e).splitlines()[0][:80]})",
+                f"tokenizer {p} cannot be parsed ({first_line(e)[:80]})",
                 "a tokenizer.json file (HF tokenizers format)",
                 "re-save the tokenizer with tokenizer.save(path)",
             ) from None

@@ -129,7 +129,10 @@ def _all_k(pte: str) -> list[int] | None:
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.program.contract import read_metadata
     from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.program.pte_probe import probe_load
 
+    if probe_load(pte):  # a .pte that aborts the runtime: the gate's load check reports it
+        return None
     try:
         lo, hi = read_metadata(PteBackend(pte).metadata()).k_range
     except Eagle3CheckError:

@@ -144,6 +144,9 @@ def _ranges(args: argparse.Namespace) -> None:
     t = getattr(args, "runner_timeout", None)
     if t is not None and t <= 0:
         raise InputError(f"--request-timeout {t:g}", "a number of seconds > 0", "pass e.g. --request-timeout 120")
+    mem = getattr(args, "max_memory", None)
+    if mem is not None and not mem > 0:
+        raise OptionError(f"--max-memory {mem:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")
     tau = getattr(args, "tau_tolerance", None)
     if tau is not None and tau < 0:
         raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")

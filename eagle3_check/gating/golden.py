@@ -103,6 +103,7 @@ class Golden:
     tie_tolerance: float
     versions: dict[str, str | None]
     prompts: list[GoldenPrompt] = field(default_factory=list)
+    source: str = field(default="", compare=False)  # the file it was loaded from (named in errors)
 
     def run_options(self) -> RunOptions:
         o = dict(self.options)
@@ -113,7 +114,7 @@ class Golden:
         """Every recorded prompt id and token in [0, vocab) of the program it is verified on."""
         from eagle3_check.schema import check_ids
 
-        where = where or f"golden {self.key.stem}"
+        where = where or (f"golden file {self.source}" if self.source else f"golden {self.key.stem}")
         for i, p in enumerate(self.prompts):
             check_ids(p.prompt_ids, vocab, f"{where}: prompts[{i}].prompt_ids", RERECORD)
             check_ids(p.tokens, vocab, f"{where}: prompts[{i}].tokens", RERECORD)
@@ -190,6 +191,7 @@ def load_golden(path: str | Path) -> Golden:
                           "record it with `eagle3-check golden record`, or list golden/")
     data = read_json(p, "golden file", "a golden in its JSON format", RERECORD)
     golden = Golden.from_json(data, f"golden file {p}")
+    golden.source = str(p)
     if golden.key != GoldenKey.from_path(p):
         raise GoldenError(f"golden file {p.name} holds key {golden.key.stem}", "the key its name spells",
                           "re-record it; do not rename golden files")

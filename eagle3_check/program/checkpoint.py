@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
 from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.program.draft_config import DraftConfig
 
@@ -56,7 +56,7 @@ def _read_file(p: Path) -> dict[str, torch.Tensor]:
             with safe_open(str(p), framework="pt") as f:
                 out = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open has no iter)
     except Exception as e:  # safetensors / torch raise their own types for corrupt files
-        raise InputError(f"draft weights {p} cannot be read ({str(e).splitlines()[0][:80]})",
+        raise InputError(f"draft weights {p} cannot be read ({first_line(e)[:80]})",
                          "a complete safetensors file, or a .bin of plain tensors",
                          "re-save the draft head; the file is truncated or holds pickled objects") from None
     if not isinstance(out, dict) or not all(isinstance(v, torch.Tensor) for v in out.values()):

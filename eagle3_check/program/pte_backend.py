@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from eagle3_check.errors import ContractViolation, InputError, OptionError
+from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
 from eagle3_check.program.contract import SpeculatorProgram
-from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, sidecar_path
+from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, read_sidecar
 
 LIST_KEYS = ("get_eos_ids",)
 
@@ -59,7 +58,7 @@ def load_program(path: str | Path):
         with contextlib.redirect_stderr(log):
             return rt.load_program(p)
     except Exception as e:  # the runtime raises RuntimeError with an error code
-        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or str(e).splitlines()[0]
+        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or first_line(e)
         raise InputError(f"--pte {p} ({size} bytes) cannot be loaded, truncated or corrupt: {why[:160]}",
                          expected, fix) from None
 
@@ -101,11 +100,7 @@ class PteBackend(SpeculatorProgram):
         self._ranges = self._exported_ranges()
 
     def _read_sidecar(self) -> dict:
-        p = sidecar_path(self.path)
-        try:
-            return json.loads(p.read_text()) if p.is_file() else {}
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return {}
+        return read_sidecar(self.path) or {}  # a sidecar of another file is an error (export.read_sidecar)
 
     def _exported_ranges(self) -> dict[str, tuple[int, int]]:
         """Length ranges per method from the metadata (the runtime only knows the maxima)."""

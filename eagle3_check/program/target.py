@@ -19,7 +19,8 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.cache_utils import Cache, StaticLayer
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
+from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
 
 
 class PositionalStaticLayer(StaticLayer):
@@ -39,15 +40,25 @@ def cache_kwarg(model: nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def target_text_config(target_dir: str | Path):
+    """The target's decoder config (Transformers' own class: attribute names normalised), read with no
+    remote code (hf_config.read_target_config first) and nothing allocated."""
+    d = Path(target_dir)
+    read_target_config(d)
+    try:
+        return AutoConfig.from_pretrained(d, trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
+    except Exception as e:
+        raise InputError(
+            f"target config {d / 'config.json'} cannot be read ({first_line(e)[:80]})",
+            "a valid HF model config",
+            "re-save the target with save_pretrained",
+        ) from None
+
+
 def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     """Loads an HF causal LM from a local save_pretrained directory, with clear errors."""
     d = Path(target_dir)
-    if not (d / "config.json").is_file():
-        raise InputError(
-            f"target directory {d} has no config.json",
-            "an HF save_pretrained directory (config.json + model.safetensors)",
-            "pass --target DIR pointing at a saved HF model",
-        )
+    read_target_config(d)  # no auto_map, a built-in model_type: never run the directory's code
     weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
     if not weights:
         raise InputError(
@@ -58,19 +69,13 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
     for w in weights:
         if w.stat().st_size == 0:
             raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
+    target_text_config(d)
     try:
-        AutoConfig.from_pretrained(d)
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa",
+                                                     trust_remote_code=TRUST_REMOTE_CODE)
     except Exception as e:
         raise InputError(
-            f"target config {d / 'config.json'} cannot be read ({str(e).splitlines()[0][:80]})",
-            "a valid HF model config",
-            "re-save the target with save_pretrained",
-        ) from None
-    try:
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa")
-    except Exception as e:
-        raise InputError(
-            f"target weights in {d} cannot be loaded ({str(e).splitlines()[0][:80]})",
+            f"target weights in {d} cannot be loaded ({first_line(e)[:80]})",
             "a complete safetensors file matching config.json",
             "re-save the target; the file is truncated, corrupt or for another config",
         ) from None
