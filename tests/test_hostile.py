@@ -222,18 +222,24 @@ def _sparse(tmp_path: Path, name: str, mib: int) -> str:
      "is 600.0 MiB; expected at most 512 MiB"),
     (lambda t: ["run", "--prompt-file", _sparse(t, "big.txt", 10)], "is 10.0 MiB; expected at most 4 MiB"),
     (lambda t: ["check", "--target", _fifo(t), "--draft", str(t)], "is a FIFO (named pipe); expected an existing directory"),
+    (lambda t: _copy_fixture(t, weights_fifo="draft"), "model.safetensors is a FIFO (named pipe)"),
+    (lambda t: _copy_fixture(t, weights_fifo="target"), "model.safetensors is a FIFO (named pipe)"),
 ], ids=["tokenizer-fifo", "tokenizer-dev-zero", "prompts-directory", "prompts-fifo", "golden-fifo",
-        "prompt-file-dev-zero", "tokenizer-600mib", "prompt-file-10mib", "target-fifo"])
+        "prompt-file-dev-zero", "tokenizer-600mib", "prompt-file-10mib", "target-fifo", "draft-weights-fifo",
+        "target-weights-fifo"])
 def test_a_non_regular_or_huge_input_is_named_as_such(argv, named, tmp_path, capsys):
     clean_error(capsys, main(argv(tmp_path)), named)
 
 
 # --- resource bounds before allocation -------------------------------------------------------------
 
-def _copy_fixture(tmp_path: Path, target_edit=None, draft_edit=None) -> list[str]:
+def _copy_fixture(tmp_path: Path, target_edit=None, draft_edit=None, weights_fifo: str = "") -> list[str]:
     t, d = tmp_path / "target", tmp_path / "draft"
     shutil.copytree(FIXTURE / "target", t)
     shutil.copytree(FIXTURE / "draft", d)
+    if weights_fifo:  # its weights replaced by a FIFO: reading it would block forever
+        (tmp_path / weights_fifo / "model.safetensors").unlink()
+        os.mkfifo(tmp_path / weights_fifo / "model.safetensors")
     for path, edit in ((t / "config.json", target_edit), (d / "config.json", draft_edit)):
         if edit:
             path.write_text(json.dumps(edit(json.loads(path.read_text()))))

@@ -46,9 +46,9 @@ def _read_json(p: Path, what: str) -> dict:
 
 
 def _read_file(p: Path) -> dict[str, torch.Tensor]:
-    if not p.is_file():
-        raise InputError(f"draft weight file {p} does not exist", "every file the index names",
-                         "copy the missing shard next to the index")
+    from eagle3_check.inputs import regular_file
+
+    regular_file(p, "draft weight file", "copy the missing shard next to the index")  # FIFO, device: named
     try:
         if p.suffix == ".bin":
             out = torch.load(p, map_location="cpu", weights_only=True)
@@ -69,7 +69,7 @@ def read_tensors(draft_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """All tensors of the checkpoint in `draft_dir`, and the file (or index) they came from."""
     for name in WEIGHT_FILES:
         p = draft_dir / name
-        if not p.is_file():
+        if not p.exists():  # present but not a regular file (a FIFO): _read_file / _read_json name it
             continue
         if not name.endswith(".index.json"):
             return _read_file(p), p

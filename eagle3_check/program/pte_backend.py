@@ -38,9 +38,9 @@ def _runtime():
 
 def load_program(path: str | Path):
     """Loads a `.pte` with clear errors for a missing, empty, truncated or foreign file."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--pte {p} does not exist", "an ExecuTorch .pte file", "pass the path of an exported .pte")
+    from eagle3_check.inputs import regular_file
+
+    p = regular_file(path, "--pte", "pass the path of an exported .pte")  # a FIFO or a device is named as such
     size = p.stat().st_size
     if size == 0:
         raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")

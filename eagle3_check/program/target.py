@@ -21,6 +21,7 @@ from transformers.cache_utils import Cache, StaticLayer
 
 from eagle3_check.errors import InputError, first_line
 from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
+from eagle3_check.inputs import regular_file
 
 
 class PositionalStaticLayer(StaticLayer):
@@ -67,6 +68,7 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
             "save the target with save_pretrained(safe_serialization=True)",
         )
     for w in weights:
+        regular_file(w, "target weight file", "re-save the target with save_pretrained")
         if w.stat().st_size == 0:
             raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
     target_text_config(d)
