@@ -32,3 +32,10 @@ class InputError(Eagle3CheckError):
 
 class ContractViolation(Eagle3CheckError):
     """A program method returned something the contract (DESIGN §1) does not allow."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, or its type name when the message is empty
+    (a bare `str(e).splitlines()[0]` raises IndexError on an empty message)."""
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__

@@ -7,12 +7,12 @@ string, and the tokenizer's own EOS ids (from `tokenizer_config.json` when prese
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
+from eagle3_check.inputs import TOKENIZER_LIMIT, parse_json, read_json, read_text
 
 
 class Tokenizer:
@@ -26,36 +26,25 @@ class Tokenizer:
         p = Path(path)
         if p.is_dir():
             p = p / "tokenizer.json"
-        if not p.is_file():
-            raise InputError(
-                f"tokenizer file {p} does not exist",
-                "a tokenizer.json file (HF tokenizers format)",
-                "pass --tokenizer PATH pointing at tokenizer.json",
-            )
-        try:
-            text = p.read_text(encoding="utf-8")
-            json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(
-                f"tokenizer {p} is not valid JSON ({e.__class__.__name__})",
-                "a tokenizer.json file (HF tokenizers format)",
-                "re-save the tokenizer with tokenizer.save(path)",
-            ) from None
+        fix = "re-save the tokenizer with tokenizer.save(path)"
+        if not p.exists():
+            raise InputError(f"tokenizer file {p} does not exist", "a tokenizer.json file (HF tokenizers format)",
+                             "pass --tokenizer PATH pointing at tokenizer.json")
+        text = read_text(p, "tokenizer", TOKENIZER_LIMIT, fix)  # regular file, bounded, strict UTF-8
+        parse_json(text, f"tokenizer {p}", "a tokenizer.json file (HF tokenizers format)", fix)
         try:
             tok = HFTokenizer.from_str(text)
         except Exception as e:
             raise InputError(
-                f"tokenizer {p} cannot be parsed ({str(e).splitlines()[0][:80]})",
+                f"tokenizer {p} cannot be parsed ({first_line(e)[:80]})",
                 "a tokenizer.json file (HF tokenizers format)",
                 "re-save the tokenizer with tokenizer.save(path)",
             ) from None
         eos_ids: list[int] = []
         cfg = p.parent / "tokenizer_config.json"
-        if cfg.is_file():
-            try:
-                eos = json.loads(cfg.read_text(encoding="utf-8")).get("eos_token")
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                eos = None
+        if cfg.exists():
+            data = read_json(cfg, "tokenizer config", "a tokenizer_config.json object", fix)
+            eos = data.get("eos_token") if isinstance(data, dict) else None
             if isinstance(eos, dict):
                 eos = eos.get("content")
             names = eos if isinstance(eos, list) else [eos] if eos else []

@@ -182,7 +182,7 @@ CLI_CASES = [
     pytest.param(lambda b: [*RUN, "--tokenizer", b.file("tok.json", b"{not json")], "is not valid JSON",
                  id="tokenizer-not-json"),
     pytest.param(lambda b: [*RUN, "--tokenizer", b.file("tok-bytes.json", random.Random(1).randbytes(64))],
-                 "is not valid JSON", id="tokenizer-random-bytes"),
+                 "is not UTF-8 (byte", id="tokenizer-random-bytes"),
     pytest.param(lambda b: [*RUN, "--tokenizer", b.small_vocab_tokenizer()], "has 3 ids",
                  id="tokenizer-vocab-smaller-than-target"),
     # inconsistent program shape (the eager backend's flags become its metadata)
@@ -227,7 +227,7 @@ CLI_CASES = [
     pytest.param(lambda b: ["golden", "record", "--dir", str(b.root / "golden"), "-k", "99", "--max-new-tokens", "8",
                             "--only", "hi"], "chain length K = 99", id="golden-record-k-above-range"),
     pytest.param(lambda b: ["golden", "verify", b.file("golden-latin1.json", "café".encode("latin-1"))],
-                 "is not valid JSON", id="golden-file-not-utf8"),
+                 "is not UTF-8 (byte 0xe9 at offset 3)", id="golden-file-not-utf8"),
     # names
     pytest.param(lambda b: ["check", "--fixture", "tiny-lama"], "did you mean 'tiny-llama'", id="unknown-fixture"),
     pytest.param(lambda b: ["check", "--suite", "contxt"], "did you mean 'context'", id="unknown-suite"),
@@ -236,7 +236,7 @@ CLI_CASES = [
     pytest.param(lambda b: ["check", "--prompts", str(b.root / "none.json")], "none.json does not exist",
                  id="prompt-set-missing"),
     pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
-                 "p.json is malformed", id="prompt-set-malformed"),
+                 "p.json: prompts[0].id is missing", id="prompt-set-malformed"),
     pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.loop:ReferenceRuner"],
                  "did you mean 'eagle3_check.run.loop:ReferenceRunner'", id="runner-unknown-factory"),
     pytest.param(lambda b: ["check", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",

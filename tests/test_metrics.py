@@ -95,8 +95,10 @@ def test_baseline_file_round_trip_missing_entry_and_merge(tmp_path):
 @pytest.mark.parametrize("content,match", [
     (None, "does not exist"),
     ("{", "not valid JSON"),
-    (json.dumps({"schema": 99, "entries": {}}), "schema 99"),
-], ids=["missing", "bad-json", "bad-schema"])
+    (json.dumps({"schema": 99, "entries": {}}), "schema = 99; expected 1"),
+    (json.dumps({"schema": 1, "entries": {"a": {"requests": 1}}}), r"entries\.a\.emitted is missing"),
+    (json.dumps({"schema": 1, "entries": {}, "extra": 2}), "unknown field extra"),
+], ids=["missing", "bad-json", "bad-schema", "entry-missing-field", "unknown-key"])
 def test_unusable_baseline_files_are_refused(tmp_path, content, match):
     path = tmp_path / "metrics.json"
     if content is not None:

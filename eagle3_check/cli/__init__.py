@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import sys
 
 from eagle3_check.cli.common import offline_environment
 from eagle3_check.cli.validate import Parser, preflight
 from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.resources import set_budget
 
 # Subcommand modules, in --help order. Add new ones here.
 SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft"]
@@ -44,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stdin, sys.stdin = sys.stdin, io.StringIO("")  # nothing reads stdin: a library [y/N] prompt gets EOF
     try:
         args = build_parser().parse_args(argv)  # an unknown flag raises OptionError ("did you mean")
         preflight(args)  # options, files and ranges: before torch is imported or anything loads
+        set_budget(getattr(args, "max_memory", None))  # resources.py: the memory estimate's budget
         offline_environment()
         return int(args.func(args) or 0)
     except Eagle3CheckError as e:
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdin = stdin
 
 
 if __name__ == "__main__":

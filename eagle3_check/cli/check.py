@@ -15,7 +15,7 @@ from eagle3_check.cli.common import (
     options_from_args,
     report_provenance,
 )
-from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec
+from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
@@ -91,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
     runner = load_runner(runner_name)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         return exec_check_main(args, runner)
+    runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
     if args.suite:
         return suite_main(args, runner)
     options = options_from_args(args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,11 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="replay target_verify (and short draft_decode calls) as CUDA graphs "
                    "(default: on with --device cuda; --cuda-graph on CPU is an error)")
-    g.add_argument("--max-seq-len", type=int, default=None, help="override the program's max_seq_len")
+    g.add_argument("--max-seq-len", type=int, default=None,
+                   help="override the program's max_seq_len (at most the target's max_position_embeddings)")
+    g.add_argument("--max-memory", type=float, default=None, metavar="GIB",
+                   help="memory budget in GiB for the program and the HF reference, checked against an "
+                   "estimate before anything is allocated (default: the memory available now)")
     g.add_argument("--min-prefill", type=int, default=None, help="override the min prefill chunk")
     g.add_argument("--max-prefill", type=int, default=None, help="override the max prefill chunk")
     g.add_argument("--pte", default=None, metavar="FILE",
@@ -149,7 +152,7 @@ def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokeniz
     """(fixture or None, target_dir, tokenizer path) for a .pte: --target/--tokenizer, else --fixture,
     else the fixture recorded in the export sidecar, else the default fixture."""
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
-    from eagle3_check.program.export import sidecar_path
+    from eagle3_check.program.export import read_sidecar
 
     if target:
         if fixture:
@@ -157,10 +160,9 @@ def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokeniz
         t = Path(target)
         return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
     if not fixture:
-        try:
-            fixture = json.loads(sidecar_path(pte).read_text())["source"]["fixture"]
-        except (OSError, ValueError, KeyError, TypeError):
-            fixture = DEFAULT_FIXTURE
+        source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
+        fixture = source.get("fixture") if isinstance(source, dict) else None
+        fixture = fixture if isinstance(fixture, str) else DEFAULT_FIXTURE
     fx = load_fixture(fixture)
     return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path
 

@@ -20,9 +20,18 @@ def is_exec(runner) -> bool:
 
 
 def add_timeout_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runner-timeout", type=float, default=None, metavar="S",
-                   help="with --runner exec:PATH: seconds one request may take before its process group "
-                   "is killed (default 300)")
+    p.add_argument("--request-timeout", "--runner-timeout", dest="runner_timeout", type=float, default=None,
+                   metavar="S", help="seconds one request may take (default 300); a request over it fails "
+                   "with a timeout and the report is still written. An in-process runner is abandoned (its "
+                   "thread stops at its next program call); a runner binary's process group is killed")
+
+
+def time_limited(args: argparse.Namespace, runner):
+    """The in-process runner under --request-timeout (`watchdog.TimeLimited`; default 300 s)."""
+    from eagle3_check.run.watchdog import DEFAULT_REQUEST_TIMEOUT, TimeLimited
+
+    t = getattr(args, "runner_timeout", None)
+    return TimeLimited(runner, DEFAULT_REQUEST_TIMEOUT if t is None else t)
 
 
 def _need_pte(args: argparse.Namespace, command: str) -> None:
@@ -35,7 +44,7 @@ def _timeout(args: argparse.Namespace, runner) -> None:
     t = getattr(args, "runner_timeout", None)
     if t is not None:
         if t <= 0:
-            raise InputError(f"--runner-timeout {t:g}", "a number of seconds > 0", "pass e.g. --runner-timeout 120")
+            raise InputError(f"--request-timeout {t:g}", "a number of seconds > 0", "pass e.g. --request-timeout 120")
         runner.timeout = t
 
 

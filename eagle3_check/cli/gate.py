@@ -153,7 +153,8 @@ def _exec_runner(args: argparse.Namespace):
     runner = load_runner(args.runner)
     if args.runner_timeout is not None:
         if args.runner_timeout <= 0:
-            raise InputError(f"--runner-timeout {args.runner_timeout:g}", "seconds > 0", "pass e.g. --runner-timeout 120")
+            raise InputError(f"--request-timeout {args.runner_timeout:g}", "seconds > 0",
+                             "pass e.g. --request-timeout 120")
         runner.timeout = args.runner_timeout
     return runner
 
@@ -163,7 +164,10 @@ def _all_k(pte: str) -> list[int] | None:
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.program.contract import read_metadata
     from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.program.pte_probe import probe_load
 
+    if probe_load(pte):  # a .pte that aborts the runtime: the gate's load check reports it
+        return None
     try:
         lo, hi = read_metadata(PteBackend(pte).metadata()).k_range
     except Eagle3CheckError:

@@ -12,7 +12,7 @@ from eagle3_check.cli.common import (
     build_program,
     options_from_args,
 )
-from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec
+from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec, time_limited
 from eagle3_check.errors import InputError
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
@@ -153,6 +153,7 @@ def verify_main(args: argparse.Namespace) -> int:
     runner = load_runner(args.runner)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         return golden_verify_main(args, runner)
+    runner = time_limited(args, runner)  # --request-timeout: a hang fails its prompt
     baseline = None
     if not args.no_baseline:
         baseline = _baseline_path(args)

@@ -93,26 +93,35 @@ def _device(args: argparse.Namespace) -> None:
 
 
 def _paths(args: argparse.Namespace) -> None:
+    """Input paths: directories are directories, files are regular files (a FIFO, a device or a
+    directory is named as what it is: inputs.regular_file); the -o path is writable (atomic.check_writable)."""
+    from eagle3_check.atomic import check_writable
+    from eagle3_check.inputs import kind_of, regular_file
+
     for dest, flag in DIRS.items():
         value = getattr(args, dest, None)
         if value:  # a directory, or a hub id from the local HF cache (never downloaded)
             from eagle3_check.program.hub import resolve_model_dir
 
+            if Path(value).exists() and not Path(value).is_dir():
+                raise InputError(f"{flag} {value}: is {kind_of(Path(value).stat().st_mode)}", "an existing directory",
+                                 f"fix the {flag} path")
             setattr(args, dest, str(resolve_model_dir(value, flag)))
     for dest, flag in FILES.items():
         value = getattr(args, dest, None)
         if dest == "baseline" and getattr(args, "golden_command", None) == "baseline":
             continue  # `golden baseline --baseline FILE` writes it
-        if value and not Path(value).is_file():
-            raise InputError(f"{flag} {value} does not exist", "an existing file", f"fix the {flag} path")
+        if value:
+            regular_file(value, flag, f"fix the {flag} path")
     golden = getattr(args, "golden", None)  # gate --golden: a golden file or a directory of them
     for value in [*(getattr(args, "goldens", None) or []), *([golden] if golden else [])]:
         if not Path(value).exists():
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
+        if not Path(value).is_dir():
+            regular_file(value, "golden", "pass a golden file or a directory of them")
     out = getattr(args, "output", None)
-    if out and not Path(out).resolve().parent.is_dir():
-        raise InputError(f"-o {out}: directory {Path(out).resolve().parent} does not exist",
-                         "an output path in an existing directory", "create the directory first, or fix -o")
+    if out:
+        check_writable(out, "-o")
 
 
 def _ranges(args: argparse.Namespace) -> None:
@@ -139,7 +148,10 @@ def _ranges(args: argparse.Namespace) -> None:
             raise OptionError(f"{flag} {v:g}", "a share of judged positions in [0, 1]", f"pass e.g. {flag} 0")
     t = getattr(args, "runner_timeout", None)
     if t is not None and t <= 0:
-        raise InputError(f"--runner-timeout {t:g}", "a number of seconds > 0", "pass e.g. --runner-timeout 120")
+        raise InputError(f"--request-timeout {t:g}", "a number of seconds > 0", "pass e.g. --request-timeout 120")
+    mem = getattr(args, "max_memory", None)
+    if mem is not None and not mem > 0:
+        raise OptionError(f"--max-memory {mem:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")
     tau = getattr(args, "tau_tolerance", None)
     if tau is not None and tau < 0:
         raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")

@@ -184,7 +184,7 @@ def run_check(
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program
         try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
-            run = guarded_run(runner, rec, tokenizer, p.text, options)
+            run = guarded_run(runner, rec, tokenizer, p.text, options, what=f"'{p.id}'")
         except RunCrash as e:
             outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)))
             report.outcomes.append(outcome)

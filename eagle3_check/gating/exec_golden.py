@@ -10,7 +10,6 @@ by the seed, so they are not compared (said in the notes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +51,11 @@ class ExecGoldenOutcome:
 
 def pte_fixture(pte: Path) -> str | None:
     """The fixture a .pte was exported from, from its sidecar (None when unknown)."""
-    from eagle3_check.program.export import sidecar_path
+    from eagle3_check.program.export import read_sidecar
 
-    try:
-        return json.loads(sidecar_path(pte).read_text())["source"]["fixture"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
+    fixture = source.get("fixture") if isinstance(source, dict) else None
+    return fixture if isinstance(fixture, str) else None
 
 
 def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, program, tokenizer,
@@ -83,6 +81,7 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
         if why:
             out.skipped[key.stem] = why
             continue
+        golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
         for want in golden.prompts:
             out.diffs += _compare(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out)

@@ -285,7 +285,11 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         nonlocal program
         if program is None:
             from eagle3_check.program.pte_backend import PteBackend
+            from eagle3_check.program.pte_probe import probe_load
 
+            why = probe_load(inputs.pte)  # in a child first: a corrupt method can abort the runtime
+            if why:
+                return GateCheck("load", FAIL, why)
             program = PteBackend(inputs.pte)
         info = getattr(program, "info", {"backend": type(program).__name__})
         report.info.update(info)

@@ -111,7 +111,7 @@ def run_requests(
                 continue
             t0 = time.perf_counter()
             try:
-                run = guarded_run(runner, program, tokenizer, p.text, opts)
+                run = guarded_run(runner, program, tokenizer, p.text, opts, what=f"'{case}'")
             except RunCrash as e:  # a contract violation or a crash fails the request, with the reason
                 broken = str(e) if isinstance(e.__cause__, ContractViolation) else None
                 both(case, FAIL, str(e), time.perf_counter() - t0)

@@ -103,11 +103,21 @@ class Golden:
     tie_tolerance: float
     versions: dict[str, str | None]
     prompts: list[GoldenPrompt] = field(default_factory=list)
+    source: str = field(default="", compare=False)  # the file it was loaded from (named in errors)
 
     def run_options(self) -> RunOptions:
         o = dict(self.options)
         o["stop_ids"] = tuple(o["stop_ids"])
         return RunOptions(**{**o, "chain_len": self.key.k, "max_new_tokens": self.key.max_new})
+
+    def check_vocab(self, vocab: int, where: str = "") -> None:
+        """Every recorded prompt id and token in [0, vocab) of the program it is verified on."""
+        from eagle3_check.schema import check_ids
+
+        where = where or (f"golden file {self.source}" if self.source else f"golden {self.key.stem}")
+        for i, p in enumerate(self.prompts):
+            check_ids(p.prompt_ids, vocab, f"{where}: prompts[{i}].prompt_ids", RERECORD)
+            check_ids(p.tokens, vocab, f"{where}: prompts[{i}].tokens", RERECORD)
 
     def to_json(self) -> dict:
         return {
@@ -121,16 +131,44 @@ class Golden:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "golden") -> Golden:
-        if data.get("schema") != SCHEMA:
-            raise GoldenError(f"{where} has schema {data.get('schema')!r}", f"schema {SCHEMA}",
-                              "re-record it with `eagle3-check golden record --force`")
-        try:
-            return cls(GoldenKey(**data["key"]), dict(data["options"]), float(data["tie_tolerance"]),
-                       dict(data["versions"]), [GoldenPrompt(**p) for p in data["prompts"]])
-        except (KeyError, TypeError) as e:
-            raise GoldenError(f"{where} is malformed ({e.__class__.__name__}: {e})",
-                              "a file written by `eagle3-check golden record`",
-                              "re-record it with `eagle3-check golden record --force`") from None
+        """A golden from its parsed JSON, validated (schema.GoldenModel, then `consistency`)."""
+        from eagle3_check.schema import GoldenModel, validate
+
+        if isinstance(data, dict) and data.get("schema") != SCHEMA:
+            raise GoldenError(f"{where} has schema {data.get('schema')!r}", f"schema {SCHEMA}", RERECORD)
+        m = validate(GoldenModel, data, where, RERECORD)
+        golden = cls(GoldenKey(**m.key.model_dump()), m.options.model_dump(), m.tie_tolerance, dict(m.versions),
+                     [GoldenPrompt(**p.model_dump()) for p in m.prompts])
+        problem = consistency(golden)
+        if problem:
+            raise GoldenError(f"{where}: {problem[0]}", problem[1], RERECORD)
+        return golden
+
+
+RERECORD = "re-record it with `eagle3-check golden record --force`"
+
+
+def consistency(golden: Golden) -> tuple[str, str] | None:
+    """(what, expected) of the first field that disagrees with another, else None: one margin per
+    token, one accepted count in [0, K] per round, min_margin = min(margins), unique prompt ids."""
+    k, seen = golden.key.k, set()
+    for i, p in enumerate(golden.prompts):
+        at = f"prompts[{i}]"
+        if p.prompt_id in seen:
+            return f"{at}.prompt_id = {p.prompt_id!r} appears twice", "unique prompt ids"
+        seen.add(p.prompt_id)
+        if len(p.margins) != len(p.tokens):
+            return f"{at}.margins has {len(p.margins)} entries for {len(p.tokens)} tokens", "one margin per token"
+        if len(p.accepted) != p.rounds:
+            return f"{at}.accepted has {len(p.accepted)} entries for rounds = {p.rounds}", "one count per round"
+        bad = next((j for j, a in enumerate(p.accepted) if a > k), None)
+        if bad is not None:
+            return f"{at}.accepted[{bad}] = {p.accepted[bad]}", f"an accepted count in [0, K = {k}]"
+        if p.margins and p.min_margin != min(p.margins):
+            return f"{at}.min_margin = {p.min_margin} but min(margins) = {min(p.margins)}", "min_margin = min(margins)"
+        if len(p.tokens) > golden.key.max_new:
+            return f"{at}.tokens has {len(p.tokens)} ids", f"at most max_new = {golden.key.max_new}"
+    return None
 
 
 def versions() -> dict[str, str | None]:
@@ -145,16 +183,15 @@ def versions() -> dict[str, str | None]:
 
 
 def load_golden(path: str | Path) -> Golden:
+    from eagle3_check.inputs import read_json
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise GoldenError(f"golden file {p} does not exist", "a file under golden/",
                           "record it with `eagle3-check golden record`, or list golden/")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise GoldenError(f"golden file {p} is not valid JSON ({e.__class__.__name__})", "UTF-8 JSON",
-                          "re-record it with `eagle3-check golden record --force`") from None
-    golden = Golden.from_json(data, str(p))
+    data = read_json(p, "golden file", "a golden in its JSON format", RERECORD)
+    golden = Golden.from_json(data, f"golden file {p}")
+    golden.source = str(p)
     if golden.key != GoldenKey.from_path(p):
         raise GoldenError(f"golden file {p.name} holds key {golden.key.stem}", "the key its name spells",
                           "re-record it; do not rename golden files")
@@ -248,10 +285,12 @@ def run_golden(
     """Re-runs the golden's prompts (by their recorded ids) with its recorded options."""
     runner = runner or ReferenceRunner()
     opts = golden.run_options()
+    golden.check_vocab(read_metadata(program.metadata()).vocab_size or tokenizer.vocab_size)
     runs: dict[str, RunResult] = {}
     for p in golden.prompts:
         try:  # a crash is this prompt's finding (a 'crashed' diff), not the end of verification
-            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts)
+            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts,
+                                             what=f"'{p.prompt_id}'")
         except RunCrash as e:
             runs[p.prompt_id] = crashed_run(list(p.prompt_ids), golden.key.k, opts.max_new_tokens)
             runs[p.prompt_id].notes.append(str(e))

@@ -21,7 +21,6 @@ a regression; the other way: an improvement, refresh the baseline on purpose).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -79,27 +78,27 @@ def compute_metrics(runs: Iterable[RunResult], k: int) -> Metrics:
 
 
 def is_metrics_baseline(path: str | Path) -> bool:
-    """True for a file in this module's format (schema + entries), not some other JSON with a tau."""
+    """True for a file in this module's format (schema + entries), not some other JSON with a tau
+    (read through inputs.read_json: a FIFO or a huge file is "no", and `load_baseline` says why)."""
+    from eagle3_check.inputs import read_json
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        data = read_json(path, "baseline", "JSON", "")
+    except InputError:
         return False
     return isinstance(data, dict) and "entries" in data and "schema" in data
 
 
 def load_baseline(path: str | Path) -> dict[str, dict]:
+    """The entries of a metrics baseline, validated (schema.MetricsBaseline): stem -> metrics."""
+    from eagle3_check.schema import MetricsBaseline, load
+
     p = Path(path)
     fix = f"write it with `{REFRESH}`"
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"metrics baseline {p} does not exist", "a baseline JSON file", fix)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"metrics baseline {p} is not valid JSON ({e.__class__.__name__})", "UTF-8 JSON", fix) from None
-    if data.get("schema") != SCHEMA or not isinstance(data.get("entries"), dict):
-        raise InputError(f"metrics baseline {p} has schema {data.get('schema')!r}",
-                         f"schema {SCHEMA} with an 'entries' mapping", fix)
-    return data["entries"]
+    data = load(MetricsBaseline, p, "metrics baseline", fix)
+    return {stem: m.model_dump() for stem, m in data.entries.items()}
 
 
 def write_baseline(path: str | Path, entries: dict[str, Metrics]) -> Path:

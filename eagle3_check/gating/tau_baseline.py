@@ -8,7 +8,6 @@ is for a new export whose kernels round differently, not for run-to-run noise.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from eagle3_check.errors import InputError
@@ -18,18 +17,15 @@ TAU_TOLERANCE = 0.05
 
 
 def read_baseline_tau(path: Path) -> tuple[float, int | None]:
-    """tau (and K when recorded) from a baseline JSON."""
-    if not path.is_file():
-        raise InputError(f"--baseline {path} does not exist", "a JSON file with a 'tau' number",
-                         "pass a previous gate report (--report) or {\"tau\": 2.1}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        tau = float(data["tau"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
-        raise InputError(f"--baseline {path} has no readable tau ({e.__class__.__name__})",
-                         "JSON with a top-level number 'tau'", "pass a previous gate report") from None
-    k = data.get("k") or (data.get("info") or {}).get("k")
-    return tau, k if isinstance(k, int) else None
+    """tau (and K when recorded) from a baseline JSON (schema.TauBaseline: tau a finite number >= 0)."""
+    from eagle3_check.schema import TauBaseline, load
+
+    fix = 'pass a previous gate report (--report) or {"tau": 2.1}'
+    if not Path(path).exists():
+        raise InputError(f"--baseline {path} does not exist", "a JSON file with a 'tau' number", fix)
+    data = load(TauBaseline, path, "tau baseline", fix)
+    k = data.k if data.k is not None else (data.info or {}).get("k")
+    return data.tau, k if type(k) is int else None
 
 
 def compare_tau(path: Path, tau: float | None, ks: list[int], tolerance: float = TAU_TOLERANCE) -> tuple[str, str, dict]:

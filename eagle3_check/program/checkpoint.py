@@ -20,13 +20,12 @@ allowed: `embed_tokens.weight` (the draft shares the target's embedding, as vLLM
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
 from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.program.draft_config import DraftConfig
 
@@ -36,17 +35,20 @@ TRAINING_ONLY = {"verifier_norm.weight", "verifier_lm_head.weight"}
 
 
 def _read_json(p: Path, what: str) -> dict:
-    try:
-        return json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{what} {p} is not valid JSON ({e.__class__.__name__})", "a JSON object",
-                         "re-save the draft or fix the file") from None
+    """A JSON object from a regular, size-bounded, strict UTF-8 JSON file (inputs.read_json)."""
+    from eagle3_check.inputs import read_json
+
+    data = read_json(p, what, "a JSON object", "re-save the draft or fix the file")
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {p} holds a JSON {type(data).__name__}", "a JSON object",
+                         "re-save the draft or fix the file")
+    return data
 
 
 def _read_file(p: Path) -> dict[str, torch.Tensor]:
-    if not p.is_file():
-        raise InputError(f"draft weight file {p} does not exist", "every file the index names",
-                         "copy the missing shard next to the index")
+    from eagle3_check.inputs import regular_file
+
+    regular_file(p, "draft weight file", "copy the missing shard next to the index")  # FIFO, device: named
     try:
         if p.suffix == ".bin":
             out = torch.load(p, map_location="cpu", weights_only=True)
@@ -54,7 +56,7 @@ def _read_file(p: Path) -> dict[str, torch.Tensor]:
             with safe_open(str(p), framework="pt") as f:
                 out = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open has no iter)
     except Exception as e:  # safetensors / torch raise their own types for corrupt files
-        raise InputError(f"draft weights {p} cannot be read ({str(e).splitlines()[0][:80]})",
+        raise InputError(f"draft weights {p} cannot be read ({first_line(e)[:80]})",
                          "a complete safetensors file, or a .bin of plain tensors",
                          "re-save the draft head; the file is truncated or holds pickled objects") from None
     if not isinstance(out, dict) or not all(isinstance(v, torch.Tensor) for v in out.values()):
@@ -67,7 +69,7 @@ def read_tensors(draft_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """All tensors of the checkpoint in `draft_dir`, and the file (or index) they came from."""
     for name in WEIGHT_FILES:
         p = draft_dir / name
-        if not p.is_file():
+        if not p.exists():  # present but not a regular file (a FIFO): _read_file / _read_json name it
             continue
         if not name.endswith(".index.json"):
             return _read_file(p), p
@@ -134,14 +136,20 @@ def _vocab_maps(head: Eagle3DraftHead, weights: dict, where: Path) -> None:
                              "rebuild t2d from d2t (t2d = zeros(V).bool(); t2d[arange(Vd) + d2t] = True)")
 
 
-def load_draft(draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
-    d = Path(draft_dir)
-    cfg_path = d / "config.json"
-    if not cfg_path.is_file():
+def read_draft_config(draft_dir: str | Path) -> DraftConfig:
+    """The draft's checked config.json (nothing allocated: the memory estimate reads it first)."""
+    cfg_path = Path(draft_dir) / "config.json"
+    if not cfg_path.exists():
         raise InputError(f"draft file {cfg_path} does not exist",
                          "a draft directory with config.json and its weights",
                          "pass --draft DIR pointing at a saved EAGLE-3 draft head")
-    cfg = DraftConfig.from_json(_read_json(cfg_path, "draft config"), str(cfg_path))
+    return DraftConfig.from_json(_read_json(cfg_path, "draft config"), str(cfg_path))
+
+
+def load_draft(draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
+    d = Path(draft_dir)
+    cfg_path = d / "config.json"
+    cfg = read_draft_config(d)
     raw, where = read_tensors(d)
     weights = canonical_names(raw)
     head = Eagle3DraftHead(cfg, max_seq_len)

@@ -17,7 +17,7 @@ from eagle3_check.fixtures.registry import Fixture, ProgramSpec
 from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.program.speculator import Eagle3Speculator
-from eagle3_check.program.target import TargetAdapter, load_hf_target
+from eagle3_check.program.target import TargetAdapter, load_hf_target, target_text_config
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -30,6 +30,26 @@ def resolve_device(device: str) -> torch.device:
     if device != "cpu" and not device.startswith("cuda"):
         raise OptionError(f"--device {device}", "cpu or cuda[:N]", "pass --device cpu or --device cuda")
     return torch.device(device)
+
+
+def check_memory(target_dir, draft_dir, max_seq_len: int, device: str, dtype: str) -> None:
+    """max_seq_len within the target's max_position_embeddings; the program's weights and KV caches,
+    estimated from the two configs (resources.py), within the memory available (or --max-memory):
+    both refused before anything is allocated."""
+    from eagle3_check.program.checkpoint import read_draft_config
+    from eagle3_check.resources import Estimate, check_fits, draft_estimate, target_estimate
+
+    tcfg = target_text_config(target_dir)
+    limit = getattr(tcfg, "max_position_embeddings", None)
+    if type(limit) is int and max_seq_len > limit:
+        raise OptionError(f"max_seq_len {max_seq_len} (--max-seq-len)",
+                          f"at most the target's max_position_embeddings {limit} (target config {target_dir})",
+                          f"pass --max-seq-len {limit} or less")
+    elem = torch.finfo(DTYPES[dtype]).bits // 8
+    parts = target_estimate(tcfg, max_seq_len, elem, f"target config {target_dir}")
+    parts.update(draft_estimate(read_draft_config(draft_dir), max_seq_len))
+    check_fits(Estimate(parts, host_peak=parts["target weights"]), device, f"the program (max_seq_len {max_seq_len}, "
+               f"{dtype})", "pass a smaller --max-seq-len, --dtype bfloat16 or a smaller model")
 
 
 class EagerBackend(SpeculatorProgram):
@@ -65,6 +85,7 @@ class EagerBackend(SpeculatorProgram):
         if dtype not in DTYPES:
             raise OptionError(f"--dtype {dtype}", f"one of {sorted(DTYPES)}", "pass --dtype float32")
         dev = resolve_device(device)
+        check_memory(target_dir, draft_dir, spec.max_seq_len, device, dtype)  # before any allocation
         model = load_hf_target(target_dir, DTYPES[dtype])
         draft = Eagle3DraftHead.load(draft_dir, spec.max_seq_len)
         tcfg = model.config.get_text_config(decoder=True)

@@ -37,7 +37,10 @@ def target_facts(target_dir: str | Path | None) -> dict:
         return {}
     from transformers import AutoConfig
 
-    cfg = AutoConfig.from_pretrained(Path(target_dir)).get_text_config(decoder=True)
+    from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
+
+    read_target_config(target_dir)
+    cfg = AutoConfig.from_pretrained(Path(target_dir), trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
     return {
         "vocab_size": cfg.vocab_size,
         "n_layers": cfg.num_hidden_layers,

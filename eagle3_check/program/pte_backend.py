@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from eagle3_check.errors import ContractViolation, InputError, OptionError
+from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
 from eagle3_check.program.contract import SpeculatorProgram
-from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, sidecar_path
+from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, read_sidecar
 from eagle3_check.quiet import third_party_quiet
 
 LIST_KEYS = ("get_eos_ids",)
@@ -41,9 +40,9 @@ def _runtime():
 
 def load_program(path: str | Path):
     """Loads a `.pte` with clear errors for a missing, empty, truncated or foreign file."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--pte {p} does not exist", "an ExecuTorch .pte file", "pass the path of an exported .pte")
+    from eagle3_check.inputs import regular_file
+
+    p = regular_file(path, "--pte", "pass the path of an exported .pte")  # a FIFO or a device is named as such
     size = p.stat().st_size
     if size == 0:
         raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")
@@ -61,7 +60,7 @@ def load_program(path: str | Path):
         with contextlib.redirect_stderr(log):
             return rt.load_program(p)
     except Exception as e:  # the runtime raises RuntimeError with an error code
-        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or str(e).splitlines()[0]
+        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or first_line(e)
         raise InputError(f"--pte {p} ({size} bytes) cannot be loaded, truncated or corrupt: {why[:160]}",
                          expected, fix) from None
 
@@ -103,11 +102,7 @@ class PteBackend(SpeculatorProgram):
         self._ranges = self._exported_ranges()
 
     def _read_sidecar(self) -> dict:
-        p = sidecar_path(self.path)
-        try:
-            return json.loads(p.read_text()) if p.is_file() else {}
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return {}
+        return read_sidecar(self.path) or {}  # a sidecar of another file is an error (export.read_sidecar)
 
     def _exported_ranges(self) -> dict[str, tuple[int, int]]:
         """Length ranges per method from the metadata (the runtime only knows the maxima)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle3_check.atomic import write_bytes_atomic, write_text_atomic
+from eagle3_check.atomic import write_bytes_atomic
 from eagle3_check.errors import InputError
-from eagle3_check.program.export import check_omit, require_executorch, sidecar_path
+from eagle3_check.program.export import check_omit, read_sidecar, require_executorch, write_sidecar
 
 
 def omit_metadata(src: str | Path, dst: str | Path, keys: list[str] | tuple[str, ...]) -> Path:
@@ -34,13 +34,10 @@ def omit_metadata(src: str | Path, dst: str | Path, keys: list[str] | tuple[str,
             raise InputError(f"--omit-metadata {key}: {s} has no such method", f"one of {names}",
                              "omit a key the program has")
     pte.program.execution_plan = [p for p in pte.program.execution_plan if p.name not in keys]
+    rec = read_sidecar(s) if d.suffix == ".pte" else None  # checked against the source before the write
     write_bytes_atomic(d, bytes(serialize_pte_binary(pte, extract_delegate_segments=True)), ".pte")
-    side = sidecar_path(s)
-    if side.is_file() and d.suffix == ".pte":
-        import json
-
-        rec = json.loads(side.read_text())
+    if rec is not None:
         rec.update(path=str(d), omitted=sorted(set(rec.get("omitted", [])) | set(keys)),
                    metadata={k: v for k, v in rec.get("metadata", {}).items() if k not in keys})
-        write_text_atomic(sidecar_path(d), json.dumps(rec, indent=2) + "\n", "export sidecar")
+        write_sidecar(d, rec)  # after the .pte: its digest is the new file's
     return d

@@ -18,7 +18,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, first_line
+from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
+from eagle3_check.inputs import regular_file
 from eagle3_check.quiet import third_party_quiet
 
 with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
@@ -44,15 +46,25 @@ def cache_kwarg(model: nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def target_text_config(target_dir: str | Path):
+    """The target's decoder config (Transformers' own class: attribute names normalised), read with no
+    remote code (hf_config.read_target_config first) and nothing allocated."""
+    d = Path(target_dir)
+    read_target_config(d)
+    try:
+        return AutoConfig.from_pretrained(d, trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
+    except Exception as e:
+        raise InputError(
+            f"target config {d / 'config.json'} cannot be read ({first_line(e)[:80]})",
+            "a valid HF model config",
+            "re-save the target with save_pretrained",
+        ) from None
+
+
 def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     """Loads an HF causal LM from a local save_pretrained directory, with clear errors."""
     d = Path(target_dir)
-    if not (d / "config.json").is_file():
-        raise InputError(
-            f"target directory {d} has no config.json",
-            "an HF save_pretrained directory (config.json + model.safetensors)",
-            "pass --target DIR pointing at a saved HF model",
-        )
+    read_target_config(d)  # no auto_map, a built-in model_type: never run the directory's code
     weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
     if not weights:
         raise InputError(
@@ -61,23 +73,18 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
             "save the target with save_pretrained(safe_serialization=True)",
         )
     for w in weights:
+        regular_file(w, "target weight file", "re-save the target with save_pretrained")
         if w.stat().st_size == 0:
             raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
     check_shards(d)
-    try:
-        AutoConfig.from_pretrained(d)
-    except Exception as e:
-        raise InputError(
-            f"target config {d / 'config.json'} cannot be read ({str(e).splitlines()[0][:80]})",
-            "a valid HF model config",
-            "re-save the target with save_pretrained",
-        ) from None
+    target_text_config(d)
     try:
         with third_party_quiet():  # the "Loading weights" bar
-            model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa",
+                                                         trust_remote_code=TRUST_REMOTE_CODE)
     except Exception as e:
         raise InputError(
-            f"target weights in {d} cannot be loaded ({str(e).splitlines()[0][:80]})",
+            f"target weights in {d} cannot be loaded ({first_line(e)[:80]})",
             "a complete safetensors file matching config.json",
             "re-save the target; the file is truncated, corrupt or for another config",
         ) from None

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import torch
 
+from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
 from eagle3_check.quiet import third_party_quiet
 
 with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
     import transformers.modeling_utils  # noqa: F401
-    from transformers import AutoModelForCausalLM, DynamicCache
+    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
 
 @dataclass
@@ -69,11 +70,24 @@ def top_two(logits: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], tu
     return (i1, v1), (i2, rest.gather(-1, i2[:, None])[:, 0])
 
 
+def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dtype) -> None:
+    """The reference's own copy of the target weights (resources.py), against the memory left now;
+    the config is read first with no remote code (hf_config)."""
+    from eagle3_check.resources import Estimate, check_fits, target_estimate
+
+    read_target_config(target_dir)
+    cfg = AutoConfig.from_pretrained(target_dir, trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
+    weights = target_estimate(cfg, 1, torch.finfo(dtype).bits // 8, f"target config {target_dir}")["target weights"]
+    check_fits(Estimate({"HF reference weights": weights}, host_peak=weights), device,
+               "the HF reference (a second copy of the target)", "use --reference self, or a smaller model")
+
+
 class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
+        check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
         with third_party_quiet():  # the "Loading weights" bar
             self.model = AutoModelForCausalLM.from_pretrained(
-                target_dir, dtype=dtype, attn_implementation="eager"
+                target_dir, dtype=dtype, attn_implementation="eager", trust_remote_code=TRUST_REMOTE_CODE
             ).to(device).eval()
         self.device = device
         params = inspect.signature(self.model.forward).parameters

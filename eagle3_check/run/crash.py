@@ -12,17 +12,18 @@ copy of the options and of a prompt given as ids (a runner that sets `max_new_to
 them changes nothing the verdict reads); `sys.exit()` inside it is a crash, not the end of
 the harness; what it prints to stdout is captured (stdout carries `--json`) and fails the
 request with the text in the reason; a RunResult whose tokens, prompt ids, accepted counts,
-rounds or K are not Python ints (float, numpy, tensor) fails with the offending field.
+rounds or K are not Python ints (float, numpy, tensor) fails with the offending field; a run
+that takes longer than its limit (`watchdog.TimeLimited`, default `DEFAULT_REQUEST_TIMEOUT`) fails
+with the request and the limit named (run/watchdog.py: worker thread, abandoned).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.result import RunResult
+from eagle3_check.run.watchdog import RequestTimeout, captured_stdout, run_limited, with_limit
 
 CRASHED = "crashed"  # the stop reason of the empty RunResult that stands in for a crashed run
 
@@ -43,16 +44,21 @@ def crash_reason(e: BaseException) -> str:
     return f"crashed: {type(e).__name__}: {first}" if first else f"crashed: {type(e).__name__}"
 
 
-def guarded_run(runner, program, tokenizer, prompt, options) -> RunResult:
+def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> RunResult:
     """`runner.run(...)` on its own copy of `options` (and of `prompt` when it is ids), stdout
-    captured; any exception or SystemExit, a non-RunResult return, output on stdout or a
-    field of the wrong type is turned into `RunCrash` with the one-line reason."""
+    captured, within the runner's time limit (`what` names the request in a timeout); any
+    exception or SystemExit, a timeout, a non-RunResult return, output on stdout or a field of
+    the wrong type is turned into `RunCrash` with the one-line reason."""
+    runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
     own_prompt = list(prompt) if isinstance(prompt, (list, tuple)) else prompt
-    printed = io.StringIO()
+    name = what or (repr(prompt[:40]) if isinstance(prompt, str) else f"of {len(own_prompt)} ids")
     try:
-        with contextlib.redirect_stdout(printed):  # stdout is the report's channel (--json)
-            run = runner.run(program, tokenizer, own_prompt, own_options)
+        with captured_stdout() as printed:  # stdout is the report's channel (--json)
+            run = run_limited(lambda prog: runner.run(prog, tokenizer, own_prompt, own_options), program,
+                              seconds, name)
+    except RequestTimeout as e:
+        raise RunCrash(str(e)) from None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the code under test raises is a finding
         raise RunCrash(crash_reason(e)) from e
     if not isinstance(run, RunResult):

@@ -42,14 +42,30 @@ class StopSet:
     notes: list[str] = field(default_factory=list)  # e.g. a stop token that was not added
 
 
-def read_prompt_file(path: str | Path) -> str:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"prompt file {p} does not exist", "a UTF-8 text file", "pass --prompt-file with an existing file")
+MAX_PROMPT_CHARS = 1_000_000  # checked before tokenizing: a 10 MB prompt cost 2.4 GB in the tokenizer
+
+
+def check_prompt_text(text: str, where: str = "prompt") -> None:
+    """A prompt's text before it is tokenized: at most MAX_PROMPT_CHARS characters, and encodable
+    UTF-8 (a lone surrogate, e.g. from a JSON "\\ud800", is named with its index)."""
+    if len(text) > MAX_PROMPT_CHARS:
+        raise OptionError(f"{where} is {len(text)} characters", f"at most {MAX_PROMPT_CHARS} characters "
+                          "(no program's context holds more tokens)", "shorten the prompt")
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"prompt file {p} is not UTF-8", "UTF-8 text", "re-save the file as UTF-8") from None
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise OptionError(f"{where} has a lone surrogate {text[e.start]!r} at character {e.start}",
+                          "text that is valid Unicode (UTF-8 encodable)",
+                          "remove the unpaired \\ud800-\\udfff escape from the prompt") from None
+
+
+def read_prompt_file(path: str | Path) -> str:
+    from eagle3_check.inputs import PROMPT_FILE_LIMIT, read_text
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"prompt file {p} does not exist", "a UTF-8 text file", "pass --prompt-file with an existing file")
+    text = read_text(p, "prompt file", PROMPT_FILE_LIMIT, "re-save the file as UTF-8")
     if not text.strip():
         raise InputError(f"prompt file {p} is empty", "a non-empty prompt", "write the prompt into the file")
     return text
@@ -58,6 +74,7 @@ def read_prompt_file(path: str | Path) -> str:
 def prompt_ids(tokenizer: Tokenizer, text: str, opts: RunOptions) -> list[int]:
     """Prompt = [bos] + encode(prefix + text + suffix), or encode(text) alone when raw."""
     body = text if opts.raw else opts.chat_prefix + text + opts.chat_suffix
+    check_prompt_text(body)
     ids = tokenizer.encode(body)
     return ids if opts.bos_id == -1 else [opts.bos_id, *ids]
 

@@ -35,6 +35,7 @@ from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
 from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.run.watchdog import RequestTimeout, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
@@ -241,7 +242,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         if case.forcing else program
     rec = RecordingProgram(inner)
     try:
-        run = guarded_run(runner, rec, env.tokenizer, prompt, options)
+        run = guarded_run(runner, rec, env.tokenizer, prompt, options, what=case.name)
     except RunCrash as e:  # any exception, or a run() that returns no RunResult: this case fails
         why = str(e)
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
@@ -305,8 +306,11 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
         raise CaseSkip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
     prompt = env.filler_ids(L, options.bos_id) if L is not None else (case.prompt.text or env.prompts[0])
     rec = RecordingProgram(program)
+    inner, seconds = with_limit(runner)  # a hang here is a finding too, never the end of the suite
     try:
-        run = runner.run(rec, env.tokenizer, prompt, options)
+        run = run_limited(lambda prog: inner.run(prog, env.tokenizer, prompt, options), rec, seconds, case.name)
+    except RequestTimeout as e:
+        return CaseResult(case.name, FAIL, str(e), {"L": L, "K": k})
     except Eagle3CheckError as e:
         msg, problems = str(e), []
         if type(e).__name__ != case.expect.error:

@@ -28,6 +28,7 @@ class RecordingProgram(ProgramWrapper):
     def __init__(self, inner: SpeculatorProgram):
         super().__init__(inner)
         self.calls: list[Call] = []
+        self.refused: list[tuple[str, list[int], str]] = []  # (method, positions, why) of calls that raised
 
     def reset(self) -> None:
         self.calls.clear()
@@ -38,7 +39,11 @@ class RecordingProgram(ProgramWrapper):
         a graph-owned output buffer (a CUDA-graph replay overwrites it during the call)."""
         toks, pos = tokens.reshape(-1).tolist(), positions.reshape(-1).tolist()
         fed = None if feature is None else feature.detach().cpu().clone()
-        ids, feat = out = getattr(self.inner, method)(*args)
+        try:
+            ids, feat = out = getattr(self.inner, method)(*args)
+        except Exception as e:  # a call the program refused (e.g. a KV position >= max_seq_len) is audited too
+            self.refused.append((method, pos, f"{type(e).__name__}: {str(e)[:120]}"))
+            raise
         self.calls.append(Call(method, toks, pos, fed, ids.reshape(-1).tolist(), feat.detach().cpu().clone()))
         return out
 
@@ -72,7 +77,8 @@ def call_problems(rec: RecordingProgram, run, max_seq_len: int, chunks: list[int
       previous proposal with the last g row at anchor_pos + j - 1;
     - verify r is [anchor, p0..pK-1] at anchor_pos..anchor_pos+K, anchor_pos = L + sum (a + 1);
     - nothing after the last verify (no reseed without a round), no draft without a round;
-    - no KV position >= max_seq_len, in any method.
+    - no KV position >= max_seq_len or < 0, in any method; no call the program refused (raised)
+      that the runner caught and went on from.
 
     Worked example: L = 10, K = 2, accepted = [1, 0] -> prefill 0..9; draft 0..9 (seed),
     draft 10 (chain); verify 10..12; draft 10..11 (reseed with the 2 emitted), draft 12;
@@ -84,6 +90,12 @@ def call_problems(rec: RecordingProgram, run, max_seq_len: int, chunks: list[int
     if top >= max_seq_len:
         bad = next(c for c in calls if c.positions and max(c.positions) == top)
         out.append(f"{bad.method} wrote KV position {top} >= max_seq_len {max_seq_len}")
+    low = min((p for c in calls for p in c.positions), default=0)
+    if low < 0:
+        bad = next(c for c in calls if c.positions and min(c.positions) == low)
+        out.append(f"{bad.method} wrote negative KV position {low}")
+    for method, pos, why in getattr(rec, "refused", ()):  # caught by the runner, which went on
+        out.append(f"{method} at {_span(pos)} was refused by the program ({why}) and the run went on")
     n_verify, n_draft = len(rec.of("target_verify")), len(rec.of("draft_decode"))
     if n_verify != run.rounds:
         out.append(f"{n_verify} target_verify calls for {run.rounds} rounds (expected one per round)")

@@ -1,0 +1,69 @@
+"""A target directory's config.json, read before Transformers sees it: never run code from it.
+
+Transformers runs Python shipped inside a model directory when a config names it (`auto_map`)
+and the caller trusts remote code; with `trust_remote_code` unset it asks on stdin ("run custom
+code? [y/N]", printed on stdout, which breaks `--json`). The tool never runs such code:
+- `read_target_config` refuses a config with `auto_map` anywhere (top level or a nested
+  text/vision config) and a `model_type` Transformers does not know (only remote code could
+  build it), with one line naming the file and the key;
+- every Transformers load passes `TRUST_REMOTE_CODE` (False), so nothing prompts;
+- the CLI never reads stdin (cli/__init__.main points it at an empty stream).
+The config is read as a bounded regular file in strict JSON (inputs.read_json), so the memory
+estimate (resources.py) reads the sizes before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eagle3_check.errors import InputError
+from eagle3_check.inputs import read_json
+
+TRUST_REMOTE_CODE = False  # passed to every from_pretrained; never True
+FIX_SAVE = "re-save the target with save_pretrained from a built-in Transformers model class"
+
+
+def _auto_map_path(data: Any, path: str = "") -> str | None:
+    """The key path of the first `auto_map` in the config ('auto_map', 'text_config.auto_map')."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            here = f"{path}.{key}" if path else key
+            if key == "auto_map":
+                return here
+            found = _auto_map_path(value, here)
+            if found:
+                return found
+    return None
+
+
+def read_target_config(target_dir: str | Path) -> dict:
+    """The target's config.json as a dict, refused when loading it would need the directory's code."""
+    p = Path(target_dir) / "config.json"
+    if not p.exists():
+        raise InputError(f"target directory {target_dir} has no config.json",
+                         "an HF save_pretrained directory (config.json + model.safetensors)",
+                         "pass --target DIR pointing at a saved HF model")
+    data = read_json(p, "target config", "an HF model config (a JSON object)", FIX_SAVE)
+    if not isinstance(data, dict):
+        raise InputError(f"target config {p} holds a JSON {type(data).__name__}", "a JSON object", FIX_SAVE)
+    where = _auto_map_path(data)
+    if where:
+        raise InputError(f"target config {p} has {where}: loading it would run Python code from the "
+                         "model directory", "a config of a built-in Transformers model (no auto_map)",
+                         "remove auto_map (the tool never runs remote code), or convert the model to a "
+                         "built-in architecture")
+    from transformers import CONFIG_MAPPING
+
+    kind = data.get("model_type")
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        raise InputError(f"target config {p}: model_type = {kind!r}",
+                         "a model_type Transformers ships (only remote code could build another)",
+                         "use a model whose architecture is built into Transformers, or upgrade transformers")
+    return data
+
+
+def text_config(data: dict) -> dict:
+    """The decoder's own config of a multimodal config (`text_config`), else the config itself."""
+    inner = data.get("text_config")
+    return inner if isinstance(inner, dict) else data

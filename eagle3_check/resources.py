@@ -1,0 +1,141 @@
+"""Resource bounds before allocation: a program's memory, estimated from its configs, is checked
+against the memory available (or a stated budget) before any weight or cache is allocated.
+
+The estimate counts what the eager program allocates (DESIGN §1: one target KV cache shared by
+prefill and target_verify, a separate draft KV cache):
+
+    target weights  = V·H·(1 if tied else 2) + L·(H·nh·hd + 2·H·nkv·hd + nh·hd·H + 3·H·I·experts + 2·H)
+    target KV cache = 2 · L · nkv · hd · max_seq_len                      (elements of --dtype)
+    draft weights   = V·h + taps·Ht·h + n·(2h·nh·d + 2·2h·nkv·d + nh·d·h + 3·h·I) + h·Vd   (float32 at build)
+    draft KV cache  = 2 · n · nkv · d · max_seq_len                        (float32 at build)
+    per-layer overhead = 64 KiB of Python module objects per target layer
+
+Worked example (tiny-llama: V = 512, H = 64, L = 4, nh = 4, nkv = 2, hd = 16, I = 192, untied,
+max_seq_len 256, float32): target weights = 512·64·2 + 4·(4096 + 4096 + 4096 + 36864 + 128) + 64
+= 65536 + 197120 + 64 = 262720 elements = 1050880 bytes (+ 4 · 64 KiB overhead); target KV =
+2·4·2·16·256 = 65536 elements = 262144 bytes (tests/test_hostile.py pins both, and the weight
+count against the loaded model's own). A config with 100000 layers or a draft with hidden size 10^6 is refused here, with the
+estimate and the available memory, instead of growing to the memory cap.
+
+The budget is the memory available now (Linux MemAvailable, bounded by the cgroup limit; on CUDA
+the device's free memory, and the host must still hold the target weights while they load), or
+`set_budget(GiB)` (the CLI's --max-memory) to state it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_check.errors import InputError
+
+GiB = 1 << 30
+LAYER_OVERHEAD = 64 << 10  # bytes of module objects per decoder layer (the weights are counted apart)
+_BUDGET: list[int | None] = [None]  # bytes; None = the memory available now
+
+
+def set_budget(gib: float | None) -> None:
+    """States the memory budget in GiB (None: the memory available at each check)."""
+    _BUDGET[0] = None if gib is None else int(gib * GiB)
+
+
+@dataclass
+class Estimate:
+    """Bytes by part (on the program's device) and the bytes the host holds while loading."""
+
+    parts: dict[str, int] = field(default_factory=dict)
+    host_peak: int = 0  # bytes on the host during the load (the target is loaded there first)
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {v / GiB:.2f}" for k, v in self.parts.items())
+
+
+def _get(cfg, key: str):
+    """cfg.key; for a per-layer attribute (Gemma 4: it varies by layer, the global read raises) the
+    largest value over the layers, so the estimate is never below the real size."""
+    try:
+        return getattr(cfg, key, None)
+    except Exception:  # noqa: BLE001 - transformers' AmbiguousGlobalPerLayerAttributeError
+        layers = getattr(cfg, "per_layer_config", None) or []
+        values = [v for v in (getattr(c, key, None) for c in layers) if type(v) is int]
+        return max(values) if values else None
+
+
+def _positive(cfg, key: str, where: str, default=None) -> int:
+    value = _get(cfg, key)
+    if value is None and default is not None:
+        return default
+    if type(value) is not int or value < 1:
+        raise InputError(f"{where}: {key} = {value!r}", "a positive integer", f"fix {key} in {where}")
+    return value
+
+
+def target_estimate(cfg, max_seq_len: int, elem: int, where: str) -> dict[str, int]:
+    """Target weight and KV-cache bytes of a Transformers text config (see the module doc)."""
+    V, H = _positive(cfg, "vocab_size", where), _positive(cfg, "hidden_size", where)
+    L, nh = _positive(cfg, "num_hidden_layers", where), _positive(cfg, "num_attention_heads", where)
+    nkv = _positive(cfg, "num_key_value_heads", where, nh)
+    hd = max(_positive(cfg, "head_dim", where, max(H // nh, 1)), _get(cfg, "global_head_dim") or 0)
+    inter = _positive(cfg, "intermediate_size", where, 4 * H)
+    experts = _get(cfg, "num_local_experts") or _get(cfg, "num_experts") or 1
+    experts = experts if type(experts) is int and experts > 0 else 1
+    tied = _get(cfg, "tie_word_embeddings") is True
+    per_layer = H * nh * hd + 2 * H * nkv * hd + nh * hd * H + 3 * H * inter * experts + 2 * H
+    weights = V * H * (1 if tied else 2) + L * per_layer + H
+    return {"target weights": weights * elem + L * LAYER_OVERHEAD, "target KV cache": 2 * L * nkv * hd * max_seq_len * elem}
+
+
+def draft_estimate(cfg, max_seq_len: int) -> dict[str, int]:
+    """Draft weight and KV-cache bytes of a DraftConfig (built in float32, see the module doc)."""
+    h, ht, n = cfg.hidden_size, cfg.target_hidden_size, cfg.num_layers
+    nh, nkv, d, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.dim_per_head, cfg.intermediate_size
+    layer = 2 * h * nh * d + 2 * 2 * h * nkv * d + nh * d * h + 3 * h * inter
+    weights = cfg.vocab_size * h + cfg.n_taps * ht * h + n * layer + h * cfg.draft_vocab_size
+    return {"draft weights": weights * 4, "draft KV cache": 2 * n * nkv * d * max_seq_len * 4}
+
+
+def available(device: str) -> tuple[int, str]:
+    """(bytes available now, where) on `device`: cpu = MemAvailable within the cgroup limit."""
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free), f"free on {device}"
+    return host_available(), "available on this host"
+
+
+def host_available() -> int:
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:  # cgroup v2: the container's own limit
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            room = int(limit) - used
+            avail = room if avail is None else min(avail, room)
+    except (OSError, ValueError):
+        pass
+    return avail if avail is not None else 1 << 62  # unknown platform: no bound from here
+
+
+def check_fits(est: Estimate, device: str, what: str, fix: str) -> None:
+    """Refuses `est` when it exceeds the budget (stated, else available) on its device or the host."""
+    budget = _BUDGET[0]
+    have, where = (budget, "the --max-memory budget") if budget is not None else available(device)
+    if est.total > have:
+        raise InputError(f"{what} needs about {est.total / GiB:.2f} GiB ({est.describe()} GiB) but "
+                         f"{have / GiB:.2f} GiB is {where}", "an estimate within the memory available",
+                         fix + ", or pass --max-memory GIB to state a larger budget")
+    if device.startswith("cuda") and budget is None and est.host_peak > host_available():
+        raise InputError(f"{what} loads {est.host_peak / GiB:.2f} GiB of target weights on the host first but "
+                         f"{host_available() / GiB:.2f} GiB is available on this host", "room to load the weights",
+                         fix + ", or pass --max-memory GIB to state a larger budget")
