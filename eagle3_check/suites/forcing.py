@@ -35,8 +35,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from eagle3_check.program.contract import ProgramWrapper, SpeculatorProgram
 
 FULL = "K"  # in a pattern: accept every proposal of the round (a = K)
@@ -146,6 +144,5 @@ class ForcedDraft(ProgramWrapper):
         if wrong is None or wrong == want:
             wrong = (want + 1) % self.vocab_size
         tok = wrong if j == a else want
-        ids = ids.clone()
-        ids[0, -1] = torch.tensor(tok, dtype=ids.dtype, device=ids.device)
+        ids[0, -1] = tok  # in place: a graph-owned output stays graph-owned (a stale read still shows)
         return ids, g
