@@ -77,7 +77,7 @@ def result_problems(rec: RecordingProgram, run, tokenizer, max_new_tokens: int, 
                 out.append(f"stats: round {r} reports a = {got}, its target_verify call accepted {a}")
                 break
     logged = [bonus] + [t for _, block in rounds for t in block]
-    done = len(logged) - (len(rounds[-1][1]) if rounds else 0)  # tokens before the last round
+    done = len(logged) - len(rounds[-1][1]) if rounds else 0  # tokens before the last round (the bonus alone: 0)
     if tokens != logged[: len(tokens)] or not done < len(tokens) <= len(logged):
         i = next((i for i, (x, y) in enumerate(zip(tokens, logged)) if x != y), min(len(tokens), len(logged)))
         out.append(f"tokens: {len(tokens)} emitted, the recorded calls give {len(logged)} ending inside the last "
