@@ -51,6 +51,11 @@ class Tokenizer:
             eos_ids = [i for i in (tok.token_to_id(n) for n in names) if i is not None]
         return cls(tok, tuple(eos_ids), str(p))
 
+    def with_eos(self, eos_ids: tuple[int, ...]) -> Tokenizer:
+        """The same vocabulary with other EOS ids (a tokenizer variant whose EOS differs from a
+        program's `get_eos_ids`, so each DESIGN §2 rule-2 stop source can be tested alone)."""
+        return Tokenizer(self._tok, tuple(eos_ids), self.path)
+
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
@@ -63,3 +68,7 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        """The vocabulary key of an id (e.g. 'Ġthe' in a byte-level BPE), not its decoded text."""
+        return self._tok.id_to_token(token_id)

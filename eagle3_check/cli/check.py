@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
     p.add_argument("--list", action="store_true", help="list the suites and their cases, then exit")
+    p.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                   help="run the prompt set (or the suites and their cases) in an order shuffled by SEED, "
+                   "printed on stderr; the same SEED gives the same order (state leaks between requests)")
     p.add_argument("--expect-tau", type=float, default=None, metavar="X",
                    help="flag the draft (exit 1) when tau is far below X (draft health)")
     p.add_argument("--reference", choices=["hf", "self"], default="hf",
@@ -155,10 +158,17 @@ def prompts_for(args: argparse.Namespace, setup) -> list:
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
 
     if args.prompts:
-        return load_prompts(args.prompts)
-    if args.target:
+        prompts = load_prompts(args.prompts)
+    elif args.target:
         raise_no_prompts()
-    return load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
+    else:
+        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
+    if getattr(args, "shuffle", None) is not None:
+        from eagle3_check.gating.check import shuffled_prompts
+
+        prompts = shuffled_prompts(prompts, args.shuffle)
+        print(f"order: --shuffle {args.shuffle}: {', '.join(p.id for p in prompts)}", file=sys.stderr)
+    return prompts
 
 
 def raise_no_prompts() -> None:
@@ -188,6 +198,7 @@ def suite_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.suites.report import format_suite_table, run_suite
 
     cases = suite_cases(args.suite)  # unknown name -> error with "did you mean"
+    cases = ordered_cases(args, cases)
     if args.target or args.draft or getattr(args, "pte", None):  # one given program
         envs = [lambda: _fixed_env(args)]
     else:
@@ -217,6 +228,17 @@ def suite_main(args: argparse.Namespace, runner) -> int:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
                            + format_suite_table(r) for r in reports))
     return 0 if passed else 1
+
+
+def ordered_cases(args: argparse.Namespace, cases: list) -> list:
+    """The cases in the order `--shuffle SEED` asks (printed on stderr), else as registered."""
+    if getattr(args, "shuffle", None) is None:
+        return cases
+    from eagle3_check.suites import shuffled_cases
+
+    cases = shuffled_cases(cases, args.shuffle)
+    print(f"order: --shuffle {args.shuffle}: {', '.join(c.name for c in cases)}", file=sys.stderr)
+    return cases
 
 
 def _fixed_env(args: argparse.Namespace):

@@ -121,7 +121,8 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
 
 def eager_program(args: argparse.Namespace, overrides: dict):
     """(EagerBackend, target_dir, tokenizer path, info) from --fixture (default) or --target/--draft;
-    `overrides` are ProgramSpec fields. Also used by `export`."""
+    `overrides` are ProgramSpec fields. Also used by `export`. Its outputs are graph-owned
+    (`reuse_outputs`: valid until the method's next call), as a .pte's are."""
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
     from eagle3_check.program.eager import EagerBackend
 
@@ -136,14 +137,14 @@ def eager_program(args: argparse.Namespace, overrides: dict):
         target_dir, draft_dir = Path(args.target), Path(args.draft)
         tok_path = Path(tokenizer) if tokenizer else target_dir / "tokenizer.json"
         spec = ProgramSpec(**{**TARGET_SPEC.__dict__, **overrides})
-        program = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, dtype)
+        program = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, dtype, reuse_outputs=True)
         info = {"target": str(target_dir), "draft": str(draft_dir)}
     else:
         fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
         one_thread_for_tiny_models(device)
         target_dir = fx.target_dir
         tok_path = Path(tokenizer) if tokenizer else fx.tokenizer_path
-        program = EagerBackend.from_fixture(fx, device, dtype, **overrides)
+        program = EagerBackend.from_fixture(fx, device, dtype, reuse_outputs=True, **overrides)
         info = {"fixture": fx.name}
     return program, target_dir, tok_path, info
 

@@ -102,11 +102,12 @@ def _reference(args: argparse.Namespace, setup):
 def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     from tqdm import tqdm
 
+    from eagle3_check.cli.check import ordered_cases
     from eagle3_check.gating.exec_suites import run_exec_suite
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.report import format_suite_table
 
-    cases = suite_cases(args.suite)
+    cases = ordered_cases(args, suite_cases(args.suite))
     env, info = fixed_env(args)
     bar = tqdm(total=len(cases), desc=f"suite {args.suite} (exec)", unit="case", file=sys.stderr,
                disable=args.no_progress or args.json)

@@ -7,14 +7,18 @@ accepted, for j = 0..K-1) are computed over all requests.
 Each request is judged position by position (`verdict.judge`) against the reference's
 teacher-forced scores of the runner's own tokens (`reference.score(prompt_ids, tokens)`).
 Every run goes through `RecordingProgram` and its call log is audited against DESIGN §2
-(`audit_calls`), so a runner that returns the right tokens without calling the program fails.
+(`audit_calls`), so a runner that returns the right tokens without calling the program fails;
+every other field it reports (text, max_new, accepted, its call counts and times, the stop
+reason) is audited against the rules and that log (`suites.audit.result_problems`).
 Ties are counted apart from identical positions; a report passes when no request fails and
 its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +38,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
@@ -156,6 +161,14 @@ def request_ids(tokenizer: Tokenizer, prompts: list[Prompt], options: RunOptions
     return requests
 
 
+def shuffled_prompts(prompts: list[Prompt], seed: int) -> list[Prompt]:
+    """The prompt set in a seeded, reproducible shuffled order (`check --shuffle SEED`): a runner that
+    carries state from one request to the next is judged on another sequence of requests."""
+    out = list(prompts)
+    random.Random(seed).shuffle(out)
+    return out
+
+
 def run_check(
     program,
     tokenizer: Tokenizer,
@@ -191,12 +204,16 @@ def run_check(
             if on_request:
                 on_request(outcome)
             continue
-        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len)
+        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len) \
+            or "; ".join(result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len))
         if problem:
             verdict = Verdict(FAIL, problem)
         else:
             scores = reference.score(want_ids, list(run.tokens))
             verdict = judge(run, scores, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
+            if verdict.status != FAIL and verdict.expected_reason and run.stop_reason != verdict.expected_reason:
+                verdict = dataclasses.replace(verdict, status=FAIL, message=(
+                    f"stop reason: runner says '{run.stop_reason}', the rules fix '{verdict.expected_reason}'"))
         outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores))
         report.outcomes.append(outcome)
         if on_request:

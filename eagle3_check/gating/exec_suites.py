@@ -37,7 +37,8 @@ def skip_reason(case: Case) -> str | None:
     """Why a binary cannot take this case at all (None: it can, maybe unforced)."""
     for st in case.stop_at:
         if st.via not in BINARY_VIAS:
-            return f"needs the program's get_eos_ids extended (stop via {st.via}): a binary's .pte cannot be patched"
+            return (f"needs the program's get_eos_ids or the tokenizer's EOS patched (stop via {st.via}): "
+                    "a binary's files cannot be")
     return None
 
 

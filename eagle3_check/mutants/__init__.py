@@ -154,6 +154,88 @@ MUTANTS: tuple[Mutant, ...] = (
           "proposals, v = host[: self.k], host[self.k + 1 :]"),),
         module=PLACEMENT, placements=("device",),
     ),
+    # issue 20: stop sources in isolation
+    Mutant(
+        "tokenizer_eos_ignored", "the tokenizer's EOS is left out of the stop set (only the program's list counts)",
+        "a program without get_eos_ids whose tokenizer's EOS occurs in the output (stop-set/tokenizer-eos)",
+        (("set(tokenizer.eos_ids) | set(md.eos_ids) | set(opts.stop_ids)", "set(md.eos_ids) | set(opts.stop_ids)"),),
+        module=OPTIONS,
+    ),
+    Mutant(
+        "program_eos_not_replacing", "the program's get_eos_ids are added to the tokenizer's EOS instead of "
+        "replacing it", "a tokenizer EOS in the output that the program's list does not name "
+        "(stop-set/tokenizer-eos-shadowed)",
+        (("    if md.eos_ids:  # the program's list replaces the tokenizer's: its EOS stays only where named again\n"
+          "        ids -= set(tokenizer.eos_ids) - set(md.eos_ids) - set(opts.stop_ids)\n", ""),),
+        module=OPTIONS,
+    ),
+    Mutant(
+        "eos_id_ignored", "--eos-id is not added to the stop set", "an eos id alone that occurs in the output "
+        "(stop-set/eos-id)", (("        ids.add(opts.eos_id)\n", "        pass\n"),), module=OPTIONS,
+    ),
+    Mutant(
+        "stop_token_looked_up", "the stop string is looked up as a vocabulary key instead of encoded",
+        "a stop string that encodes to one token but is no key, and a key that encodes to several "
+        "(stop-set/stop-token-not-key, stop-set/vocab-key-multi)",
+        (("        if len(enc) == 1:\n            ids.add(enc[0])\n",
+          "        if tokenizer.token_to_id(opts.stop_token) is not None:\n"
+          "            ids.add(tokenizer.token_to_id(opts.stop_token))\n"),),
+        module=OPTIONS,
+    ),
+    # prompt text at its edges
+    Mutant(
+        "prompt_stripped", "the prompt text is stripped of leading / trailing whitespace before the template",
+        "a prompt with leading or trailing whitespace (options/leading-space)",
+        (("else prompt_ids(tokenizer, prompt, options)", "else prompt_ids(tokenizer, prompt.strip(), options)"),),
+    ),
+    Mutant(
+        "prompt_whitespace_collapsed", "runs of whitespace in the prompt (newlines, tabs) collapse to one space",
+        "a prompt with newlines or tabs inside (options/inner-newlines)",
+        (("else prompt_ids(tokenizer, prompt, options)",
+          'else prompt_ids(tokenizer, " ".join(prompt.split()), options)'),),
+    ),
+    # reported stats nothing read
+    Mutant(
+        "text_without_bonus", "the run's text decodes the tokens after the bonus",
+        "the run's text compared with the decode of its tokens",
+        (("text=decode_checked(tokenizer, out),", "text=decode_checked(tokenizer, out[1:]),"),),
+    ),
+    Mutant(
+        "accepted_capped_by_budget", "the reported a of a round is capped by the tokens max new still allows",
+        "a last round cut by max new tokens after more accepted proposals than it emits, its a audited "
+        "against the recorded target_verify",
+        (("accepted.append(a)", "accepted.append(min(a, max_new - len(out)))"),),
+    ),
+    Mutant(
+        "max_new_reported_uncapped", "the reported max_new is max_new_tokens, not capped by max_seq_len - L",
+        "a request whose max new tokens the context caps, its max_new audited (context/cap-1-past)",
+        (("max_new=max_new,", "max_new=options.max_new_tokens,"),),
+    ),
+    # graph-owned output lifetimes (caught on CPU through EagerBackend(reuse_outputs=True))
+    Mutant(
+        "chunk_features_not_copied", "chunked prefill keeps each chunk's feature output without a copy "
+        "(the next prefill overwrites it before the seed reads it)",
+        "chunked prefill on a program whose prefill outputs are graph-owned, the seed's features audited",
+        (("features.append(feature.clone() if len(chunks) > 1 else feature)", "features.append(feature)"),),
+    ),
+    Mutant(
+        "proposals_kept_as_views", "the host window keeps each proposal as a view of the draft output and "
+        "reads it at verify time (after later chain steps overwrote it)",
+        "chain steps on a program whose draft outputs are graph-owned, the verify window audited",
+        (("self.win[j] = int(ids.reshape(-1)[-1])", "self.win[j] = ids.reshape(-1)[-1]"),
+         ("return torch.tensor([self.win[lo:hi]])", "return torch.tensor([[int(x) for x in self.win[lo:hi]]])"),
+         ("return self.win[1:], verify_ids.reshape(-1).tolist()",
+          "return [int(x) for x in self.win[1:]], verify_ids.reshape(-1).tolist()")),
+        module=PLACEMENT, placements=("host",),
+    ),
+    # state carried between requests
+    Mutant(
+        "placement_kept_across_requests", "the runner keeps its data placement (window, positions) from its "
+        "first request, sized by that program's K and max_seq_len",
+        "programs of different specs in one process, a small one first (the state suite)",
+        (("place = self.placement(program, md.max_seq_len, k, vocab)",
+          'place = self.__dict__.setdefault("_place", self.placement(program, md.max_seq_len, k, vocab))'),),
+    ),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -195,7 +195,8 @@ class Context:
     def program(self):
         from eagle3_check.program.eager import EagerBackend
 
-        plain = self._cached("program", lambda: EagerBackend.from_fixture(self.fixture, self.device, self.dtype))
+        plain = self._cached("program", lambda: EagerBackend.from_fixture(self.fixture, self.device, self.dtype,
+                                                                            reuse_outputs=True))
         return self._cached("program", lambda: self._graphed(plain), per_graphs=True)
 
     @property

@@ -3,6 +3,15 @@
 Its metadata is taken from how it was built: the `ProgramSpec` (sequence length,
 prefill range, chain length, verify range) plus what the models say (vocab sizes,
 layer count, sliding window, EOS ids).
+
+`reuse_outputs=True` gives the eager program graph-owned outputs, as a CUDA graph's or an
+ExecuTorch program's memory-planned outputs are: each method writes its outputs into one
+buffer of its own, sized for max_seq_len rows, and returns views of it, so an output is valid
+only until the next call of the same method (any length). A runner that reads an output after
+that (a stale read) then sees the later call's values on CPU, not only on a GPU. Worked
+example: draft_decode at positions 0..9 returns ids = buf[:, :10]; the chain step at 10 then
+writes buf[:, :1], so the seed's ids[0, -1] read after that step is not the seed's proposal 0
+(ids[0, 0] is now the step's).
 """
 
 from __future__ import annotations
@@ -53,9 +62,12 @@ def check_memory(target_dir, draft_dir, max_seq_len: int, device: str, dtype: st
 
 
 class EagerBackend(SpeculatorProgram):
-    def __init__(self, module: Eagle3Speculator, spec: ProgramSpec, eos_ids: tuple[int, ...] = ()):
+    def __init__(self, module: Eagle3Speculator, spec: ProgramSpec, eos_ids: tuple[int, ...] = (),
+                 reuse_outputs: bool = False):
         self.module = module
         self.spec = spec
+        self.reuse_outputs = reuse_outputs  # graph-owned outputs (module doc)
+        self._out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # method -> ([1, S], [1, S, H])
         target = module.target
         self.device = next(module.parameters()).device
         self._metadata: dict[str, Any] = {
@@ -81,6 +93,7 @@ class EagerBackend(SpeculatorProgram):
         spec: ProgramSpec,
         device: str = "cpu",
         dtype: str = "float32",
+        reuse_outputs: bool = False,
     ) -> EagerBackend:
         if dtype not in DTYPES:
             raise OptionError(f"--dtype {dtype}", f"one of {sorted(DTYPES)}", "pass --dtype float32")
@@ -108,26 +121,43 @@ class EagerBackend(SpeculatorProgram):
         module = Eagle3Speculator(target, draft).to(device=dev, dtype=DTYPES[dtype]).eval()
         eos = model.generation_config.eos_token_id if model.generation_config else None
         eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        return cls(module, spec, eos_ids)
+        return cls(module, spec, eos_ids, reuse_outputs)
 
     @classmethod
-    def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", **spec_overrides) -> EagerBackend:
+    def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", reuse_outputs: bool = False,
+                     **spec_overrides) -> EagerBackend:
         spec = ProgramSpec(**{**fixture.spec.__dict__, **spec_overrides})
-        return cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype)
+        return cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype, reuse_outputs)
 
     def metadata(self) -> dict[str, Any]:
         return dict(self._metadata)
 
+    def _owned(self, method: str, out: tuple[torch.Tensor, torch.Tensor]):  # ([1, T], [1, T, H])
+        """`out` copied into the method's one output buffer; views of it returned (module doc)."""
+        if not self.reuse_outputs:
+            return out
+        ids, feature = out
+        bufs = self._out.get(method)
+        rows = self.spec.max_seq_len
+        if bufs is None or bufs[1].shape[2] != feature.shape[2] or bufs[1].dtype != feature.dtype:
+            bufs = self._out[method] = (torch.zeros(1, rows, dtype=ids.dtype, device=ids.device),
+                                        torch.zeros(1, rows, feature.shape[2], dtype=feature.dtype,
+                                                    device=feature.device))
+        n, t = ids.shape[1], feature.shape[1]
+        bufs[0][:, :n].copy_(ids)
+        bufs[1][:, :t].copy_(feature)
+        return bufs[0][:, :n], bufs[1][:, :t]
+
     @torch.no_grad()
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self.module.prefill(tokens.to(self.device), positions.to(self.device))
+        return self._owned("prefill", self.module.prefill(tokens.to(self.device), positions.to(self.device)))
 
     @torch.no_grad()
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self.module.target_verify(tokens.to(self.device), positions.to(self.device))
+        return self._owned("target_verify", self.module.target_verify(tokens.to(self.device), positions.to(self.device)))
 
     @torch.no_grad()
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
-        return self.module.draft_decode(
+        return self._owned("draft_decode", self.module.draft_decode(
             tokens.to(self.device), feature.to(self.device), positions.to(self.device)
-        )
+        ))

@@ -13,6 +13,7 @@ table, status) and fixtures.registry.
 from __future__ import annotations
 
 import difflib
+import random
 
 from eagle3_check.errors import OptionError
 from eagle3_check.suites.blocks import (
@@ -26,7 +27,7 @@ from eagle3_check.suites.blocks import (
 from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
 from eagle3_check.suites.chunked import CHUNKED_PREFILL
 from eagle3_check.suites.inputs import METADATA, OPTIONS
-from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE
+from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE, STATE
 
 SUITES: dict[str, list[Case]] = {
     "acceptance": ACCEPTANCE,
@@ -41,10 +42,12 @@ SUITES: dict[str, list[Case]] = {
     "metadata": METADATA,
     "chain": CHAIN,
     "options": OPTIONS,
+    "state": STATE,
 }
+ORDERED = ("state",)  # suites whose case order is the test (`--shuffle` keeps it)
 ALL = "edge"
 
-__all__ = ["ALL", "SUITES", "Case", "Expect", "PromptSpec", "StopAt", "all_cases", "suite_cases"]
+__all__ = ["ALL", "ORDERED", "SUITES", "shuffled_cases", "Case", "Expect", "PromptSpec", "StopAt", "all_cases", "suite_cases"]
 
 
 def all_cases() -> list[Case]:
@@ -64,3 +67,25 @@ def suite_cases(name: str) -> list[Case]:
     close = difflib.get_close_matches(name, names + list(by_name), n=1)
     hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check check --list`"
     raise OptionError(f"unknown suite '{name}'", f"one of {', '.join(names)} (or a case name)", hint)
+
+
+def shuffled_cases(cases: list[Case], seed: int) -> list[Case]:
+    """`cases` in a seeded, reproducible shuffled order (`check --suite NAME --shuffle SEED`): the
+    suites in a shuffled order, each suite's cases shuffled, except an ORDERED suite's (its order is
+    its test). Runs in another order expose state a runner carries from one request to the next.
+
+    Worked example: seed 0 on [acceptance/full, acceptance/zero, state/a, state/b] may give
+    [state/a, state/b, acceptance/zero, acceptance/full]; the same seed always gives the same."""
+    rng = random.Random(seed)
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        groups.setdefault(c.suite, []).append(c)
+    names = list(groups)
+    rng.shuffle(names)
+    out: list[Case] = []
+    for name in names:
+        group = list(groups[name])
+        if name not in ORDERED:
+            rng.shuffle(group)
+        out += group
+    return out

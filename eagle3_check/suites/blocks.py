@@ -115,4 +115,24 @@ STOP_SET = [
     Case("stop-set/stop-string-multi", "a stop string of two output tokens is not a stop (said in the notes)",
          forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="stop_string_multi"),), options=_ONLY,
          expect=Expect(reason="max_new", note="not added to the stop set")),
+    # each source alone on a program / tokenizer variant whose EOS ids differ (issue 20)
+    Case("stop-set/program-eos-only", "the program's get_eos_ids = [this token] alone, the tokenizer's EOS "
+         "another id: the program's list stops", forcing=ALL_K, k=K4,
+         stop_at=(StopAt(2, 2, via="program_eos_only"),), options=_ONLY, expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/tokenizer-eos", "no get_eos_ids on the program: the tokenizer's EOS (this token) stops",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="tokenizer_eos"),), options=_ONLY,
+         expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/tokenizer-eos-empty-list", "an empty get_eos_ids falls back to the tokenizer's EOS (this token)",
+         forcing=ALL_K, k=K4, stop_at=(StopAt(2, 2, via="tokenizer_eos_empty_list"),), options=_ONLY,
+         expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/tokenizer-eos-shadowed", "the tokenizer's EOS is this token but the program's get_eos_ids "
+         "lists another: the program's list replaces it, no stop", forcing=ALL_K, k=K4,
+         stop_at=(StopAt(2, 2, via="tokenizer_eos_shadowed"),), options=_ONLY, expect=Expect(reason="max_new")),
+    Case("stop-set/stop-token-not-key", "a stop string that encodes to this one token but is not a vocabulary "
+         "key (' the', key 'Ġthe'): a stop (rule 2 encodes)", forcing=ALL_K, k=K4,
+         stop_at=(StopAt(2, 2, via="stop_token_not_key"),), options=_ONLY, expect=Expect(reason="stop", rounds=2)),
+    Case("stop-set/vocab-key-multi", "the token's vocabulary key as stop string ('Ġthe') encodes to several "
+         "tokens: not a stop (rule 2 encodes, it does not look up)", forcing=ALL_K, k=K4,
+         stop_at=(StopAt(2, 2, via="vocab_key_multi"),), options=_ONLY,
+         expect=Expect(reason="max_new", note="not added to the stop set")),
 ]

@@ -64,7 +64,10 @@ class PromptSpec:
         return f"{src} {self.text!r}" if self.text is not None else "fixture prompt"
 
 
-VIAS = ("stop_ids", "eos_id", "program_eos", "stop_token", "stop_string_multi")
+VIAS = ("stop_ids", "eos_id", "program_eos", "stop_token", "stop_string_multi", "program_eos_only",
+        "tokenizer_eos", "tokenizer_eos_empty_list", "tokenizer_eos_shadowed", "stop_token_not_key",
+        "vocab_key_multi")
+NOT_STOP_VIAS = ("stop_string_multi", "tokenizer_eos_shadowed", "vocab_key_multi")  # rule 2: no stop
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,19 @@ class StopAt:
     """Target-side forcing: the emitted token of `round` at `slot` becomes a stop token.
 
     Round 0 slot 0 is the prefill bonus; in round r >= 1, slot j < a_r is accepted proposal j
-    and slot a_r is the corrected token. `via` is the DESIGN §2 rule-2 source it goes through:
-    stop_ids (added), eos_id (replaced), program_eos (the program's get_eos_ids, extended),
-    stop_token (its one-token string), or stop_string_multi: a string of this token and the
-    next, which encodes to several tokens and so must NOT become a stop (rule 2)."""
+    and slot a_r is the corrected token. `via` is the DESIGN §2 rule-2 source it goes through,
+    each alone where the case's options drop the others:
+    - stop_ids (added), eos_id (replaced), stop_token (its one-token string);
+    - program_eos: the program's get_eos_ids extended; program_eos_only: the program's list
+      replaced by this token alone (the tokenizer's EOS differs and no longer stops);
+    - tokenizer_eos: the tokenizer's EOS is this token and the program has no get_eos_ids;
+      tokenizer_eos_empty_list: the same with an empty get_eos_ids (falls back to the tokenizer);
+    - stop_token_not_key: a string that encodes to exactly this one token but is not a
+      vocabulary key (' the' for the key 'Ġthe'): a stop, rule 2 encodes, it does not look up.
+    Not stops (NOT_STOP_VIAS): stop_string_multi, a string of this token and the next (several
+    tokens); tokenizer_eos_shadowed, the tokenizer's EOS while the program's get_eos_ids lists
+    another id (the program's list replaces the tokenizer's); vocab_key_multi, this token's
+    vocabulary key as the stop string, which encodes to several tokens ('Ġthe')."""
 
     round: int
     slot: int

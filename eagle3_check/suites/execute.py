@@ -9,7 +9,8 @@ Checks on every case that runs (besides what its `Expect` adds):
 - under forcing, every forced round accepted exactly the forced a;
 - the call log holds the DESIGN §2 invariants (`instrument.call_problems`), which include
   "no KV position >= max_seq_len";
-- tau * rounds + 1 = tokens emitted.
+- tau * rounds + 1 = tokens emitted;
+- every other field of the RunResult against the rules and the call log (`audit.result_problems`).
 
 A `SuiteEnv` holds what cases need and nothing case-specific: a program factory (spec wish ->
 program; the eager one builds and caches small programs, a fixed one returns its program),
@@ -37,11 +38,13 @@ from eagle3_check.run.result import Runner
 from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.run.watchdog import RequestTimeout, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
+from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.suites.request import (
     CaseSkip,
+    StopPatch,
     apply_stops,
     oracle_stops,
     pick_prompt,
@@ -85,7 +88,8 @@ class SuiteEnv:
     @classmethod
     def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32",
               reference: str = "hf") -> SuiteEnv:
-        """The embedded fixture on the eager backend; programs built per spec wish and cached.
+        """The embedded fixture on the eager backend; programs built per spec wish and cached, with
+        graph-owned outputs (`EagerBackend(reuse_outputs=True)`: a stale output read fails on CPU).
         `reference`: "hf" (Transformers) or "self" (each program's own target methods)."""
         import torch
 
@@ -101,7 +105,7 @@ class SuiteEnv:
         def program_for(spec: dict[str, int]) -> SpeculatorProgram:
             key = tuple(sorted(spec.items()))
             if key not in built:
-                built[key] = EagerBackend.from_fixture(fx, device, dtype, **spec)
+                built[key] = EagerBackend.from_fixture(fx, device, dtype, reuse_outputs=True, **spec)
             return built[key]
 
         ref = HFReference(fx.target_dir, device, getattr(torch, dtype)) if reference == "hf" else SELF
@@ -151,17 +155,15 @@ class SuiteEnv:
 
 
 class _PatchedMetadata(ProgramWrapper):
-    """The program with one metadata key removed, or with extra get_eos_ids (program-side forcing)."""
+    """The program with one metadata key removed, or its get_eos_ids patched (program-side forcing)."""
 
-    def __init__(self, inner: SpeculatorProgram, drop: str | None = None, eos: tuple[int, ...] = ()):
+    def __init__(self, inner: SpeculatorProgram, drop: str | None = None, patch: StopPatch | None = None):
         super().__init__(inner)
-        self.drop, self.eos = drop, eos
+        self.drop, self.patch = drop, patch
 
     def metadata(self) -> dict[str, Any]:
         md = {k: v for k, v in self.inner.metadata().items() if k != self.drop}
-        if self.eos:
-            md["get_eos_ids"] = [*(md.get("get_eos_ids") or []), *self.eos]
-        return md
+        return self.patch.metadata(md) if self.patch else md
 
 
 def _resolve_k(case: Case, md: Metadata) -> int | None:
@@ -234,26 +236,28 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     stop_idx = [emitted_index(accepts, s.round, s.slot) for s in case.stop_at]
     base_stops = stop_set(env.tokenizer, md, options).ids
     prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, accepts)
-    options, eos = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
-    if eos:
-        program = _PatchedMetadata(base, eos=eos)
+    options, patch = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+    tokenizer = patch.tokenizer(env.tokenizer)  # a variant whose EOS differs from the program's
+    if patch.changes_program:
+        program = _PatchedMetadata(base, patch=patch)
         md = read_metadata(program.metadata())
     inner = ForcedDraft(program, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
         if case.forcing else program
     rec = RecordingProgram(inner)
     try:
-        run = guarded_run(runner, rec, env.tokenizer, prompt, options, what=case.name)
+        run = guarded_run(runner, rec, tokenizer, prompt, options, what=case.name)
     except RunCrash as e:  # any exception, or a run() that returns no RunResult: this case fails
         why = str(e)
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
-    stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(env.tokenizer, md, options).ids)
+    stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)
     verdict = judge(run, env.score(ids, run.tokens, base), stops, options.max_new_tokens,
                     md.max_seq_len, env.tolerance)
     # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
     chunks = prefill_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
         if options.chunked_prefill else None
     structural = call_problems(rec, run, md.max_seq_len, chunks)
+    structural += result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len)
     if run.prompt_ids != ids:
         structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
     structural += filter(None, [prompt_problem(env.tokenizer, prompt, options, run.prompt_ids)])

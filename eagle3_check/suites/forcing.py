@@ -144,6 +144,5 @@ class ForcedDraft(ProgramWrapper):
         if wrong is None or wrong == want:
             wrong = (want + 1) % self.vocab_size
         tok = wrong if j == a else want
-        ids = ids.clone()
-        ids[0, -1] = tok  # an int into the cloned [1, T] ids, on their device
+        ids[0, -1] = tok  # in place: a graph-owned output stays graph-owned (a stale read still shows)
         return ids, g

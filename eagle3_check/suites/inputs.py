@@ -28,6 +28,18 @@ OPTIONS = [
     Case("options/multi-token-stop", "a stop token string of several tokens: not added, and said so",
          prompt=PromptSpec(text=TEXT), options=(("stop_token", "STOP HERE NOW"),),
          expect=Expect(note="not added to the stop set")),
+    # prompt text at its edges (issue 20): rule 3 takes the text as given, never normalised
+    *(Case(f"options/{name}", f"prompt {what}: the ids are BOS + prefix + text + suffix, the text untouched",
+           prompt=PromptSpec(text=text), options=opts, expect=Expect(prompt="decodes"))
+      for name, what, text, opts in (
+          ("leading-space", "with leading spaces", "   " + TEXT, ()),
+          ("trailing-space", "with trailing spaces", TEXT + "  ", ()),
+          ("leading-newline", "starting with newlines", "\n\n" + TEXT, ()),
+          ("trailing-newline", "ending with a newline", TEXT + "\n", ()),
+          ("inner-newlines", "with blank lines and tabs inside", "Count from one\n\n\tto ten.", ()),
+          ("only-whitespace", "of whitespace only", " \n\t ", ()),
+          ("raw-edge-whitespace", "raw, with whitespace at both ends", "\n " + TEXT + " \n", (("raw", True),)),
+      )),
     Case("options/no-stops", "no stop ids and no stop token: only EOS stops", prompt=PromptSpec(text=TEXT),
          options=(("stop_ids", ()), ("stop_token", None))),
 ]

@@ -1,4 +1,5 @@
-"""Suites on the program's limits: context end, prefill range, chain length K.
+"""Suites on the program's limits: context end, prefill range, chain length K, and state that
+must not survive from one program spec to the next (`STATE`, whose order is its point).
 
 Context and prefill cases wish for a small program (max_seq_len 48, prefill range [4, 47]) so
 the context end is reached in a few rounds; lengths are relative to the program's metadata,
@@ -91,4 +92,18 @@ CHAIN = [
     Case("chain/hi", "K at the high end of the range", k=("hi", 0), forcing=ALL_K, options=(("max_new_tokens", 12),),
          expect=Expect(reason="max_new")),
     Case("chain/hi+1", "K one above the supported range is a clear error", k=("hi", 1), expect=_K_ERROR),
+]
+
+# One runner instance takes these in order (the suites run a runner across cases): a small program
+# and K first, then the default program with K at its high end and a long prompt, then the small one
+# again. Anything the runner sized by an earlier request's program (window, positions, metadata)
+# and kept is caught; `--shuffle` keeps this suite's order (its cases are a sequence).
+STATE = [
+    Case("state/small-spec-k-lo", "first: a small program (max_seq_len 48) and K at the low end",
+         k=("lo", 0), spec=SMALL, forcing=ALL_K, options=(("max_new_tokens", 8),), expect=Expect(reason="max_new")),
+    Case("state/default-spec-k-hi", "then the default program, K at the high end, L = max prefill: nothing sized "
+         "by the request before survives", prompt=PromptSpec(anchor="max_prefill"), k=("hi", 0), forcing=ALL_K,
+         options=(("max_new_tokens", 24),), expect=Expect(reason="max_new")),
+    Case("state/small-spec-again", "then the small program again", k=("lo", 0), spec=SMALL, forcing=ALL_K,
+         options=(("max_new_tokens", 8),), expect=Expect(reason="max_new")),
 ]

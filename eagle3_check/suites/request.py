@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_check.atomic import write_text_atomic
 from eagle3_check.run.options import RunOptions, prompt_ids, read_prompt_file, stop_set
 from eagle3_check.run.rules import expected_length
-from eagle3_check.suites.case import Case
+from eagle3_check.suites.case import NOT_STOP_VIAS, Case
 
 
 class CaseSkip(Exception):
@@ -47,8 +48,8 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
         forced = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
         if forced is None or not all(_first_stop_at(ref.tokens, i, base_stops) for i in stop_idx):
             continue
-        forced_opts, eos = forced
-        stops = stop_set(env.tokenizer, dataclasses.replace(md, eos_ids=md.eos_ids + eos), forced_opts).ids
+        forced_opts, patch = forced
+        stops = stop_set(patch.tokenizer(env.tokenizer), patch.md(md), forced_opts).ids
         stops = oracle_stops(case, ref.tokens, stop_idx, stops)
         if _aims(case, ref, ids, md, k, options, accepts, stops):
             return _as_prompt(case, cand), ids, ref
@@ -59,10 +60,48 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
                    f"at {stop_idx or options.max_new_tokens}) with distinct, non-stop tokens before it")
 
 
+@dataclass(frozen=True)
+class StopPatch:
+    """How a case's forced stops change the program's get_eos_ids and the tokenizer's EOS
+    (DESIGN §2 rule 2 sources other than the run options): extended, replaced, dropped."""
+
+    extra_eos: tuple[int, ...] = ()  # get_eos_ids extended by these
+    program_eos: tuple[int, ...] | None = None  # get_eos_ids replaced by this list
+    drop_program_eos: bool = False  # the program has no get_eos_ids at all
+    tokenizer_eos: tuple[int, ...] | None = None  # the tokenizer's EOS ids replaced
+
+    @property
+    def changes_program(self) -> bool:
+        return bool(self.extra_eos) or self.program_eos is not None or self.drop_program_eos
+
+    def eos_ids(self, base: tuple[int, ...]) -> tuple[int, ...]:
+        if self.drop_program_eos:
+            return ()
+        return self.program_eos if self.program_eos is not None else (*base, *self.extra_eos)
+
+    def metadata(self, raw: dict) -> dict:
+        """The program's raw metadata with the patch applied."""
+        out = dict(raw)
+        if self.drop_program_eos:
+            out.pop("get_eos_ids", None)
+        elif self.program_eos is not None:
+            out["get_eos_ids"] = list(self.program_eos)
+        elif self.extra_eos:
+            out["get_eos_ids"] = [*(out.get("get_eos_ids") or []), *self.extra_eos]
+        return out
+
+    def md(self, md):  # Metadata -> Metadata
+        return dataclasses.replace(md, eos_ids=self.eos_ids(md.eos_ids))
+
+    def tokenizer(self, tokenizer):
+        return tokenizer if self.tokenizer_eos is None else tokenizer.with_eos(self.tokenizer_eos)
+
+
 def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: RunOptions):
-    """(options with the forced stops, extra program EOS ids), or None when this reference
-    cannot carry them (a token's string does not re-encode to what the case needs)."""
-    stop_ids, eos, opts = list(options.stop_ids), [], dataclasses.replace(options)
+    """(options with the forced stops, StopPatch of the program's and tokenizer's EOS), or None
+    when this reference cannot carry them (a token's string does not encode as the case needs)."""
+    stop_ids, opts = list(options.stop_ids), dataclasses.replace(options)
+    patch: dict = {"extra_eos": ()}
     for s, i in zip(case.stop_at, stop_idx):
         if i >= len(ref):
             return None
@@ -72,10 +111,28 @@ def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: R
         elif s.via == "eos_id":
             opts.eos_id = tok
         elif s.via == "program_eos":
-            eos.append(tok)
-        elif s.via == "stop_token":
+            patch["extra_eos"] += (tok,)
+        elif s.via == "program_eos_only":
+            patch["program_eos"] = (tok,)
+        elif s.via in ("tokenizer_eos", "tokenizer_eos_empty_list"):
+            patch["tokenizer_eos"] = (tok,)
+            if s.via == "tokenizer_eos":
+                patch["drop_program_eos"] = True
+            else:
+                patch["program_eos"] = ()
+        elif s.via == "tokenizer_eos_shadowed":  # the program lists the tokenizer's own EOS, not tok
+            if not tokenizer.eos_ids or tok in tokenizer.eos_ids:
+                return None
+            patch["program_eos"], patch["tokenizer_eos"] = tuple(tokenizer.eos_ids), (tok,)
+        elif s.via in ("stop_token", "stop_token_not_key"):
             opts.stop_token = tokenizer.decode([tok])
             if tokenizer.encode(opts.stop_token) != [tok]:
+                return None
+            if s.via == "stop_token_not_key" and tokenizer.token_to_id(opts.stop_token) is not None:
+                return None
+        elif s.via == "vocab_key_multi":
+            opts.stop_token = tokenizer.id_to_token(tok)
+            if not opts.stop_token or len(tokenizer.encode(opts.stop_token)) < 2:
                 return None
         elif s.via == "stop_string_multi":
             opts.stop_token = tokenizer.decode(ref[i : i + 2])
@@ -83,17 +140,18 @@ def apply_stops(case, tokenizer, ref: list[int], stop_idx: list[int], options: R
             if len(enc) < 2 or enc[0] != tok:
                 return None
     opts.stop_ids = tuple(dict.fromkeys(stop_ids))
-    return opts, tuple(eos)
+    return opts, StopPatch(**patch)
 
 
 def oracle_stops(case, ref: list[int], stop_idx: list[int], stops: frozenset[int]) -> frozenset[int]:
     """The stop set a case judges by: the rules' set (`options.stop_set`) corrected by what the case
     itself forced, so a bug in `stop_set` cannot agree with the runner (and turn the case into a
-    skip): a token forced via stop_ids / eos_id / program_eos / stop_token IS a stop (DESIGN §2
-    rule 2), one forced via stop_string_multi (several tokens) is NOT."""
+    skip): a token forced via a stop source IS a stop (DESIGN §2 rule 2), one forced via a
+    NOT_STOP_VIAS source (a string of several tokens, a tokenizer EOS the program's list replaces)
+    is NOT."""
     forced = [(s.via, ref[i]) for s, i in zip(case.stop_at, stop_idx) if i < len(ref)]
-    return frozenset((stops | {t for via, t in forced if via != "stop_string_multi"})
-                     - {t for via, t in forced if via == "stop_string_multi"})
+    return frozenset((stops | {t for via, t in forced if via not in NOT_STOP_VIAS})
+                     - {t for via, t in forced if via in NOT_STOP_VIAS})
 
 
 def prompt_problem(tokenizer, prompt, options: RunOptions, got: list[int]) -> str | None:
