@@ -89,6 +89,7 @@ def record_main(args: argparse.Namespace) -> int:
     from eagle3_check.program.contract import read_metadata
     from eagle3_check.reference.hf import HFReference
     from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.table import format_rows
 
     if args.target or args.draft:
         raise InputError("--target/--draft for a golden", "an embedded fixture (goldens are named by it)",
@@ -121,10 +122,11 @@ def record_main(args: argparse.Namespace) -> int:
         print(json.dumps(golden.to_json(), indent=1))
         return 0
     print(f"wrote {written}")
-    print(f"  {'prompt':<12} {'L':>4} {'tokens':>6} {'rounds':>6} {'tau':>5}  {'stop':<8} min margin")
-    for p in golden.prompts:
-        print(f"  {p.prompt_id:<12} {len(p.prompt_ids):>4} {len(p.tokens):>6} {p.rounds:>6} {p.tau:>5.2f}  "
-              f"{p.stop_reason:<8} {p.min_margin:.3g}")
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "min margin")]
+    rows += [(p.prompt_id, str(len(p.prompt_ids)), str(len(p.tokens)), str(p.rounds), f"{p.tau:.2f}",
+              p.stop_reason, f"{p.min_margin:.3g}") for p in golden.prompts]
+    for line in format_rows(rows, align=("left", "right", "right", "right", "right", "left", "left")):
+        print("  " + line)
     print(f"next: `eagle3-check golden baseline {written}` to refresh its metrics baseline entry")
     return 0
 
