@@ -20,7 +20,7 @@ from eagle3_check.cli.validate import Parser, preflight
 from eagle3_check.errors import Eagle3CheckError
 
 # Subcommand modules, in --help order. Add new ones here.
-SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft"]
+SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
 
 EPILOG = """quick start:
   eagle3-check check                       # embedded fixture: runner vs HF reference

@@ -13,6 +13,7 @@ from eagle3_check.cli.common import (
     options_from_args,
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec
+from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
 from eagle3_check.errors import InputError
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "a runner binary, with --pte); default reference")
             add_timeout_arg(v)
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
+            add_html_arg(v)
         v.add_argument("--no-progress", action="store_true", help="no progress bar")
         v.set_defaults(func=verify_main if name == "verify" else baseline_main)
 
@@ -154,6 +156,7 @@ def verify_main(args: argparse.Namespace) -> int:
 
     runner = load_runner(args.runner)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
+        refuse_html(args, "a runner binary (--runner exec:...)")
         return golden_verify_main(args, runner)
     baseline = None
     if not args.no_baseline:
@@ -163,6 +166,10 @@ def verify_main(args: argparse.Namespace) -> int:
     bar = _progress(args, args.json)
     outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte)
     bar.close()
+    if args.html:
+        from eagle3_check.gating.html_report import golden_html
+
+        write_html(args.html, golden_html(outcome.to_json()))
     print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
     return 0 if outcome.passed else 1
 

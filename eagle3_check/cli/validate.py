@@ -108,6 +108,10 @@ def _paths(args: argparse.Namespace) -> None:
     for value in [*(getattr(args, "goldens", None) or []), *([golden] if golden else [])]:
         if not Path(value).exists():
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
+    if getattr(args, "html", None):  # before the run: a missing directory must not lose the report
+        from eagle3_check.atomic import check_writable
+
+        check_writable(args.html, "--html")
     out = getattr(args, "output", None)
     if out and not Path(out).resolve().parent.is_dir():
         raise InputError(f"-o {out}: directory {Path(out).resolve().parent} does not exist",

@@ -162,7 +162,7 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     else:
         checks += [_summary("runner vs HF reference", rc.vs_hf, "requests", tie_budget=inputs.tie_budget),
                    _summary("self reference vs HF reference", rc.self_vs_hf, "prompts", tie_budget=inputs.tie_budget)]
-    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs)
+    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs, runs=rc.summaries)
     return checks, rc.tau
 
 

@@ -37,6 +37,7 @@ class RequestCases:
     self_vs_hf: list[JUnitCase] = field(default_factory=list)  # one per prompt
     runs: int = 0
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
+    summaries: list[dict] = field(default_factory=list)  # RunResult.summary of every run, in run order
 
 
 def reference_vs_reference(self_ref: ReferenceResult, hf: Scores, tol: Tolerance) -> JUnitCase:
@@ -103,6 +104,7 @@ def run_requests(
                 continue
             secs = time.perf_counter() - t0
             runs.append(run)
+            out.summaries.append(run.summary(p.id))
             key = (tuple(run.prompt_ids), max(run.max_new, 1))
             t_ref = time.perf_counter()  # the two references' time is the self-vs-HF case's time
             if key not in self_cache:
