@@ -185,3 +185,19 @@ def test_cli_html_errors_are_one_line_before_anything_runs(argv, match, tmp_path
     err = capsys.readouterr().err
     assert match.replace("{tmp}", str(tmp_path)) in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.html").exists()
+
+
+def test_cli_check_html_is_the_json_report_as_a_page(tmp_path, capsys):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hello", "text": "Hello there"}]}))
+    out = tmp_path / "r.html"
+    rc = cli_main(["check", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", "--html", str(out)])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out.is_file()
+    page = Page(out.read_text())
+    row = page.rows("verdicts")["hello"]
+    run, verdict = report["requests"][0]["run"], report["requests"][0]["verdict"]
+    assert row[1:5] == [str(len(run["prompt_ids"])), str(len(run["tokens"])), str(run["rounds"]), f"{run['tau']:.2f}"]
+    assert row[page.column("verdicts", "identical")] == str(verdict["identical"])
+    health = report["draft_health"]
+    assert f"{health['step0_agreement']:.3f} over {health['step0_rows']} positions" in page.text
