@@ -22,6 +22,11 @@ gpu-bench:
 slow:
 	$(PYTEST) -m slow -q
 
+# The HTML report in headless Chromium (also part of `make check`; skips without chromium).
+.PHONY: browser
+browser:
+	$(PYTEST) -m browser -q
+
 # Mutation testing of the harness: every seeded runner mutant must be killed by check and the
 # edge suites alone (the toy probes do not depend on the dtype), on both data placements of
 # the runner loop, in fp32 and in bf16 (also run, first-kill mode and fp32, by

@@ -1,25 +1,37 @@
-"""One table helper for every text table the tool prints (check, suites, gate).
+"""One table helper for every text table the tool prints (check, suites, gate, golden, mutants,
+metrics, fixtures), on tabulate's "plain" format.
 
 Worked example:
     format_rows([("prompt", "L", "verdict"), ("hi", "12", "identical")])
     -> ["prompt  L   verdict",
         "hi      12  identical"]
-Every column but the last is padded to its widest cell; columns are joined by two spaces;
-the last column (a free-text message) is never padded.
+Every column is padded to its widest cell (left-aligned unless `align` says "right"); columns are
+joined by two spaces; trailing blanks are cut, so the last column (a free-text message) is never
+padded. Cells are printed as given: no number parsing, "007" stays "007".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tabulate import tabulate
 
-def format_rows(rows: Sequence[Sequence[str]], sep: str = "  ") -> list[str]:
-    """The rows as aligned lines (the first row is usually the header)."""
+ALIGNS = ("left", "right")
+
+
+def format_rows(rows: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> list[str]:
+    """The rows as aligned lines (the first row is usually the header; it is aligned like the rest)."""
     if not rows:
         return []
     n = len(rows[0])
     bad = [r for r in rows if len(r) != n]
     if bad:
         raise ValueError(f"table row {list(bad[0])} has {len(bad[0])} cells, expected {n} like the header")
-    widths = [max(len(r[i]) for r in rows) for i in range(n - 1)]
-    return [sep.join([c.ljust(w) for c, w in zip(r[:-1], widths)] + [r[-1]]) for r in rows]
+    not_str = [c for r in rows for c in r if not isinstance(c, str)]
+    if not_str:
+        raise ValueError(f"table cell {not_str[0]!r} is a {type(not_str[0]).__name__}, expected str: format it first")
+    align = list(align) if align is not None else ["left"] * n
+    if len(align) != n or any(a not in ALIGNS for a in align):
+        raise ValueError(f"table align {align} must name {n} columns, each one of {ALIGNS}")
+    text = tabulate([list(r) for r in rows], tablefmt="plain", disable_numparse=True, colalign=align)
+    return [line.rstrip() for line in text.split("\n")]

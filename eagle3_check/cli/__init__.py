@@ -22,7 +22,7 @@ from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.resources import set_budget
 
 # Subcommand modules, in --help order. Add new ones here.
-SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft"]
+SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
 
 EPILOG = """quick start:
   eagle3-check check                       # embedded fixture: runner vs HF reference

@@ -17,6 +17,7 @@ from eagle3_check.cli.common import (
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
+from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", default=None, help='prompt set JSON {"prompts": [{"id", "text"}]} '
                    "(default: the fixture's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    add_html_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--runner", default=None, metavar="MODULE:FACTORY",
                    help="the runner to judge: a no-argument factory returning an object with "
@@ -89,13 +91,16 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
     if args.list:
+        refuse_html(args, "--list")
         return list_main(args)
     runner_name = args.runner = args.runner or default_runner(args.device)
     runner = load_runner(runner_name)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
+        refuse_html(args, "a runner binary (--runner exec:...)")
         return exec_check_main(args, runner)
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
     if args.suite:
+        refuse_html(args, "--suite")
         return suite_main(args, runner)
     options = options_from_args(args)
     budget = tie_budget_from_args(args)
@@ -123,6 +128,10 @@ def main(args: argparse.Namespace) -> int:
 
     expect, source = expected_tau(args, setup, report.k, options)
     health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
+    if args.html:
+        from eagle3_check.gating.html_report import check_html
+
+        write_html(args.html, check_html(report.to_json(), health.to_json()))
     if args.json:
         from eagle3_check.gating.provenance import jsonable
         from eagle3_check.program.contract import read_metadata

@@ -47,6 +47,7 @@ def main_list(args: argparse.Namespace) -> int:
     from eagle3_check.fixtures.build import RECIPES
     from eagle3_check.fixtures.card import read_card
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
+    from eagle3_check.table import format_rows
 
     rows = []
     for name in list_fixtures():
@@ -59,9 +60,10 @@ def main_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    for r in rows:
-        tau = f"tau(K=4) = {r['tau_k4']:.2f}" if r["tau_k4"] is not None else "no card"
-        print(f"{r['name']:<18} {r['family']:<8} {tau:<16} {r['path']}")
+    cells = [(r["name"], r["family"], f"tau(K=4) = {r['tau_k4']:.2f}" if r["tau_k4"] is not None else "no card",
+              r["path"]) for r in rows]
+    for line in format_rows(cells):
+        print(line)
     return 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from eagle3_check.atomic import check_writable, write_text_atomic
 from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
 from eagle3_check.cli.exec_cmd import add_timeout_arg
+from eagle3_check.cli.report import add_html_arg, write_html
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -47,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a .pte runs in float32)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
+    add_html_arg(p)
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--no-progress", action="store_true", help="no progress bars or check lines on stderr")
     p.add_argument("--runner", default=None, metavar="exec:PATH",
@@ -112,11 +114,16 @@ def main(args: argparse.Namespace) -> int:
     write_text_atomic(args.report, json.dumps(out, indent=2) + "\n", "report")
     if args.junit:
         write_junit(args.junit, report.junit_suites())
+    if args.html:
+        from eagle3_check.gating.html_report import gate_html
+
+        write_html(args.html, gate_html(report.to_json()))
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
-        print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else ""))
+        print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else "")
+              + (f"   html: {args.html}" if args.html else ""))
     return 0 if report.passed else 1
 
 

@@ -13,6 +13,7 @@ from eagle3_check.cli.common import (
     options_from_args,
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec, time_limited
+from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
 from eagle3_check.errors import InputError
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "a runner binary, with --pte); default reference")
             add_timeout_arg(v)
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
+            add_html_arg(v)
         v.add_argument("--no-progress", action="store_true", help="no progress bar")
         v.set_defaults(func=verify_main if name == "verify" else baseline_main)
 
@@ -89,6 +91,7 @@ def record_main(args: argparse.Namespace) -> int:
     from eagle3_check.program.contract import read_metadata
     from eagle3_check.reference.hf import HFReference
     from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.table import format_rows
 
     if args.target or args.draft:
         raise InputError("--target/--draft for a golden", "an embedded fixture (goldens are named by it)",
@@ -121,10 +124,11 @@ def record_main(args: argparse.Namespace) -> int:
         print(json.dumps(golden.to_json(), indent=1))
         return 0
     print(f"wrote {written}")
-    print(f"  {'prompt':<12} {'L':>4} {'tokens':>6} {'rounds':>6} {'tau':>5}  {'stop':<8} min margin")
-    for p in golden.prompts:
-        print(f"  {p.prompt_id:<12} {len(p.prompt_ids):>4} {len(p.tokens):>6} {p.rounds:>6} {p.tau:>5.2f}  "
-              f"{p.stop_reason:<8} {p.min_margin:.3g}")
+    rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "min margin")]
+    rows += [(p.prompt_id, str(len(p.prompt_ids)), str(len(p.tokens)), str(p.rounds), f"{p.tau:.2f}",
+              p.stop_reason, f"{p.min_margin:.3g}") for p in golden.prompts]
+    for line in format_rows(rows, align=("left", "right", "right", "right", "right", "left", "left")):
+        print("  " + line)
     print(f"next: `eagle3-check golden baseline {written}` to refresh its metrics baseline entry")
     return 0
 
@@ -152,6 +156,7 @@ def verify_main(args: argparse.Namespace) -> int:
 
     runner = load_runner(args.runner)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
+        refuse_html(args, "a runner binary (--runner exec:...)")
         return golden_verify_main(args, runner)
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its prompt
     baseline = None
@@ -162,6 +167,10 @@ def verify_main(args: argparse.Namespace) -> int:
     bar = _progress(args, args.json)
     outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte)
     bar.close()
+    if args.html:
+        from eagle3_check.gating.html_report import golden_html
+
+        write_html(args.html, golden_html(outcome.to_json()))
     if args.json:
         from eagle3_check.cli.common import report_provenance
         from eagle3_check.gating.golden import golden_root

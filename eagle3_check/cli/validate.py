@@ -119,6 +119,8 @@ def _paths(args: argparse.Namespace) -> None:
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
         if not Path(value).is_dir():
             regular_file(value, "golden", "pass a golden file or a directory of them")
+    if getattr(args, "html", None):  # before the run: a missing directory must not lose the report
+        check_writable(args.html, "--html")
     out = getattr(args, "output", None)
     if out:
         check_writable(out, "-o")

@@ -5,7 +5,9 @@ file: key, record, load, save), `golden_diff` (the exact differences of runs fro
 `golden_check` (re-run every golden and compare it and the metrics baseline), `metrics`
 (deterministic metrics and their baseline file), `tau_baseline` (tau against a card or
 baseline), `gate` (every check, one verdict), `gate_requests` (the gate's per-request checks)
-and `junit` (the JUnit XML report).
+`junit` (the JUnit XML report), and the HTML reports: `html_page` (page, tables, atomic
+write), `html_report` (check, gate, golden verify), `bench_report` (a benchmark JSON) and
+`plots` (matplotlib figures as inline SVG).
 
 May import: program, run, reference, suites
 

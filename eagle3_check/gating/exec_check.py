@@ -28,6 +28,7 @@ from eagle3_check.run.options import (
     check_tokenizer,
     stop_set,
 )
+from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -162,8 +163,7 @@ def format_exec_table(report: ExecReport) -> str:
         rows.append((o.prompt_id, str(o.prompt_len), str(out.tokens) if out else "-", str(out.rounds) if out else "-",
                      f"{out.tau:.3f}" if out else "-", o.verdict.mode or "-",
                      "timeout" if code is None else str(code), o.verdict.message))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
+    lines = format_rows(rows)
     c = report.counts()
     modes = ", ".join(f"{m}: {n}" for m, n in sorted(report.info.get("judged_by", {}).items()))
     ties = (f", {c['tie']} tie ({c['tie_positions']} positions, budget {report.ties_allowed})"

@@ -172,7 +172,7 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     else:
         checks += [_summary("runner vs HF reference", rc.vs_hf, "requests", tie_budget=inputs.tie_budget),
                    _summary("self reference vs HF reference", rc.self_vs_hf, "prompts", tie_budget=inputs.tie_budget)]
-    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs, reference=rc.ref_self)
+    checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs, reference=rc.ref_self, runs=rc.summaries)
     if hf is not None:  # per request: the reference's tokens and margins the verdict read
         checks[1].details["reference"] = rc.ref_hf
     return checks, rc.tau

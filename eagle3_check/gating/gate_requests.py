@@ -45,6 +45,7 @@ class RequestCases:
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
     ref_self: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (self reference)
     ref_hf: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (HF reference)
+    summaries: list[dict] = field(default_factory=list)  # RunResult.summary of every run, in run order
 
 
 def reference_vs_reference(self_ref: ReferenceResult, hf: Scores, tol: Tolerance) -> JUnitCase:
@@ -118,6 +119,7 @@ def run_requests(
                 continue
             secs = time.perf_counter() - t0
             runs.append(run)
+            out.summaries.append(run.summary(p.id))
             key = (tuple(run.prompt_ids), max(run.max_new, 1))
             t_ref = time.perf_counter()  # the two references' time is the self-vs-HF case's time
             if key not in self_cache:

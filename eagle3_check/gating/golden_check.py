@@ -104,6 +104,8 @@ class GateOutcome:
             "golden_diffs": [d.to_json() for d in self.golden_diffs],
             "metric_diffs": [d.to_json() for d in self.metric_diffs],
             "notes": self.notes,
+            "runs": {stem: {"k": self.keys[stem].k, "prompts": [r.summary(pid) for pid, r in runs.items()]}
+                     for stem, runs in sorted(self.runs.items()) if stem in self.keys},
         }
 
     def format(self) -> str:

@@ -29,6 +29,7 @@ from eagle3_check.atomic import check_writable, locked, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.gating.golden import dumps
 from eagle3_check.run.result import RunResult
+from eagle3_check.table import format_rows
 
 SCHEMA = 1
 REFRESH = "eagle3-check golden baseline"
@@ -197,9 +198,9 @@ def format_metric_diffs(diffs: list[MetricDiff], baseline_path: str | Path = "be
             lines.append(f"  {key}: no baseline entry; add it with `{REFRESH} golden/{key}.json{pte}`")
             continue
         lines.append(f"  {key}")
-        lines.append(f"    {'metric':<24} {'baseline':>10} {'now':>10}  change")
-        for d in mine:
-            lines.append(f"    {_label(d.metric):<24} {_fmt(d.baseline):>10} {_fmt(d.now):>10}  {d.direction}")
+        rows = [("metric", "baseline", "now", "change")]
+        rows += [(_label(d.metric), _fmt(d.baseline), _fmt(d.now), d.direction) for d in mine]
+        lines += ["    " + line for line in format_rows(rows, align=("left", "right", "right", "left"))]
     if any(d.direction == "regression" for d in diffs):
         lines.append("  a regression: find the change that caused it (tau lower or more forwards per token)")
     lines.append(f"  if the change is intended, refresh: `{REFRESH}` (baseline {baseline_path}) and commit it")

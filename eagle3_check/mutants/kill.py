@@ -20,6 +20,7 @@ from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant, factory
 from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.probes import PROBES, Context, Probe
 from eagle3_check.run.plugin import load_runner
+from eagle3_check.table import format_rows
 
 PLACEMENTS = ("host", "device")
 REFERENCE = {"host": "reference", "device": "device"}  # plug-in aliases of the reference loop
@@ -207,18 +208,12 @@ def format_kill_table(report: KillReport) -> str:
             return "SURVIVED"
         return f"killed: {first(fails, False)} | {first(fails, True)}"
 
-    width = max((len(r.name) for r in report.rows), default=6)
-    col = 56
-    lines.append(f"{'mutant'.ljust(width)}  " + "".join(
-        f"{(p + ': suites/check | toy').ljust(col)}" for p in places).rstrip())
-    survivors = []
-    for r in report.rows:
-        if r.error:
-            lines.append(f"{r.name.ljust(width)}  STALE  {r.error}")
-            continue
-        lines.append(f"{r.name.ljust(width)}  " + "".join(cell(r, p).ljust(col) for p in places).rstrip())
-        if not r.killed:
-            survivors.append(r)
+    rows = [("mutant", *(p + ": suites/check | toy" for p in places))]
+    # a stale mutant's error goes in the first placement's column, the others stay blank
+    rows += [(r.name, f"STALE  {r.error}", *[""] * (len(places) - 1)) if r.error
+             else (r.name, *(cell(r, p) for p in places)) for r in report.rows]
+    lines += format_rows(rows)
+    survivors = [r for r in report.rows if not r.error and not r.killed]
     if survivors:
         lines.append("")
         lines.append("SURVIVED (the bug; the case the suites lack):")

@@ -80,6 +80,8 @@ class Verdict:
     ties: int = 0
     fails: int = 0
     tie_at: list[int] = field(default_factory=list)
+    tie_margins: list[float] = field(default_factory=list)  # the reference's top-1/top-2 margin at each tie_at
+    tie_tolerances: list[float] = field(default_factory=list)  # the tie tolerance there
 
     @property
     def judged(self) -> int:
@@ -104,7 +106,8 @@ def judge(
     ties = [p for p in pos if p.status == TIE]
     fails = [p for p in pos if p.status == FAIL]
     counts = dict(identical=n - len(ties) - len(fails), ties=len(ties), fails=len(fails),
-                  tie_at=[p.index for p in ties])
+                  tie_at=[p.index for p in ties], tie_margins=[p.margin for p in ties],
+                  tie_tolerances=[p.tolerance for p in ties])
     problems: list[tuple[int, str, Position | None]] = []  # (index, message, forensics)
     if fails:
         problems.append((fails[0].index, f"diverged {fails[0].describe()}", fails[0]))

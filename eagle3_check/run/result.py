@@ -34,6 +34,11 @@ class RunResult:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def summary(self, prompt_id: str) -> dict:
+        """The numbers a report plots (tau, accepted per round), without the tokens and text."""
+        return {"prompt_id": prompt_id, "k": self.k, "tau": self.tau, "rounds": self.rounds,
+                "tokens": len(self.tokens), "accepted": list(self.accepted), "stop_reason": self.stop_reason}
+
 
 class Runner(Protocol):
     """The plug-in runner interface: run one request through a program."""

@@ -91,8 +91,8 @@ def format_list() -> str:
     lines = []
     for suite, cases in list_suites().items():
         lines.append(f"{suite} ({len(cases)} cases)")
-        width = max(len(c["name"]) for c in cases)
-        lines += [f"  {c['name'].ljust(width)}  {c['what']}\n  {' ' * width}    [{c['setup']}]" for c in cases]
+        rows = [row for c in cases for row in ((c["name"], c["what"]), ("", f"  [{c['setup']}]"))]
+        lines += ["  " + line for line in format_rows(rows)]
     total = sum(len(c) for c in SUITES.values())
     lines.append(f"\nedge = all {len(SUITES)} suites ({total} cases). Run: eagle3-check check --suite NAME")
     return "\n".join(lines)
