@@ -177,7 +177,7 @@ def test_cli_report_renders_a_bench_json_and_a_saved_check(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["check", "--html", "{tmp}/missing/r.html"], "--html {tmp}/missing/r.html: directory"),
-    (["check", "--suite", "stop", "--html", "{tmp}/r.html"], "--html with --suite"),
+    (["check", "--suite", "stop-set", "--html", "{tmp}/r.html"], "--html with --suite"),
     (["check", "--list", "--html", "{tmp}/r.html"], "--html with --list"),
 ], ids=["missing-directory", "suite", "list"])
 def test_cli_html_errors_are_one_line_before_anything_runs(argv, match, tmp_path, capsys):
