@@ -8,10 +8,15 @@ Node ids (the `-k` names), under one `eagle3` node per session:
 
 Markers: `eagle3` on every item, plus `eagle3_suite`, `eagle3_prompt` or `eagle3_golden`. A case
 that skips skips with its reason; a failure's text is the verdict's forensics (no traceback); a
-user error (a program that does not load, a bad prompt) is its one line.
+user error (a program that does not load, a bad prompt) is its one line. An item's location (in
+skip lines and failure headers) is where it is written down: the case in its suite module, the
+prompt in its prompt set, the prompt in its golden file.
 """
 
 from __future__ import annotations
+
+import functools
+from pathlib import Path
 
 import pytest
 
@@ -33,11 +38,16 @@ class Eagle3Node(pytest.Collector):
 class Eagle3Item(pytest.Item):
     kind = "item"
 
-    def __init__(self, *, state, **kw):
+    def __init__(self, *, state, source: Path, needle: str, **kw):
         super().__init__(**kw)
         self.state = state
+        self.source, self.line = source, line_of(source, needle)
         self.add_marker("eagle3")
         self.add_marker(f"eagle3_{self.kind}")
+
+    def skip(self, why: str):
+        """Skips, reported at the item's own location (not at this line)."""
+        raise pytest.skip.Exception(why, _use_item_location=True)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, Eagle3Failure):
@@ -47,7 +57,7 @@ class Eagle3Item(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
-        return self.path, None, f"eagle3 {self.kind} {self.name}"
+        return self.source, self.line, f"eagle3 {self.kind} {self.name}"
 
 
 class SuiteItem(Eagle3Item):
@@ -63,7 +73,7 @@ class SuiteItem(Eagle3Item):
         result = run_case(self.case, self.state.suite_env, self.state.runner)
         self.user_properties.append(("status", str(result.status)))
         if result.status == SKIP:
-            pytest.skip(result.message)
+            self.skip(result.message)
         if result.status == FAIL:
             d = result.details
             stats = ", ".join(f"{k} {d[k]}" for k in ("L", "K", "tokens", "rounds", "accepted", "stop") if k in d)
@@ -103,11 +113,39 @@ class GoldenItem(Eagle3Item):
 
     def runtest(self):
         if self.why:
-            pytest.skip(f"golden {self.golden.key.stem}: {self.why}")
+            self.skip(f"golden {self.golden.key.stem}: {self.why}")
         diffs = self.state.golden_diffs(self.golden, self.prompt)
         if diffs:
             raise Eagle3Failure("\n".join([f"golden {self.golden.key.stem} '{self.prompt.prompt_id}' differs:",
                                            *(f"  {d.message}" for d in diffs), f"  runner: {self.state.runner_name}"]))
+
+
+def line_of(path: Path, needle: str) -> int:
+    """The 0-based line of `path` that holds `needle` (0 where none does)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    return next((i for i, text in enumerate(lines) if needle in text), 0)
+
+
+def case_source(case) -> tuple[Path, str]:
+    """The suite module that writes the case down, and what to look for in it: its name, or the
+    part after the suite (modules that build names from it)."""
+    short = case.name.partition("/")[2]
+    for needle in (f'"{case.name}"', f'"{short}"'):
+        for f, text in _suite_sources():
+            if needle in text:
+                return f, needle
+    return _suite_sources()[0][0], "SUITES"
+
+
+@functools.cache
+def _suite_sources() -> list[tuple[Path, str]]:
+    """(file, text) of every suite module, the registry (__init__) first."""
+    import eagle3_check.suites as suites
+
+    return [(f, f.read_text(encoding="utf-8")) for f in sorted(Path(suites.__file__).parent.glob("*.py"))]
 
 
 def collect(session: pytest.Session, state) -> list[Eagle3Item]:
@@ -117,15 +155,19 @@ def collect(session: pytest.Session, state) -> list[Eagle3Item]:
     cases = state.cases()
     if cases:
         group = Eagle3Node.from_parent(root, name="suites")
-        out += [SuiteItem.from_parent(group, name=c.name, state=state, case=c) for c in cases]
+        for c in cases:
+            src, needle = case_source(c)
+            out.append(SuiteItem.from_parent(group, name=c.name, state=state, case=c, source=src, needle=needle))
     if state.prompts:
         group = Eagle3Node.from_parent(root, name="prompts")
-        out += [PromptItem.from_parent(group, name=p.id, state=state, prompt=p) for p in state.prompts]
+        out += [PromptItem.from_parent(group, name=p.id, state=state, prompt=p, source=state.prompts_path,
+                                       needle=f'"{p.id}"') for p in state.prompts]
     goldens = state.goldens()
     if goldens:
         group = Eagle3Node.from_parent(root, name="goldens")
-        out += [GoldenItem.from_parent(group, name=f"{g.key.stem}/{p.prompt_id}", state=state, golden=g, prompt=p, why=why)
-                for g, why in goldens for p in g.prompts]
+        out += [GoldenItem.from_parent(group, name=f"{g.key.stem}/{p.prompt_id}", state=state, golden=g, prompt=p,
+                                       why=why, source=path, needle=f'"prompt_id": "{p.prompt_id}"')
+                for path, g, why in goldens for p in g.prompts]
     # counted like collected items ("collected N items"): the terminal counts collect reports
     session.ihook.pytest_collectreport(report=pytest.CollectReport(root.nodeid, "passed", None, out))
     return out

@@ -158,6 +158,14 @@ class Eagle3State:
                              "pass --eagle3-prompts FILE (or --eagle3-prompts none)")
         return self.fixture.prompts()
 
+    @property
+    def prompts_path(self) -> Path:
+        """The file the prompt set comes from (the fixture's own prompts.json, else the shared one)."""
+        if self.settings["prompts"] not in (None, NONE):
+            return Path(self.settings["prompts"])
+        own = self.fixture.root / "prompts.json"
+        return own if own.is_file() else self.fixture.root.parent / "prompts.json"
+
     def cases(self) -> list:
         from eagle3_check.suites import suite_cases
 
@@ -165,7 +173,7 @@ class Eagle3State:
         return [] if name == NONE else suite_cases(name)
 
     def goldens(self) -> list:
-        """[(Golden, why it cannot run here or None)] of this program's fixture."""
+        """[(path, Golden, why it cannot run here or None)] of this program's fixture."""
         from eagle3_check.gating.golden import golden_root, load_golden
         from eagle3_check.gating.golden_check import golden_paths, unavailable
 
@@ -181,7 +189,7 @@ class Eagle3State:
             why = unavailable(key, self.settings["pte"])
             if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", DTYPE):
                 why = f"a golden for {key.device} {key.dtype}; this eager program runs cpu {DTYPE}"
-            out.append((golden, why))
+            out.append((path, golden, why))
         return out
 
     # --- running ----------------------------------------------------------------------------
