@@ -187,3 +187,14 @@ def test_a_lossy_runner_fails_the_items_with_the_verdicts_forensics(pytester, wa
     result.stdout.fnmatch_lines(complaints, consecutive=False)
     out = result.stdout.str()
     assert "Traceback" not in out and "eagle3_check/pytest_plugin" not in out
+
+
+def test_the_items_run_under_pytest_xdist(pytester, monkeypatch):
+    """`pytest -n 2 --eagle3-...`: each worker collects the same items and builds its own program."""
+    pytest.importorskip("xdist", reason="pytest-xdist not installed: pip install -e .[dev]")
+    paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the workers start in the user's project
+    result = pytester.runpytest(*_project(pytester), "-n", "2", "-k",
+                                "one-token/max-new-1 or one-token/max-new-2-full or prompts or my_request")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*2 workers [[]6 items[]]*"])
