@@ -17,6 +17,9 @@ class Eagle3CheckError(Exception):
         self.fix = fix
         super().__init__(f"{what}; expected {expected}. Fix: {fix}")
 
+    def __reduce__(self):  # pickled by its parts (an error raised in a `check --workers` process)
+        return type(self), (self.what, self.expected, self.fix)
+
 
 class MetadataError(Eagle3CheckError):
     """A program's metadata is missing a required key or is inconsistent."""

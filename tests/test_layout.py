@@ -149,6 +149,13 @@ def test_no_import_circle_at_module_level():
     assert circles == []
 
 
+def test_the_pytest_plugin_imports_eagle3_check_only_lazily():
+    """pytest loads the plugin (entry point pytest11) in every run of every project where eagle3_check is
+    installed: its package level imports nothing of eagle3_check, only its hooks do, once turned on."""
+    assert imports(MODULES["pytest_plugin"], top_level_only=True) == []
+    assert "pytest_plugin.state" in {t for _, t in imports(MODULES["pytest_plugin"])}  # the lazy ones are seen
+
+
 def test_the_rules_see_lazy_imports():
     """A lazy import inside a function counts: the rules would catch one that breaks them."""
     src = MODULES["gating.gate"].read_text()

@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                    help="run the prompt set (or the suites and their cases) in an order shuffled by SEED, "
                    "printed on stderr; the same SEED gives the same order (state leaks between requests)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="spread the prompt set over N processes, each with its own program (with --device cuda "
+                   "worker i runs on cuda:i); the report is the serial run's, in prompt order")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="check shard I of N of the prompt set only (round robin: prompts I, I+N, ...; 1-based)")
     p.add_argument("--expect-tau", type=float, default=None, metavar="X",
                    help="flag the draft (exit 1) when tau is far below X (draft health)")
     p.add_argument("--reference", choices=["hf", "self"], default="hf",
@@ -85,8 +90,7 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from eagle3_check.gating.check import format_table, run_check
-    from eagle3_check.reference.hf import HFReference
+    from eagle3_check.gating.check import run_check
     from eagle3_check.reference.tolerance import tolerance_for
     from eagle3_check.run.plugin import load_runner
 
@@ -104,16 +108,11 @@ def main(args: argparse.Namespace) -> int:
         return suite_main(args, runner)
     options = options_from_args(args)
     budget = tie_budget_from_args(args)
+    if args.workers > 1:
+        return workers_main(args, options, budget)
     setup = build_program(args)
-    prompts = prompts_for(args, setup)
-    import torch
-
-    if args.reference == "self":
-        from eagle3_check.reference.self_ref import SelfReference
-
-        reference = SelfReference(setup.program)
-    else:
-        reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    prompts = shard_of(args, prompts_for(args, setup))
+    reference = reference_for(args, setup)
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
                delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
     try:
@@ -128,6 +127,13 @@ def main(args: argparse.Namespace) -> int:
 
     expect, source = expected_tau(args, setup, report.k, options)
     health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
+    return print_report(args, report, health, options, setup.info.get("fixture") or args.fixture, setup.program)
+
+
+def print_report(args: argparse.Namespace, report, health, options, fixture: str | None, program=None) -> int:
+    """The check's outputs: --html page, JSON (with provenance and, when known, the program spec) or table."""
+    from eagle3_check.gating.check import format_table
+
     if args.html:
         from eagle3_check.gating.html_report import check_html
 
@@ -136,8 +142,9 @@ def main(args: argparse.Namespace) -> int:
         from eagle3_check.gating.provenance import jsonable
         from eagle3_check.program.contract import read_metadata
 
-        report.info["program"] = jsonable(read_metadata(setup.program.metadata()))  # the program spec
-        prov = report_provenance(args, setup.info.get("fixture") or args.fixture, options)
+        if program is not None:
+            report.info["program"] = jsonable(read_metadata(program.metadata()))  # the program spec
+        prov = report_provenance(args, fixture, options)
         print(json.dumps({**report.to_json(), "draft_health": health.to_json(), "provenance": prov}, indent=2))
     else:
         print(format_table(report))
@@ -157,8 +164,88 @@ def expected_tau(args: argparse.Namespace, setup, k: int, options) -> tuple[floa
     from eagle3_check.gating.draft_health import card_expectation
 
     fx = load_fixture(setup.info["fixture"])
-    tau, source = card_expectation(read_card(fx), str(fx.card_path), k, options, own_prompts=not args.prompts)
+    tau, source = card_expectation(read_card(fx), str(fx.card_path), k, options,
+                                   own_prompts=not args.prompts and not args.shard)
     return tau, source
+
+
+def reference_for(args: argparse.Namespace, setup):
+    """The check's greedy reference: HF (Transformers) or the program's own target methods."""
+    import torch
+
+    if args.reference == "self":
+        from eagle3_check.reference.self_ref import SelfReference
+
+        return SelfReference(setup.program)
+    from eagle3_check.reference.hf import HFReference
+
+    return HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+
+
+def shard_of(args: argparse.Namespace, prompts: list) -> list:
+    """`--shard I/N`: the prompts of that shard (gating/workers.py), else all."""
+    if not args.shard:
+        return prompts
+    from eagle3_check.gating.workers import parse_shard, shard_indices
+
+    return [prompts[i] for i in shard_indices(len(prompts), *parse_shard(args.shard))]
+
+
+def worker_program(args: argparse.Namespace, device: str):
+    """(program, tokenizer, reference, info) in one `check --workers` process, on `device`
+    (module-level: the workers receive it by name)."""
+    import copy
+
+    from eagle3_check.cli.common import offline_environment
+
+    offline_environment()  # as main() does in the parent
+    args = copy.copy(args)
+    args.device = device
+    if device.startswith("cuda:"):
+        import torch
+
+        torch.cuda.set_device(device)  # CUDA graphs and streams on this worker's GPU
+    setup = build_program(args)
+    return setup.program, setup.tokenizer, reference_for(args, setup), {**setup.info, "device": device}
+
+
+def workers_main(args: argparse.Namespace, options, budget: float) -> int:
+    """`check --workers N`: the prompt set (or its --shard) over N processes (gating/workers.py)."""
+    import functools
+    import types
+
+    from tqdm import tqdm
+
+    from eagle3_check.gating.draft_health import assess
+    from eagle3_check.gating.workers import run_check_workers, worker_devices
+    from eagle3_check.reference.tolerance import tolerance_for
+
+    count = 0
+    if args.device.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count()
+    devices = worker_devices(args.device, args.workers, count)
+    fixture = None
+    if args.pte:
+        from eagle3_check.program.export import reference_for_pte
+
+        fx = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)[0]
+        fixture = fx.name if fx else None
+    prompts = shard_of(args, prompts_for(args, types.SimpleNamespace(info={"fixture": fixture})))
+    bar = tqdm(total=len(prompts), desc=f"check x{len(devices)}", unit="req", file=sys.stderr, leave=False,
+               delay=0.5, disable=args.no_progress or args.json)
+    try:
+        report, step0 = run_check_workers(functools.partial(worker_program, args), devices, prompts, options,
+                                          tolerance_for(args.dtype), args.runner, budget,
+                                          on_share=lambda s: bar.update(len(s.indices)))
+    finally:
+        bar.close()
+    report.info.update(device=args.device, runner=args.runner, reference=args.reference,
+                       tie_tolerance=tolerance_for(args.dtype).describe())
+    expect, source = expected_tau(args, types.SimpleNamespace(info=report.info), report.k, options)
+    return print_report(args, report, assess(None, report, expect, source, step0=step0), options,
+                        report.info.get("fixture") or fixture or args.fixture)
 
 
 def prompts_for(args: argparse.Namespace, setup) -> list:

@@ -150,22 +150,10 @@ def eager_program(args: argparse.Namespace, overrides: dict):
 
 
 def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):
-    """(fixture or None, target_dir, tokenizer path) for a .pte: --target/--tokenizer, else --fixture,
-    else the fixture recorded in the export sidecar, else the default fixture."""
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
-    from eagle3_check.program.export import read_sidecar
+    """(fixture or None, target_dir, tokenizer path) for a .pte (`program.export.reference_for_pte`)."""
+    from eagle3_check.program.export import reference_for_pte as for_pte
 
-    if target:
-        if fixture:
-            raise InputError("--fixture with --target", "one or the other", "drop --fixture")
-        t = Path(target)
-        return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
-    if not fixture:
-        source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
-        fixture = source.get("fixture") if isinstance(source, dict) else None
-        fixture = fixture if isinstance(fixture, str) else DEFAULT_FIXTURE
-    fx = load_fixture(fixture)
-    return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path
+    return for_pte(pte, fixture, target, tokenizer)
 
 
 def build_pte_program(args: argparse.Namespace) -> ProgramSetup:

@@ -79,6 +79,10 @@ def preflight(args: argparse.Namespace) -> None:
     _ranges(args)
     _suite_name(args)
     _suite_overrides(args)
+    if getattr(args, "command", None) == "check":
+        from eagle3_check.gating.workers import check_flags
+
+        check_flags(args.workers, args.shard, args.suite or args.list, args.runner)
     if getattr(args, "prompts", None):
         check_prompt_set(args.prompts, raw=getattr(args, "raw", False))
 

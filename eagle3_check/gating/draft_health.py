@@ -109,13 +109,21 @@ def card_expectation(card: dict | None, card_path: str, k: int, options, own_pro
     return float(row["tau"]), f"card {card_path} at K={k}"
 
 
-def assess(program: SpeculatorProgram, report, expect_tau: float | None = None,
-           expect_source: str | None = None) -> DraftHealth:
-    """Draft health of a `check` report (its requests' prompt ids and emitted tokens)."""
+def step0_totals(program: SpeculatorProgram, outcomes) -> tuple[int, int]:
+    """(hits, rows) of step-0 agreement over the requests' prompt ids and emitted tokens (sums:
+    `check --workers` adds up each worker's)."""
     hits = rows = 0
-    for o in report.outcomes:
+    for o in outcomes:
         h, r = step0_agreement(program, list(o.run.prompt_ids) + list(o.run.tokens), len(o.run.prompt_ids))
         hits, rows = hits + h, rows + r
+    return hits, rows
+
+
+def assess(program: SpeculatorProgram | None, report, expect_tau: float | None = None,
+           expect_source: str | None = None, step0: tuple[int, int] | None = None) -> DraftHealth:
+    """Draft health of a `check` report (its requests' prompt ids and emitted tokens); `step0`:
+    the (hits, rows) already counted elsewhere (by the workers), else counted here on `program`."""
+    hits, rows = step0 if step0 is not None else step0_totals(program, report.outcomes)
     health = DraftHealth(hits / rows if rows else 0.0, rows, report.tau, report.n_alpha, expect_tau,
                          expect_source=expect_source if expect_tau is not None else None)
     if expect_tau is not None and report.tau < FAR * expect_tau:

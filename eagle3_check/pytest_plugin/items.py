@@ -1,0 +1,173 @@
+"""The test items the plugin adds to a user's run, and their failure texts.
+
+Node ids (the `-k` names), under one `eagle3` node per session:
+
+    eagle3::suites::acceptance/full                           an edge case (`check --suite`)
+    eagle3::prompts::hi                                       one request of the prompt-set check
+    eagle3::goldens::tiny-llama__eager__cpu__float32__k4__n48/hi   one prompt of a golden
+
+Markers: `eagle3` on every item, plus `eagle3_suite`, `eagle3_prompt` or `eagle3_golden`. A case
+that skips skips with its reason; a failure's text is the verdict's forensics (no traceback); a
+user error (a program that does not load, a bad prompt) is its one line. An item's location (in
+skip lines and failure headers) is where it is written down: the case in its suite module, the
+prompt in its prompt set, the prompt in its golden file.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.status import FAIL, SKIP, TIE
+
+
+class Eagle3Failure(Exception):
+    """A judged failure: its text is the whole report."""
+
+
+class Eagle3Node(pytest.Collector):
+    """A grouping node (`eagle3`, `eagle3::suites`, ...); its items are made by `collect` below."""
+
+    def collect(self):  # items are attached by pytest_collection_modifyitems, never collected from here
+        return []
+
+
+class Eagle3Item(pytest.Item):
+    kind = "item"
+
+    def __init__(self, *, state, source: Path, needle: str, **kw):
+        super().__init__(**kw)
+        self.state = state
+        self.source, self.line = source, line_of(source, needle)
+        self.add_marker("eagle3")
+        self.add_marker(f"eagle3_{self.kind}")
+
+    def skip(self, why: str):
+        """Skips, reported at the item's own location (not at this line)."""
+        raise pytest.skip.Exception(why, _use_item_location=True)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, Eagle3Failure):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, Eagle3CheckError):
+            return f"error: {excinfo.value}"
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.source, self.line, f"eagle3 {self.kind} {self.name}"
+
+
+class SuiteItem(Eagle3Item):
+    kind = "suite"
+
+    def __init__(self, *, case, **kw):
+        super().__init__(**kw)
+        self.case = case
+
+    def runtest(self):
+        from eagle3_check.suites.execute import run_case
+
+        result = run_case(self.case, self.state.suite_env, self.state.runner)
+        self.user_properties.append(("status", str(result.status)))
+        if result.status == SKIP:
+            self.skip(result.message)
+        if result.status == FAIL:
+            d = result.details
+            stats = ", ".join(f"{k} {d[k]}" for k in ("L", "K", "tokens", "rounds", "accepted", "stop") if k in d)
+            raise Eagle3Failure(f"{self.case.name} FAIL ({self.case.what}): {result.message}\n"
+                                f"  {stats}\n  setup: {self.case.describe()}\n  runner: {self.state.runner_name}")
+        if result.status == TIE:
+            self.user_properties.append(("ties", result.details.get("ties")))
+
+
+class PromptItem(Eagle3Item):
+    kind = "prompt"
+
+    def __init__(self, *, prompt, **kw):
+        super().__init__(**kw)
+        self.prompt = prompt
+
+    def runtest(self):
+        o = self.state.check_request(self.prompt.text, prompt_id=self.prompt.id)
+        v, r = o.verdict, o.run
+        allowed = int(self.state.tie_budget * v.judged + 1e-9)  # the report's budget rule, per request
+        self.user_properties += [("ties", v.ties), ("tau", r.tau)]
+        stats = (f"L {len(r.prompt_ids)}, {len(r.tokens)} tokens, {r.rounds} rounds, tau {r.tau:.2f}, "
+                 f"stop {r.stop_reason}, K {r.k}; positions {v.identical} identical, {v.ties} tie, {v.fails} fail")
+        if v.status == FAIL:
+            raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.message}\n  {stats}\n  runner: {self.state.runner_name}")
+        if v.ties > allowed:
+            raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
+                                f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
+
+
+class GoldenItem(Eagle3Item):
+    kind = "golden"
+
+    def __init__(self, *, golden, prompt, why, **kw):
+        super().__init__(**kw)
+        self.golden, self.prompt, self.why = golden, prompt, why
+
+    def runtest(self):
+        if self.why:
+            self.skip(f"golden {self.golden.key.stem}: {self.why}")
+        diffs = self.state.golden_diffs(self.golden, self.prompt)
+        if diffs:
+            raise Eagle3Failure("\n".join([f"golden {self.golden.key.stem} '{self.prompt.prompt_id}' differs:",
+                                           *(f"  {d.message}" for d in diffs), f"  runner: {self.state.runner_name}"]))
+
+
+def line_of(path: Path, needle: str) -> int:
+    """The 0-based line of `path` that holds `needle` (0 where none does)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    return next((i for i, text in enumerate(lines) if needle in text), 0)
+
+
+def case_source(case) -> tuple[Path, str]:
+    """The suite module that writes the case down, and what to look for in it: its name, or the
+    part after the suite (modules that build names from it)."""
+    short = case.name.partition("/")[2]
+    for needle in (f'"{case.name}"', f'"{short}"'):
+        for f, text in _suite_sources():
+            if needle in text:
+                return f, needle
+    return _suite_sources()[0][0], "SUITES"
+
+
+@functools.cache
+def _suite_sources() -> list[tuple[Path, str]]:
+    """(file, text) of every suite module, the registry (__init__) first."""
+    import eagle3_check.suites as suites
+
+    return [(f, f.read_text(encoding="utf-8")) for f in sorted(Path(suites.__file__).parent.glob("*.py"))]
+
+
+def collect(session: pytest.Session, state) -> list[Eagle3Item]:
+    """Every item of this session: the edge cases, then the prompts, then the golden prompts."""
+    root = Eagle3Node.from_parent(session, name="eagle3", nodeid="eagle3")
+    out: list[Eagle3Item] = []
+    cases = state.cases()
+    if cases:
+        group = Eagle3Node.from_parent(root, name="suites")
+        for c in cases:
+            src, needle = case_source(c)
+            out.append(SuiteItem.from_parent(group, name=c.name, state=state, case=c, source=src, needle=needle))
+    if state.prompts:
+        group = Eagle3Node.from_parent(root, name="prompts")
+        out += [PromptItem.from_parent(group, name=p.id, state=state, prompt=p, source=state.prompts_path,
+                                       needle=f'"{p.id}"') for p in state.prompts]
+    goldens = state.goldens()
+    if goldens:
+        group = Eagle3Node.from_parent(root, name="goldens")
+        out += [GoldenItem.from_parent(group, name=f"{g.key.stem}/{p.prompt_id}", state=state, golden=g, prompt=p,
+                                       why=why, source=path, needle=f'"prompt_id": "{p.prompt_id}"')
+                for path, g, why in goldens for p in g.prompts]
+    # counted like collected items ("collected N items"): the terminal counts collect reports
+    session.ihook.pytest_collectreport(report=pytest.CollectReport(root.nodeid, "passed", None, out))
+    return out
