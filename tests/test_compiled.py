@@ -86,3 +86,25 @@ def test_compiled_on_cpu_keeps_fp32_tokens():
     fast = backend()
     compile_target(fast.module.target, "layer")
     assert self_greedy(fast, ids, 16).tokens == want
+
+
+@torch.no_grad()
+def test_fused_projections_are_views_and_change_nothing():
+    """q/k/v and gate/up become row blocks of one weight each; the HF modules read views of it
+    (no second copy) and compute the same logits; fusing twice is a no-op."""
+    from eagle3_check.program.compiled import fuse_projections
+
+    p = backend()
+    target = p.module.target
+    prompt, positions = torch.tensor([list(range(3, 20))]), torch.arange(17)
+    before, _ = target(prompt, positions)
+    layer = target.model.model.layers[0]
+    qkv, gate_up = fuse_projections(layer)
+    a = layer.self_attn
+    assert a.q_proj.weight.data_ptr() == qkv.data_ptr()
+    assert a.k_proj.weight.data_ptr() == qkv[a.q_proj.weight.shape[0]:].data_ptr()
+    assert layer.mlp.up_proj.weight.data_ptr() == gate_up[layer.mlp.gate_proj.weight.shape[0]:].data_ptr()
+    again = fuse_projections(layer)
+    assert again[0].data_ptr() == qkv.data_ptr() and again[1].data_ptr() == gate_up.data_ptr()
+    after, _ = target(prompt, positions)
+    assert torch.equal(after, before)

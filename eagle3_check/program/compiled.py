@@ -14,7 +14,9 @@ decoder math written as one pure function per layer (`llama_layer`) over the HF 
 weights, the adapter's KV-cache buffers and HF's own embedding, rotary tables, final norm and
 lm_head (eager, a handful of kernels). Every layer calls the one compiled function (weights
 are arguments), so a window length compiles one layer's graph ("layer"); "model" compiles
-the whole forward as one graph (fusion across layer boundaries, 16x the compile).
+the whole forward as one graph (fusion across layer boundaries, 16x the compile). q/k/v and
+gate/up run as one matrix product each, over weights stored as row blocks of one tensor
+(`fuse_projections`; the HF Linear layers keep views of it, so nothing is copied).
 
 Compile is optional: `compile_unavailable(device)` says, in one line, why it cannot run here
 (dynamo unsupported, no Triton for CUDA, no C++ compiler for CPU); callers print it and stay
@@ -77,18 +79,20 @@ def llama_layer(
     positions: torch.Tensor,  # [T] absolute slots written
     k_cache: torch.Tensor,  # [1, kv, S, D] written in place at `positions`
     v_cache: torch.Tensor,  # [1, kv, S, D]
-    w: tuple[torch.Tensor, ...],  # ln1, q, k, v, o, ln2, gate, up, down
+    w: tuple[torch.Tensor, ...],  # ln1 [H], qkv [(h + 2 kv) D, H], o, ln2, gate_up [2 I, H], down
     eps: float,
     n_heads: int,
     n_kv: int,
 ) -> torch.Tensor:  # [1, T, H] the layer's output
-    """One LlamaDecoderLayer (sdpa attention over the absolute-slot cache), HF's op order."""
-    ln1, wq, wk, wv, wo, ln2, wg, wu, wd = w
+    """One LlamaDecoderLayer (sdpa attention over the absolute-slot cache), HF's op order, with
+    q/k/v and gate/up each one matrix product (`fuse_projections`: rows of one weight)."""
+    ln1, wqkv, wo, ln2, w13, wd = w
     t, d = x.shape[1], cos.shape[-1]
     h = rms_norm(x, ln1, eps)
-    q = F.linear(h, wq).view(1, t, n_heads, d).transpose(1, 2)  # [1, h, T, D]
-    k = F.linear(h, wk).view(1, t, n_kv, d).transpose(1, 2)  # [1, kv, T, D]
-    v = F.linear(h, wv).view(1, t, n_kv, d).transpose(1, 2)
+    q, k, v = F.linear(h, wqkv).split([n_heads * d, n_kv * d, n_kv * d], dim=-1)
+    q = q.view(1, t, n_heads, d).transpose(1, 2)  # [1, h, T, D]
+    k = k.view(1, t, n_kv, d).transpose(1, 2)  # [1, kv, T, D]
+    v = v.view(1, t, n_kv, d).transpose(1, 2)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
     k_cache.index_copy_(2, positions, k.to(k_cache.dtype))
     v_cache.index_copy_(2, positions, v.to(v_cache.dtype))
@@ -98,7 +102,31 @@ def llama_layer(
     o = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, scale=d**-0.5)  # [1, h, T, D]
     x = x + F.linear(o.transpose(1, 2).reshape(1, t, n_heads * d), wo)
     h = rms_norm(x, ln2, eps)
-    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+    gate, up = F.linear(h, w13).chunk(2, dim=-1)
+    return x + F.linear(F.silu(gate) * up, wd)
+
+
+def fuse_projections(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:  # qkv [(h+2kv)D, H], gate_up [2I, H]
+    """Stores q/k/v (and gate/up) as row blocks of one weight and points the HF Linear layers
+    at views of it: one matrix product where there were three (two), no second copy of the
+    weights, and the HF model keeps computing the same values. Idempotent."""
+    a, m = layer.self_attn, layer.mlp
+    done = getattr(layer, "_fused_projections", None)
+    if done is not None and a.q_proj.weight.data_ptr() == done[0].data_ptr() \
+            and m.gate_proj.weight.data_ptr() == done[1].data_ptr():
+        return done
+
+    def fused(linears: list[nn.Linear]) -> torch.Tensor:
+        whole = torch.cat([lin.weight.detach() for lin in linears])
+        row = 0
+        for lin in linears:
+            rows = lin.weight.shape[0]
+            lin.weight = nn.Parameter(whole[row : row + rows], requires_grad=False)
+            row += rows
+        return whole
+
+    layer._fused_projections = (fused([a.q_proj, a.k_proj, a.v_proj]), fused([m.gate_proj, m.up_proj]))
+    return layer._fused_projections
 
 
 def llama_layout_problem(model: nn.Module) -> str | None:
@@ -119,30 +147,29 @@ class FastLlamaForward:
     """The target adapter's forward as pure per-layer functions (see module doc); called by
     `TargetAdapter.forward` once installed with `compile_target`."""
 
-    def __init__(self, target: nn.Module, granularity: str = "layer", mode: str = "default"):
+    def __init__(self, target: nn.Module, granularity: str = "layer", mode: str = "default",
+                 max_compiled_tokens: int = 16):
         self.target = target
         base = target.model.model
         cfg = target.model.config.get_text_config(decoder=True)
         self.eps = cfg.rms_norm_eps
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads or cfg.num_attention_heads
         self.granularity = granularity
-        self.layers = base.layers
+        self.max_compiled_tokens = max_compiled_tokens  # longer calls (prefill) run the same math eagerly
+        self.weights = []
+        for lay in base.layers:
+            qkv, gate_up = fuse_projections(lay)
+            self.weights.append((lay.input_layernorm.weight, qkv, lay.self_attn.o_proj.weight,
+                                 lay.post_attention_layernorm.weight, gate_up, lay.mlp.down_proj.weight))
         kw = {"dynamic": False, "fullgraph": True, "mode": mode}
         self.layer_fn = torch.compile(llama_layer, **kw) if granularity == "layer" else llama_layer
-        self.body = torch.compile(self._body, **kw) if granularity == "model" else self._body
+        self.compiled_body = torch.compile(self.body, **kw) if granularity == "model" else None
+        self.compiled_calls = 0
 
-    def weights(self) -> list[tuple[torch.Tensor, ...]]:
-        """Each layer's (ln1, q, k, v, o, ln2, gate, up, down) weights, read at call time
-        (a module move may replace them; under CUDA graphs this runs at capture only)."""
-        return [tuple(m.weight for m in (lay.input_layernorm, lay.self_attn.q_proj, lay.self_attn.k_proj,
-                                         lay.self_attn.v_proj, lay.self_attn.o_proj, lay.post_attention_layernorm,
-                                         lay.mlp.gate_proj, lay.mlp.up_proj, lay.mlp.down_proj))
-                for lay in self.layers]
-
-    def _body(self, x, cos, sin, mask, positions, caches, weights):  # [1, T, H] ... -> list of [1, T, H]
+    def body(self, x, cos, sin, mask, positions, caches, weights, layer_fn):  # [1, T, H] ... -> T-row hiddens
         hidden = [x]
         for w, (kc, vc) in zip(weights, caches):
-            x = self.layer_fn(x, cos, sin, mask, positions, kc, vc, w, self.eps, self.n_heads, self.n_kv)
+            x = layer_fn(x, cos, sin, mask, positions, kc, vc, w, self.eps, self.n_heads, self.n_kv)
             hidden.append(x)
         return hidden
 
@@ -155,15 +182,25 @@ class FastLlamaForward:
         x = model.model.embed_tokens(tokens)  # [1, T, H]
         cos, sin = model.model.rotary_emb(x, positions[None])  # [1, T, D] each, HF's own tables
         caches = [(getattr(t, f"k_cache_{i}"), getattr(t, f"v_cache_{i}")) for i in range(t.n_layers)]
-        hidden = self.body(x, cos, sin, t.attention_mask(positions), positions, caches, self.weights())
+        args = (x, cos, sin, t.attention_mask(positions), positions, caches, self.weights)
+        if self.granularity == "none" or tokens.shape[1] > self.max_compiled_tokens:
+            hidden = self.body(*args, llama_layer)
+        else:
+            self.compiled_calls += 1
+            body = self.compiled_body or self.body
+            hidden = body(*args, llama_layer if self.compiled_body else self.layer_fn)
         logits = model.lm_head(model.model.norm(hidden[-1]))
         return logits, torch.cat([hidden[k] for k in t.aux_layer_ids], dim=-1)
 
 
-def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "default") -> FastLlamaForward:
+def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "default",
+                   max_compiled_tokens: int = 16) -> FastLlamaForward:
     """Installs `FastLlamaForward` on a `TargetAdapter` (its forward uses it from now on) and
-    returns it. Compiles lazily: the first call of each window length. `granularity="none"`
-    installs the same math uncompiled (runs anywhere). Errors, one line, when the target is
+    returns it. Compiles lazily: the first call of each window length up to
+    `max_compiled_tokens` (longer calls, the prefill, run the same math eagerly).
+    `granularity="none"` installs the same math uncompiled (runs anywhere). Fuses the q/k/v
+    and gate/up weights in place (`fuse_projections`): call it once the module sits on its
+    device and dtype. Errors, one line, when the target is
     not a plain Llama or torch.compile cannot run here."""
     if granularity not in GRANULARITIES:
         raise OptionError(f"compile granularity {granularity!r}", f"one of {GRANULARITIES}",
@@ -179,5 +216,5 @@ def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "d
         reason = compile_unavailable(next(target.parameters()).device)
         if reason:
             raise OptionError(reason, "a platform where torch.compile runs", "pass --no-compile")
-    target.fast_forward = FastLlamaForward(target, granularity, mode)
+    target.fast_forward = FastLlamaForward(target, granularity, mode, max_compiled_tokens)
     return target.fast_forward
