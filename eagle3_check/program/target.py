@@ -167,6 +167,7 @@ class TargetAdapter(nn.Module):
         self._cache_kw = cache_kwarg(model)
         types = getattr(cfg, "layer_types", None) or []
         self._mask_types = sorted(set(types)) if "sliding_attention" in types else []
+        self.fast_forward = None  # set by program.compiled.compile_target: the same math, compilable
 
     def _bind_cache(self) -> None:
         """Points the HF cache layers at this module's buffers (after .to(), which replaces them)."""
@@ -185,6 +186,8 @@ class TargetAdapter(nn.Module):
         tokens: torch.Tensor,  # [1, T] int64
         positions: torch.Tensor,  # [T] int64
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*Ht]
+        if self.fast_forward is not None:
+            return self.fast_forward(tokens, positions)
         for layer in self.cache.layers:
             layer.positions = positions
         out = self.model(
