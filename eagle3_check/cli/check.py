@@ -132,6 +132,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
+        if args.html:
+            print(f"html: {args.html}")
     return 0 if report.passed and not health.flags else 1
 
 

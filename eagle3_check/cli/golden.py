@@ -171,6 +171,8 @@ def verify_main(args: argparse.Namespace) -> int:
 
         write_html(args.html, golden_html(outcome.to_json()))
     print(json.dumps(outcome.to_json(), indent=1) if args.json else outcome.format())
+    if args.html and not args.json:
+        print(f"html: {args.html}")
     return 0 if outcome.passed else 1
 
 
