@@ -349,23 +349,25 @@ def print_table(res: dict) -> None:
     print(f"\n{res['gpu']}  torch {res['torch']}  transformers {res['transformers']}  {res['date']}")
     print(f"target {res['target']['params'] / 1e9:.2f}B params bf16 (random), draft {res['draft']['params'] / 1e6:.0f}M "
           f"({res['draft']['mode']}, accept {res['draft']['accept']}); prompt {res['prompt_len']}, new {res['new_tokens']}")
-    head = f"{'method':22} {'tok/s':>8} {'tau':>5} {'ms/round':>9} {'verify':>7} {'draft':>7} {'host':>7} {'host%':>6} {'peak GiB':>8}"
-    print(head)
+    from eagle3_check.table import format_rows
 
     def f(v, fmt):
         return format(v, fmt) if isinstance(v, (int, float)) else "-"
 
+    rows = [("method", "tok/s", "tau", "ms/round", "verify", "draft", "host", "host%", "peak GiB")]
     for name, v in res["results"].items():
-        if "error" in v:
-            print(f"{name:22} error: {v['error'][:100]}")
+        if "error" in v:  # the message in the second column, the numbers blank
+            rows.append((name, f"error: {v['error'][:100]}", *[""] * 7))
             continue
         share = v.get("host_share")
-        print(f"{name:22} {v['tokens_per_s']:8.1f} {f(v.get('tau'), '5.2f')} {v['ms_per_round']:9.3f} "
-              f"{f(v.get('verify_ms_per_round'), '7.3f')} {f(v.get('draft_ms_per_round'), '7.3f')} "
-              f"{f(v.get('host_ms_per_round'), '7.3f')} {f(share * 100 if share is not None else None, '6.1f')} "
-              f"{f(v['peak_gib'], '8.2f')}")
-    for k, v in res.get("ratios", {}).items():
-        print(f"{k:40} {f(v, '.2f')}")
+        rows.append((name, f(v["tokens_per_s"], ".1f"), f(v.get("tau"), ".2f"), f(v["ms_per_round"], ".3f"),
+                     f(v.get("verify_ms_per_round"), ".3f"), f(v.get("draft_ms_per_round"), ".3f"),
+                     f(v.get("host_ms_per_round"), ".3f"), f(share * 100 if share is not None else None, ".1f"),
+                     f(v["peak_gib"], ".2f")))
+    print("\n".join(format_rows(rows, align=("left", *["right"] * 8))))
+    ratios = [(k, f(v, ".2f")) for k, v in res.get("ratios", {}).items()]
+    if ratios:
+        print("\n".join(format_rows(ratios, align=("left", "right"))))
 
 
 if __name__ == "__main__":

@@ -156,16 +156,25 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.out) / f"tolerance-{args.device.split(':')[0]}-{args.dtype}.json"
     write_atomic(path, data)
     print(f"{args.device} {args.dtype}: ulps at the HF row's top logit; shift = top-1/top-2 margin moved")
-    print(f"{'fixture':<18} {'rows':>5} {'pair':<14} {'shift max':>9} {'p99':>7} {'p50':>6} {'vocab max':>9} {'flips':>5} {'rank max':>8} {'gap max':>7}")
-    for r in results:
-        for pair, d in r["shift_ulps"].items():
-            print(f"{r['fixture']:<18} {r['rows']:>5} {pair:<14} {d['max']:>9.2f} {d['p99']:>7.2f} "
-                  f"{d['p50']:>6.2f} {r['vocab_ulps'][pair]['max']:>9.2f} {r['argmax_flips'][pair]:>5} "
-                  f"{r['flip_rank_max'][pair]:>8} {r['flip_gap_ulps_max'][pair]:>7.2f}")
-        within = "  ".join(f"<={m}: {c}" for m, c in r["hf_margin_within"].items())
-        print(f"{r['fixture']:<18} HF rows with top-1/top-2 margin within m ulps: {within}")
+    print(format_results(results))
     print(path)
     return 0
+
+
+def format_results(results: list[dict]) -> str:
+    """One row per fixture and pair (ulps at the HF row's top logit), then each fixture's HF margins."""
+    from eagle3_check.table import format_rows
+
+    rows = [("fixture", "rows", "pair", "shift max", "p99", "p50", "vocab max", "flips", "rank max", "gap max")]
+    for r in results:
+        rows += [(r["fixture"], str(r["rows"]), pair, f"{d['max']:.2f}", f"{d['p99']:.2f}", f"{d['p50']:.2f}",
+                  f"{r['vocab_ulps'][pair]['max']:.2f}", str(r["argmax_flips"][pair]), str(r["flip_rank_max"][pair]),
+                  f"{r['flip_gap_ulps_max'][pair]:.2f}") for pair, d in r["shift_ulps"].items()]
+    lines = format_rows(rows, align=("left", "right", "left", *["right"] * 7))
+    for r in results:
+        within = "  ".join(f"<={m}: {c}" for m, c in r["hf_margin_within"].items())
+        lines.append(f"{r['fixture']}: HF rows with top-1/top-2 margin within m ulps: {within}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

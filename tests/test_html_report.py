@@ -201,3 +201,23 @@ def test_cli_check_html_is_the_json_report_as_a_page(tmp_path, capsys):
     assert row[page.column("verdicts", "identical")] == str(verdict["identical"])
     health = report["draft_health"]
     assert f"{health['step0_agreement']:.3f} over {health['step0_rows']} positions" in page.text
+
+
+def test_a_saved_check_without_tie_margins_is_an_error_not_a_page_without_ties(tmp_path, capsys):
+    js = check_report().to_json()
+    for r in js["requests"]:
+        del r["verdict"]["tie_margins"]  # a report written before the field existed
+    saved = tmp_path / "old.json"
+    saved.write_text(json.dumps(js))
+    assert cli_main(["report", "--check", str(saved), "--html", str(tmp_path / "c.html")]) == 2
+    assert "cannot read KeyError 'tie_margins'" in capsys.readouterr().err
+    assert not (tmp_path / "c.html").exists()
+
+
+def test_a_prompt_without_a_run_at_one_k_gets_no_bar():
+    js = gate_report().to_json()
+    runs = js["checks"][1]["details"]["runs"]
+    runs.remove(next(r for r in runs if r["prompt_id"] == "broke" and r["k"] == 3))  # it crashed at K=3
+    page = Page(gate_html(js))
+    assert "no run" in page.text  # the bar's label, never a tau of 0
+    assert ("broke", "3") not in [(r[0], r[1]) for r in page.tables["n-alpha"][1:]]

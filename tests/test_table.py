@@ -30,3 +30,32 @@ def test_cells_are_printed_as_given_never_parsed_as_numbers():
 def test_malformed_tables_are_errors(rows, align, match):
     with pytest.raises(ValueError, match=match):
         format_rows(rows, align=align)
+
+
+def test_bench_scripts_print_their_committed_results_through_format_rows(capsys):
+    """bench/gpu_bench.py and bench/measure_tolerance.py tables, on the committed result files."""
+    import json
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import gpu_bench
+        import measure_tolerance
+    finally:
+        sys.path.remove(str(bench))
+    res = json.loads((bench / "results" / "h200.json").read_text())
+    gpu_bench.print_table(res)
+    rows: dict[str, list[str]] = {}
+    for line in capsys.readouterr().out.splitlines():  # the method table comes before the ratios
+        if line.strip():
+            rows.setdefault(line.split()[0], line.split())
+    for method, r in res["results"].items():
+        assert rows[method][1:2] + rows[method][3:4] == [f"{r['tokens_per_s']:.1f}", f"{r['ms_per_round']:.3f}"]
+    tol = json.loads((bench / "results" / "tolerance-cpu-float32.json").read_text())["fixtures"]
+    lines = measure_tolerance.format_results(tol).splitlines()
+    assert lines[0].split()[:3] == ["fixture", "rows", "pair"]
+    first = tol[0]
+    pair, d = next(iter(first["shift_ulps"].items()))
+    assert lines[1].split()[:4] == [first["fixture"], str(first["rows"]), pair, f"{d['max']:.2f}"]

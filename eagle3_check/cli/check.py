@@ -149,6 +149,8 @@ def print_report(args: argparse.Namespace, report, health, options, fixture: str
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
+        if args.html:
+            print(f"html: {args.html}")
     return 0 if report.passed and not health.flags else 1
 
 

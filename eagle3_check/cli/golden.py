@@ -179,6 +179,8 @@ def verify_main(args: argparse.Namespace) -> int:
         print(json.dumps({**outcome.to_json(), "provenance": report_provenance(args, extra_files=files)}, indent=1))
     else:
         print(outcome.format())
+        if args.html:
+            print(f"html: {args.html}")
     return 0 if outcome.passed else 1
 
 

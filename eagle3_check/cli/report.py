@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
             doc = check_html({k: v for k, v in data.items() if k != "draft_health"}, data.get("draft_health"))
         else:
             doc = gate_html(data) if kind == "gate" else golden_html(data)
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise InputError(f"--{kind} {src}: cannot read {type(e).__name__} {e}", KINDS[kind],
                          f"pass the file that wrote it, or a matching flag instead of --{kind}") from e
     write_html(args.html, doc)

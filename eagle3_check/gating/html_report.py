@@ -49,11 +49,14 @@ def check_html(report: dict, health: dict | None = None, title: str = "eagle3-ch
         why.append(f"{c['fail']} request(s) fail")
     if budget["exceeded"]:
         why.append(f"{c['tie_positions']} ties exceed the tie budget of {budget['ties_allowed']}")
+    flags = (health or {}).get("flags") or []
+    if flags:
+        why.append(f"draft health: {len(flags)} flag(s)")
     summary = (f"K = {k}, tau = {report['tau']:.2f}; requests: {c['identical']} identical, {c['tie']} tie, "
                f"{c['fail']} fail (of {c['requests']}); positions: {c['identical_positions']} identical, "
                f"{c['tie_positions']} tie, {c['fail_positions']} fail (of {c['positions']})"
                + (f" — {'; '.join(why)}" if why else ""))
-    passed = bool(report["passed"]) and not (health or {}).get("flags")
+    passed = bool(report["passed"]) and not flags
     parts = [verdict_line(passed, summary), info_list({**report.get("info", {}), "tie budget":
              f"{budget['ties_allowed']} positions ({budget['share']:.1%} of judged)"})]
     parts.append(section("Requests", verdict_table(reqs), section_id="requests"))
@@ -95,7 +98,8 @@ def acceptance_plots(runs: list[dict]) -> str:
     ks = sorted({r["k"] for r in runs})
     prompts = list(dict.fromkeys(r["prompt_id"] for r in runs))
     by = {(r["prompt_id"], r["k"]): r for r in runs}
-    taus = {_k_label(k): [by[(p, k)]["tau"] if (p, k) in by else 0.0 for p in prompts] for k in ks}
+    nan = float("nan")  # a prompt with no run at this K (it crashed) gets no bar, never a 0
+    taus = {_k_label(k): [by[(p, k)]["tau"] if (p, k) in by else nan for p in prompts] for k in ks}
     alpha = {_k_label(k): (list(range(k)), n_alpha([a for r in runs if r["k"] == k for a in r["accepted"]], k))
              for k in ks}
     out = [plots.bars("tau per prompt", "tau (tokens per round)", prompts, taus, xlabel="prompt"),
@@ -124,19 +128,18 @@ def n_alpha_table(runs: list[dict]) -> str:
 
 def tie_margins(reqs: list[dict]) -> str:
     """Every tie position's reference margin against the tie tolerance there."""
-    points, limit, rows = {}, [], []
+    xs, ys, limit, rows = [], [], [], []
     for r in reqs:
         v = r["verdict"]
-        at, margins, tols = v.get("tie_at", []), v.get("tie_margins", []), v.get("tie_tolerances", [])
-        if not at:
-            continue
-        points[r["prompt_id"]] = (at, margins)
-        limit += tols
+        at = v["tie_at"]
+        margins, tols = (v["tie_margins"], v["tie_tolerances"]) if at else ([], [])  # a report without them: error
+        if not len(at) == len(margins) == len(tols):
+            raise ValueError(f"request {r['prompt_id']!r} has {len(at)} ties but {len(margins)} tie margins "
+                             f"and {len(tols)} tolerances")
+        xs, ys, limit = xs + at, ys + margins, limit + tols
         rows += [(r["prompt_id"], i, num(m, "{:.4g}"), num(t, "{:.4g}")) for i, m, t in zip(at, margins, tols)]
     if not rows:
         return "<p>no tie: every judged position is identical or a failure.</p>"
-    xs = [x for xs_, _ in points.values() for x in xs_]
-    ys = [y for _, ys_ in points.values() for y in ys_]
     svg = plots.scatter("tie margins (reference top-1 - top-2)", "emitted token index", "logit margin",
                         {"tie margin": (xs, ys)}, limit=limit, limit_label="tie tolerance")
     return plot_row(svg) + table(("prompt", "index", "margin", "tolerance"), rows, numeric=(1, 2, 3),

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from eagle3_check.errors import InputError
 
 WIDTH, HEIGHT = 6.4, 3.0  # inches; the SVG scales with the page
+MAX_LABELLED = 32  # bars that carry their value as a label (beyond it the labels overlap)
 
 
 def _figure():
@@ -54,7 +55,8 @@ def _finish(ax, title: str, xlabel: str, ylabel: str, legend: bool) -> None:
 
 def bars(title: str, ylabel: str, labels: Sequence[str], series: Mapping[str, Sequence[float]],
          xlabel: str = "", annotate: str = "{:.2f}") -> str:
-    """Grouped bars: one group per label, one bar per series; each bar carries its value.
+    """Grouped bars: one group per label, one bar per series; each bar carries its value up to
+    MAX_LABELLED bars (a NaN value: no bar, the words "no run" in its place).
 
     Worked example: labels ["a", "b"], series {"K=2": [1, 2], "K=4": [3, 4]} -> width 0.8/2 =
     0.4; K=2 bars at x = 0 - 0.2 and 1 - 0.2, K=4 bars at 0 + 0.2 and 1 + 0.2."""
@@ -66,7 +68,11 @@ def bars(title: str, ylabel: str, labels: Sequence[str], series: Mapping[str, Se
             raise ValueError(f"plot series {name!r} has {len(values)} values for {len(labels)} labels")
         xs = [i - 0.4 + width * (s + 0.5) for i in range(len(labels))]
         drawn = ax.bar(xs, values, width, label=name)
-        ax.bar_label(drawn, labels=[annotate.format(v) for v in values], fontsize=7)
+        if len(labels) * n <= MAX_LABELLED:  # more labels overlap; the page's tables carry the values
+            ax.bar_label(drawn, labels=[annotate.format(v) for v in values], fontsize=7)  # NaN: left blank
+        for x, v in zip(xs, values):
+            if v != v:  # NaN: nothing to draw; say so where the bar would stand
+                ax.text(x, 0, "no run", rotation=90, ha="center", va="bottom", fontsize=7)
     tilt = len(labels) > 6 or sum(len(x) for x in labels) > 60  # labels that would overlap side by side
     ax.set_xticks(range(len(labels)), labels, rotation=30 if tilt else 0, ha="right" if tilt else "center",
                   fontsize=8)
