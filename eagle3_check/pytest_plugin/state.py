@@ -208,6 +208,9 @@ class Eagle3State:
         """The texts cases pick their prompts from: the fixture's, else the prompt set."""
         if self.fixture is not None and self.settings["prompts"] in (None, NONE):
             return self.fixture.prompts()
+        if not self.prompts:
+            raise InputError("--eagle3-prompts none with --eagle3-target", "a prompt set the edge cases pick prompts from",
+                             "pass --eagle3-prompts FILE (or --eagle3-suite none)")
         return self.prompts
 
     def options(self, **fields):
