@@ -52,26 +52,6 @@ def sidecar_path(pte_path: str | Path) -> Path:
     return p.with_name(p.stem + ".export.json")
 
 
-def reference_for_pte(pte: str | Path, fixture: str | None, target: str | Path | None,
-                      tokenizer: str | Path | None) -> tuple[Any, Path, Path]:
-    """(fixture or None, target_dir, tokenizer path) a .pte is judged with: `target`/`tokenizer`,
-    else `fixture`, else the fixture recorded in the export sidecar, else the default fixture."""
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
-
-    if target:
-        if fixture:
-            raise InputError("--fixture with --target", "one or the other", "drop --fixture")
-        t = Path(target)
-        return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
-    if not fixture:
-        try:
-            fixture = json.loads(sidecar_path(pte).read_text())["source"]["fixture"]
-        except (OSError, ValueError, KeyError, TypeError):
-            fixture = DEFAULT_FIXTURE
-    fx = load_fixture(fixture)
-    return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path
-
-
 @dataclass
 class ExportRecord:
     """What an export produced; written as the sidecar JSON."""
