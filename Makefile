@@ -9,8 +9,11 @@ check: lint test
 lint:
 	$(PY) -m ruff check eagle3_check tests tests_bench
 
+# Serial by default. XDIST="-n auto" (pytest-xdist, dev extra) spreads the suite over the cores:
+# README "Parallel runs" says what it was measured at.
+XDIST ?=
 test:
-	$(PYTEST) -m "not gpu and not slow" -q
+	$(PYTEST) -m "not gpu and not slow" -q $(XDIST)
 
 gpu:
 	$(PYTEST) -m gpu -q

@@ -3,7 +3,8 @@
 What lives here: the contract a speculator program honours (`contract`: SpeculatorProgram,
 ProgramWrapper, the metadata reader), the target and draft models (`target`, `draft`), the
 speculator over them (`speculator`), the backends that run one (`eager`, `pte_backend`, CUDA
-graphs in `cuda_graph`), `.pte` export and editing (`export`, `pte_edit`), and the metadata
+graphs in `cuda_graph`), `.pte` export and editing (`export`, `pte_edit`), what a `.pte` is judged
+with (`pte_source`: its fixture or target, from its export sidecar), and the metadata
 checks against a tokenizer and target (`metadata_check`).
 
 May import: nothing else (never the runner loop, references, suites, gating, fixture building, mutants or the CLI).

@@ -103,27 +103,6 @@ def read_sidecar(pte_path: str | Path) -> dict | None:
                          f"than {pte} ({pte.stat().st_size} bytes, sha256 {pte_digest(pte)[:12]}...)",
                          "the sidecar written with this .pte", fix)
     return data
-
-
-def reference_for_pte(pte: str | Path, fixture: str | None, target: str | Path | None,
-                      tokenizer: str | Path | None) -> tuple[Any, Path, Path]:
-    """(fixture or None, target_dir, tokenizer path) a .pte is judged with: `target`/`tokenizer`,
-    else `fixture`, else the fixture recorded in the export sidecar, else the default fixture."""
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
-
-    if target:
-        if fixture:
-            raise InputError("--fixture with --target", "one or the other", "drop --fixture")
-        t = Path(target)
-        return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
-    if not fixture:
-        source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
-        fixture = source.get("fixture") if isinstance(source, dict) else None
-        fixture = fixture if isinstance(fixture, str) else DEFAULT_FIXTURE
-    fx = load_fixture(fixture)
-    return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path
-
-
 @dataclass
 class ExportRecord:
     """What an export produced; written as the sidecar JSON."""

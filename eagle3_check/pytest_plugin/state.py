@@ -6,7 +6,7 @@ or fixture needs it (once per process: under pytest-xdist once per worker).
 
 The program is the `.pte` (`--eagle3-pte`, CPU float32), or without one the embedded fixture's
 eager program (CPU float32). The reference and tokenizer of a `.pte` are the ones `check --pte`
-uses (`program.export.reference_for_pte`): `--eagle3-target`/`--eagle3-tokenizer`, else the
+uses (`program.pte_source`): `--eagle3-target`/`--eagle3-tokenizer`, else the
 fixture (`--eagle3-fixture`, else the one its export sidecar names).
 """
 
@@ -62,7 +62,7 @@ class Eagle3State:
 
         s = self.settings
         if s["pte"]:
-            from eagle3_check.program.export import reference_for_pte
+            from eagle3_check.program.pte_source import reference_for_pte
 
             return reference_for_pte(s["pte"], s["fixture"], s["target"], s["tokenizer"])
         fx = load_fixture(s["fixture"])
@@ -208,6 +208,9 @@ class Eagle3State:
         """The texts cases pick their prompts from: the fixture's, else the prompt set."""
         if self.fixture is not None and self.settings["prompts"] in (None, NONE):
             return self.fixture.prompts()
+        if not self.prompts:
+            raise InputError("--eagle3-prompts none with --eagle3-target", "a prompt set the edge cases pick prompts from",
+                             "pass --eagle3-prompts FILE (or --eagle3-suite none)")
         return self.prompts
 
     def options(self, **fields):

@@ -25,12 +25,12 @@ def test_a_users_pytest_run_on_a_pte(pytester, pte_program, hf_reference, pte_pa
     drops an inline run's new modules, and torch refuses to register its libraries twice)."""
     pytester.makepyfile(test_user=USER_TEST)
     args = ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", f"--eagle3-pte={pte_path}",
-            "--eagle3-max-new-tokens=8", "-rs", "-v"]
+            "--eagle3-max-new-tokens=8"]
     collected = pytester.runpytest(*args, "--collect-only", "-q")
     ids = [line for line in collected.outlines if line.startswith("eagle3::")]
     assert f"eagle3::goldens::{PTE_GOLDEN}/capital" in ids and "eagle3::suites::eos-bonus/bonus-is-stop" in ids
     assert not any("tiny-gemma4" in i for i in ids)  # goldens of other fixtures are not collected
-    result = pytester.runpytest(*args, "-k", f"eos-bonus/bonus-is-stop or prompts::hi or {PTE_GOLDEN}/capital or "
+    result = pytester.runpytest(*args, "-rs", "-v", "-k", f"eos-bonus/bonus-is-stop or prompts::hi or {PTE_GOLDEN}/capital or "
                                 "context/room-1-zero or my_request")
     result.assert_outcomes(passed=4, skipped=1)
     result.stdout.fnmatch_lines([
