@@ -104,10 +104,11 @@ class GraphedMethod:
             # Warm-up on a side stream (cuBLAS handles, lazy buffers), then capture. The
             # methods write their KV cache only at the given positions from the given
             # inputs, so running them on the real inputs first is idempotent.
-            # Everything under the program's device: torch.cuda.graph() captures on a new stream
-            # of the *current* device, so a program on cuda:1 with cuda:0 current captured an
-            # empty graph and replayed nothing (found on a 2-GPU H200: `check --device cuda:1`
-            # failed every request). Replay needs no guard: a graph replays on its capture device.
+            # Everything under the program's device, captured on our own stream of that device:
+            # torch.cuda.graph() otherwise captures on the current device's stream, or on a
+            # class-wide default capture stream made on whichever device captured first, so a
+            # program on cuda:1 captured an empty graph and replayed nothing (found on a 2-GPU
+            # H200: `check --device cuda:1` failed every request). A graph replays on its capture device.
             with torch.cuda.device(self.device):
                 stream = torch.cuda.Stream(self.device)
                 stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -116,8 +117,8 @@ class GraphedMethod:
                         self.fn(*inputs)
                 torch.cuda.current_stream(self.device).wait_stream(stream)
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    outputs = self.fn(*inputs)
+                with torch.cuda.graph(graph, stream=stream):  # not torch's class-wide default capture
+                    outputs = self.fn(*inputs)  # stream: it lives on whichever device captured first
             entry = _Entry(inputs, tuple(outputs), graph)
         self.entries[key] = entry
         return entry
