@@ -12,7 +12,7 @@ EXTRAS ?= dev,pte
 # One command on a fresh machine: into the active virtualenv, else into .venv/ (created here).
 install:
 	@test -n "$$VIRTUAL_ENV" -o -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install -e ".[$(EXTRAS)]"
+	$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]"
 
 check: lint test
 
