@@ -1,8 +1,18 @@
-# `make check` is what CI runs (via .ci/run): lint + the CPU test suite.
-PY ?= python
+# `make install` sets everything up (README "Install"); `make check` is what CI runs (via .ci/run):
+# lint + the CPU test suite.
+# Python: the active virtualenv's, else .venv/'s once `make install` made it, else `python`.
+VENV ?= .venv
+PY ?= $(if $(VIRTUAL_ENV),python,$(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python))
 PYTEST ?= $(PY) -m pytest
+# dev = the test tools; pte = executorch 1.5.1 with the torch it needs (2.13.0). EXTRAS=dev: no executorch.
+EXTRAS ?= dev,pte
 
-.PHONY: check lint test gpu gpu-bench slow mutants
+.PHONY: install check lint test gpu gpu-bench slow mutants
+
+# One command on a fresh machine: into the active virtualenv, else into .venv/ (created here).
+install:
+	@test -n "$$VIRTUAL_ENV" -o -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]"
 
 check: lint test
 

@@ -4,9 +4,10 @@
 on: importing transformers' model code (it imports torchao, which logs "Failed to load" for
 CUDA kernels on a CPU machine, and torch logs a deprecation of `register_constant` on Enums),
 loading weights (transformers' "Loading weights" progress bar), `torch.export` (a FutureWarning
-about `LeafSpec` from torch's own pytree code) and executorch's runtime import (its
-ExperimentalWarning). Inside the scope only those named warnings are ignored and only those
-loggers raised to ERROR; on leaving, the warning filters, the logger levels and transformers'
+about `LeafSpec` from torch's own pytree code), lowering (executorch's
+buffer-mutation UserWarning on the caches the export initialises, its resource deprecations)
+and executorch's runtime import (its ExperimentalWarning). Inside the scope only those named
+warnings are ignored and only those loggers raised to ERROR; on leaving, the warning filters, the logger levels and transformers'
 progress-bar switch are what they were. Nothing is filtered process-wide: a UserWarning from the
 user's own code (a plug-in runner, say) shows as Python shows it, through the CLI or the Python
 API alike.
@@ -24,7 +25,9 @@ KNOWN_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
     (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),  # torch.export, torch 2.13
     (Warning, r"This API is experimental"),  # executorch's ExperimentalWarning (portable_lib)
     (DeprecationWarning, r"`torch\.jit\.script_method` is deprecated"),  # executorch lowering
-    (DeprecationWarning, r"(read_text|open_text) is deprecated"),  # executorch's edge dialect
+    (DeprecationWarning, r"(read_text|open_text|read_binary) is deprecated"),  # executorch's resources
+    # executorch's emitter, on the caches it is told to initialise (InitializedMutableBufferPass)
+    (UserWarning, r"Mutation on a buffer in the model is detected"),
 )
 # loggers that talk at import or load time: torchao ("Failed to load ..." CUDA kernels on CPU),
 # torch's pytree (register_constant on Enums, from torchao's import), transformers (load notes)

@@ -11,21 +11,31 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_check.cli import build_parser
+from eagle3_check.cli import build_parser, main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)  # (language, body)
+
+
+def readme_segments() -> list[str]:
+    """Every command of every README shell code block: each line split at `&&`, leading `VAR=value`
+    environment assignments dropped (`PYTHONPATH=. eagle3-check ...` is an eagle3-check command)."""
+    out = []
+    for lang, block in FENCE.findall(README.read_text(encoding="utf-8")):
+        if lang.strip() not in ("bash", "sh", "console"):
+            continue
+        for line in block.splitlines():
+            for seg in line.split("&&"):
+                seg = re.sub(r"^(\s*[A-Z_]+=\S*\s+)+", "", seg).strip()
+                if seg and not seg.startswith("#"):
+                    out.append(seg)
+    return out
 
 
 def readme_commands() -> list[str]:
-    """Every line of a README code block that starts with `eagle3-check ` (comments dropped)."""
-    lines = []
-    for block in FENCE.findall(README.read_text(encoding="utf-8")):
-        for line in block.splitlines():
-            line = line.strip()
-            if line.startswith("eagle3-check "):
-                lines.append(line)
-    return lines
+    """Every README command that runs `eagle3-check` (comments dropped later, by shlex)."""
+    return [seg for seg in readme_segments() if seg.startswith("eagle3-check ")]
 
 
 def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -76,3 +86,55 @@ def test_mutants_all_cost_agrees_between_help_and_readme():
     readme_line = next((line for line in readme.splitlines() if "mutants --all" in line), "")
     assert readme_line, "README does not say what `mutants --all` does"
     assert numbers == re.findall(r"~\s*\d+[^)\n]*", readme_line.split("#", 1)[-1])
+
+
+SUBCOMMANDS = sorted({flags_of(line)[0] for line in COMMANDS})
+
+
+@pytest.mark.parametrize("path", SUBCOMMANDS)
+def test_every_readme_subcommand_s_help_runs(path, capsys):
+    """`eagle3-check SUB [ACTION] --help` for every (sub)command README shows: it exits 0 with
+    that command's usage."""
+    with pytest.raises(SystemExit) as done:
+        main([*path.split()[1:], "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {path}")
+
+
+def _tokens(prefix: str) -> list[list[str]]:
+    return [shlex.split(seg, comments=True) for seg in readme_segments() if seg.split()[0] == prefix]
+
+
+def test_every_readme_make_target_exists():
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(), re.M))
+    named = {t for toks in _tokens("make") for t in toks[1:] if "=" not in t and not t.startswith("-")}
+    assert {"install", "check"} <= named, named  # the set-up and the tests are README commands
+    assert named <= targets, f"README names make targets the Makefile lacks: {named - targets}"
+
+
+def test_every_readme_script_and_marker_exists():
+    """A script a README command runs (`python bench/x.py`, `bash bench/run_gpu.sh`) is in the
+    repository; a `pytest -m` marker is declared in pyproject.toml."""
+    scripts = [t for seg in readme_segments() for t in shlex.split(seg, comments=True)
+               if re.fullmatch(r"[\w./-]+\.(py|sh)", t) and not t.startswith("/") and "/" in t]
+    assert scripts, "README shows no script"
+    missing = [t for t in scripts if not (ROOT / t).is_file()]
+    assert not missing, f"README runs scripts that are not in the repository: {missing}"
+    declared = set(re.findall(r'^\s*"([a-z]+):', (ROOT / "pyproject.toml").read_text(), re.M))
+    for seg in readme_segments():
+        toks = shlex.split(seg, comments=True)
+        after = toks[toks.index("pytest") + 1:] if "pytest" in toks else []  # `python -m pytest -m gpu`
+        if "-m" in after:
+            expr = after[after.index("-m") + 1]
+            words = set(re.findall(r"[a-z]+", expr)) - {"and", "or", "not"}
+            assert words <= declared, f"README `{seg}`: undeclared markers {words - declared}"
+
+
+def test_readme_is_self_contained():
+    """README and DESIGN point at nothing outside this repository (no ../shared), and every
+    repository path README names in backticks exists."""
+    text = README.read_text(encoding="utf-8")
+    assert "../shared" not in text and "../shared" not in (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    paths = set(re.findall(r"`((?:eagle3_check|tests|tests_bench|bench|fixtures|golden)/[\w./-]*\w)`", text))
+    missing = sorted(p for p in paths if not (ROOT / p).exists() and not re.search(r"/[A-Z]+/", p))  # NAME: a placeholder
+    assert not missing, f"README names paths that do not exist: {missing}"

@@ -16,6 +16,7 @@ from eagle3_check.gating.exec_judge import FAIL, PASS, TIE
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.run.exec_runner import program_file
+from eagle3_check.status import skip_note
 
 
 def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
@@ -63,8 +64,8 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
 
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
                                   inputs.tokenizer)
-        if not out.verified:
-            return _skip("golden", "; ".join(f"{s}: {w}" for s, w in out.skipped.items()) or "no golden applies")
+        if not out.verified:  # the skip rule (status.passes): asked to verify goldens, none ran
+            return GateCheck("golden", FAIL, "no cases ran" + (skip_note(out.skipped.items()) or ": no golden applies"))
         status = PASS if out.passed else FAIL
         return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "
                          "identical", details=out.to_json())
