@@ -16,6 +16,8 @@ examples:
   eagle3-check export -o tiny.pte                            # the embedded tiny-llama fixture
   eagle3-check export --target T --draft D -o model.pte --max-verify-len 8
   eagle3-check export --from-pte tiny.pte --omit-metadata get_chain_len -o bad.pte
+  eagle3-check export --quantize int4-weight -o q4.pte           # INT4 weights (groups of 32), fp32 compute
+  eagle3-check export --quantize int8-weight --quantize-draft -o q8.pte
 """
 
 
@@ -35,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-verify-len", type=int, default=None, help="largest verify window (K + 1)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
+    p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],
+                   help="weight-only quantization of the target's linear layers (torchao; see README)")
+    p.add_argument("--group-size", type=int, default=None, metavar="N",
+                   help="input columns per scale (default: 32 for int4-weight, per output channel for int8-weight)")
+    p.add_argument("--quantize-draft", action="store_true", help="quantize the draft's linear layers too")
     p.add_argument("--from-pte", default=None, metavar="FILE",
                    help="copy an existing .pte, only dropping --omit-metadata keys (fast)")
     p.add_argument("--json", action="store_true", help="print the export record as JSON")
@@ -55,12 +62,24 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.program.contract import read_metadata
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
+    if args.quantize:
+        from eagle3_check.program.quantize import make_spec
+
+        if getattr(program, "quantized_layers", None):
+            raise InputError(f"--quantize with --fixture {args.fixture}", "a full-precision fixture (this variant is "
+                             "quantized already)", "drop --quantize, or export its base fixture")
+        program.quantize(make_spec(args.quantize, args.group_size, args.quantize_draft))
+    elif args.group_size is not None or args.quantize_draft:
+        raise InputError("--group-size / --quantize-draft without --quantize", "--quantize int8-weight|int4-weight",
+                         "add --quantize int4-weight")
     record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
     if args.json:
         print(json.dumps(record.to_json(), indent=2))
     else:
         delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
         omitted = f"; omitted {', '.join(record.omitted)}" if record.omitted else ""
+        if record.quantization:
+            omitted += f"; quantized {len(record.quantization['layers'])} layers: {record.quantization['tag']}"
         print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s{omitted})")
     return 0
@@ -69,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
 def _from_pte(args: argparse.Namespace) -> int:
     from eagle3_check.program.pte_edit import omit_metadata
 
-    for flag in ("fixture", "target", "draft", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
+    for flag in ("fixture", "target", "draft", "quantize", "group_size", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
                  "min_verify_len", "max_verify_len"):
         if getattr(args, flag) is not None:
             name = "--" + flag.replace("_", "-")

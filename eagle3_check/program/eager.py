@@ -92,10 +92,27 @@ class EagerBackend(SpeculatorProgram):
     @classmethod
     def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", **spec_overrides) -> EagerBackend:
         spec = ProgramSpec(**{**fixture.spec.__dict__, **spec_overrides})
-        return cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype)
+        program = cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype)
+        if fixture.quantization is not None:  # a quantized variant (e.g. tiny-llama-int4), built here
+            from eagle3_check.program.quantize import make_spec
+
+            program.quantize(make_spec(**fixture.quantization))
+        return program
 
     def metadata(self) -> dict[str, Any]:
         return dict(self._metadata)
+
+    def quantize(self, spec) -> list[str]:
+        """Weight-only quantization in place (`program/quantize.py`, a `QuantSpec`): the eager twin
+        of a quantized `.pte`; the metadata gains `get_quantization`. Returns the quantized layers."""
+        from eagle3_check.program.quantize import QUANT_KEY, quantize_speculator
+
+        if self.device.type != "cpu":
+            raise OptionError(f"--quantize {spec.scheme} on {self.device}", "cpu",
+                              "quantized programs run on CPU here: pass --device cpu")
+        self.quantized_layers = quantize_speculator(self.module, spec)
+        self._metadata[QUANT_KEY] = spec.tag()
+        return self.quantized_layers
 
     @torch.no_grad()
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]

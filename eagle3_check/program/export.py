@@ -29,6 +29,7 @@ from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.program.quantize import QUANT_KEY
 
 BACKENDS = ("xnnpack", "portable")
 BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
@@ -66,6 +67,7 @@ class ExportRecord:
     seconds: float = 0.0
     source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
     versions: dict = field(default_factory=dict)
+    quantization: dict | None = None  # {"tag": get_quantization, "layers": [...]} (program/quantize.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -150,7 +152,7 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
 
 
 def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
-    known = REQUIRED_KEYS + OPTIONAL_KEYS + (BACKEND_KEY,)
+    known = REQUIRED_KEYS + OPTIONAL_KEYS + (BACKEND_KEY, QUANT_KEY)
     for key in omit:
         if key not in known:
             raise OptionError(f"--omit-metadata {key}", f"one of {', '.join(known)}",
@@ -227,6 +229,7 @@ def export_speculator(
     backend: str = "xnnpack",
     omit_metadata: list[str] | tuple[str, ...] = (),
     source: dict | None = None,
+    quantized_layers: list[str] | None = None,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
@@ -253,6 +256,7 @@ def export_speculator(
         delegated=delegated, portable_ops=portable, seconds=round(time.perf_counter() - t0, 2),
         source=source or {},
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
+        quantization={"tag": metadata[QUANT_KEY], "layers": quantized_layers or []} if QUANT_KEY in metadata else None,
     )
     write_text_atomic(sidecar_path(out), json.dumps(record.to_json(), indent=2) + "\n", "export sidecar")
     return record
@@ -273,4 +277,4 @@ def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
-                             omit_metadata, source)
+                             omit_metadata, source, getattr(program, "quantized_layers", None))
