@@ -12,11 +12,13 @@ For a quantized program "identical to HF" is the wrong question. The gate asks t
 
 The check fails only past stated thresholds, each failure naming its reason:
 `agreement A < --min-agreement M` or `tau drop D > --max-tau-drop X`. The defaults come from
-`bench/measure_quant_drift.py` on the embedded fixtures (`bench/results/quant-drift.json`):
-  agreement  int8-weight 0.977 .. 0.998, int4-weight g32 0.828 .. 0.912, one layer's scales zeroed <= 0.445
-  tau drop   int8-weight <= 0.10, int4-weight g32 <= 0.42 (a gain counts as no drop)
-so --min-agreement 0.75 (0.9 x the lowest good INT4 agreement) and --max-tau-drop 0.6
-(1.4 x the largest good INT4 drop); every broken program measured falls below 0.75 agreement.
+`bench/measure_quant_drift.py` on the embedded fixtures (`bench/results/quant-drift-*.json`, gate
+defaults: 14 prompts, 64 new tokens, K 4), README "Quantized exports" has the table:
+  agreement  good: int8-weight 0.941, int4-weight g32 0.585, g16 0.582 (tiny-llama);
+             broken (one layer's scales zeroed): 0.081 (tiny-llama), 0.332 (tiny-gemma4)
+  tau drop   good: at most 0.49 (int4 g16); broken: 0.94 (tiny-llama)
+so --min-agreement 0.45 (between the highest broken 0.332 and the lowest good 0.582) and
+--max-tau-drop 0.7 (between the largest good drop 0.49 and the broken 0.94).
 
 Worked example: program tokens [5, 7, 9] with HF rows argmax [5, 8, 9, 4] -> positions 3,
 agreement 2/3, first divergence at index 1 (program 7, HF 8), rank of 7 under HF from the row.
@@ -31,8 +33,8 @@ from eagle3_check.reference.hf import Scores
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
 
-DEFAULT_MIN_AGREEMENT = 0.75  # see the module doc: measured on the fixtures
-DEFAULT_MAX_TAU_DROP = 0.6  # absolute tau, see the module doc
+DEFAULT_MIN_AGREEMENT = 0.45  # see the module doc: measured on the fixtures
+DEFAULT_MAX_TAU_DROP = 0.7  # absolute tau, see the module doc
 
 
 @dataclass

@@ -23,7 +23,7 @@ from eagle3_check.program.export import export_eager, sidecar_path
 from eagle3_check.program.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py"]
+SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/quantize.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:
@@ -63,6 +63,21 @@ def pte_path(fixture, program, tmp_path_factory) -> Path:
     return _cached_export(
         "tiny-llama", _cache_key(fixture, "xnnpack"),
         lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name}), tmp_path_factory,
+    )
+
+
+@pytest.fixture(scope="session")
+def q4_pte_path(fixture, tmp_path_factory) -> Path:
+    """tiny-llama with INT4 weights (the tiny-llama-int4 variant's program) as an XNNPACK `.pte`,
+    exported once; its sidecar names the fp32 fixture (the gate's full-precision twin)."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.eager import EagerBackend
+
+    variant = load_fixture("tiny-llama-int4")
+    return _cached_export(
+        "tiny-llama-int4", _cache_key(fixture, "xnnpack int4-weight g32"),
+        lambda out: export_eager(EagerBackend.from_fixture(variant), out, "xnnpack", source={"fixture": fixture.name}),
+        tmp_path_factory,
     )
 
 
