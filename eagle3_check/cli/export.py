@@ -68,10 +68,16 @@ def main(args: argparse.Namespace) -> int:
         if getattr(program, "quantized_layers", None):
             raise InputError(f"--quantize with --fixture {args.fixture}", "a full-precision fixture (this variant is "
                              "quantized already)", "drop --quantize, or export its base fixture")
-        program.quantize(make_spec(args.quantize, args.group_size, args.quantize_draft))
+        spec = make_spec(args.quantize, args.group_size, args.quantize_draft)
+        program.quantize(spec)
+        source = {**source, "fixture": _variant_of(source.get("fixture"), spec)} if "fixture" in source else source
     elif args.group_size is not None or args.quantize_draft:
         raise InputError("--group-size / --quantize-draft without --quantize", "--quantize int8-weight|int4-weight",
                          "add --quantize int4-weight")
+    if getattr(program, "quantized_layers", None):
+        from eagle3_check.program.quantize import QUANT_KEY
+
+        source = {**source, "quantization": program.metadata()[QUANT_KEY]}
     record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
     if args.json:
         print(json.dumps(record.to_json(), indent=2))
@@ -83,6 +89,19 @@ def main(args: argparse.Namespace) -> int:
         print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s{omitted})")
     return 0
+
+
+def _variant_of(fixture: str, spec) -> str:
+    """The quantized variant of `fixture` with exactly this quantization (its goldens then apply
+    to the export), else `fixture` itself (the gate then applies none of its goldens)."""
+    from eagle3_check.fixtures.registry import list_variants, load_fixture
+    from eagle3_check.program.quantize import make_spec
+
+    for name in list_variants():
+        fx = load_fixture(name)
+        if fx.base == fixture and make_spec(**fx.quantization) == spec:
+            return name
+    return fixture
 
 
 def _from_pte(args: argparse.Namespace) -> int:

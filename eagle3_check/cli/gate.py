@@ -93,6 +93,9 @@ def main(args: argparse.Namespace) -> int:
                               "pass e.g. --tie-budget 0")
         inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
+    quantized = _sidecar_source(args.pte).get("quantization")
+    if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
+        inputs.fixture = f"{fx.name} quantized ({quantized})"
     _drift_options(args, inputs, fx)
     if args.runner and not args.runner.startswith("exec:"):
         from eagle3_check.run.plugin import load_runner
