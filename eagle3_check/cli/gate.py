@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a .pte runs in float32)")
     p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
                    help="quantized programs: least share of the program's greedy tokens that must be the "
-                   "full-precision HF argmax, teacher-forced (default 0.45, measured: see README)")
+                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see README)")
     p.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
                    help="quantized programs: largest tau drop below the full-precision program's (default 0.7)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
