@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.hf import Scores
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
@@ -133,6 +134,18 @@ class DriftReport:
         if self.status == FAIL:
             return "drift past the thresholds: " + "; ".join(self.reasons) + f" [{head}]"
         return head
+
+    def junit_cases(self) -> list[JUnitCase]:
+        """One case per prompt: its agreement and first divergence as properties; a prompt that
+        diverged fails only when the pooled agreement is past --min-agreement."""
+        low = self.status == FAIL and self.agreement < self.thresholds.min_agreement
+        return [JUnitCase(p.prompt, FAIL if low and p.first is not None else PASS,
+                          f"agreement {p.agreement:.3f} over {p.positions}" + (
+                              f"; first divergence at token {p.first}: program {p.got}, HF {p.want}, rank {p.rank}"
+                              if p.first is not None else ""),
+                          properties={"agreement": f"{p.agreement:.4f}", "positions": str(p.positions),
+                                      "first_divergence": str(p.first), "rank_under_hf": str(p.rank)})
+                for p in self.prompts]
 
     def to_json(self) -> dict:
         return {"quantization": self.quantization, "status": str(self.status), "reasons": self.reasons,
