@@ -23,7 +23,7 @@ from eagle3_check.program.export import export_eager, sidecar_path
 from eagle3_check.program.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/quantize.py"]
+SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:
@@ -76,7 +76,8 @@ def q4_pte_path(fixture, tmp_path_factory) -> Path:
 
     variant = load_fixture("tiny-llama-int4")
     return _cached_export(
-        "tiny-llama-int4", _cache_key(fixture, "xnnpack int4-weight g32"),
+        "tiny-llama-int4", _cache_key(fixture, "xnnpack int4-weight g32 " + hashlib.sha256(
+            (ROOT / "eagle3_check" / "program" / "quantize.py").read_bytes()).hexdigest()),
         lambda out: export_eager(EagerBackend.from_fixture(variant), out, "xnnpack",
                                  source={"fixture": variant.name, "quantization": "int4-weight;group_size=32;scope=target"}),
         tmp_path_factory,
