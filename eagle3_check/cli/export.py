@@ -16,6 +16,8 @@ examples:
   eagle3-check export -o tiny.pte                            # the embedded tiny-llama fixture
   eagle3-check export --target T --draft D -o model.pte --max-verify-len 8
   eagle3-check export --from-pte tiny.pte --omit-metadata get_chain_len -o bad.pte
+  eagle3-check export --quantize int4-weight -o q4.pte           # INT4 weights (groups of 32), fp32 compute
+  eagle3-check export --quantize int8-weight --quantize-draft -o q8.pte
 """
 
 
@@ -35,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-verify-len", type=int, default=None, help="largest verify window (K + 1)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
+    p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],
+                   help="weight-only quantization of the target's linear layers (torchao; see README)")
+    p.add_argument("--group-size", type=int, default=None, metavar="N",
+                   help="input columns per scale (default: 32 for int4-weight, per output channel for int8-weight)")
+    p.add_argument("--quantize-draft", action="store_true", help="quantize the draft's linear layers too")
     p.add_argument("--from-pte", default=None, metavar="FILE",
                    help="copy an existing .pte, only dropping --omit-metadata keys (fast)")
     p.add_argument("--json", action="store_true", help="print the export record as JSON")
@@ -57,6 +64,22 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.program.contract import read_metadata
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
+    if args.quantize:
+        from eagle3_check.program.quantize import make_spec
+
+        if getattr(program, "quantized_layers", None):
+            raise InputError(f"--quantize with --fixture {args.fixture}", "a full-precision fixture (this variant is "
+                             "quantized already)", "drop --quantize, or export its base fixture")
+        spec = make_spec(args.quantize, args.group_size, args.quantize_draft)
+        program.quantize(spec)
+        source = {**source, "fixture": _variant_of(source.get("fixture"), spec)} if "fixture" in source else source
+    elif args.group_size is not None or args.quantize_draft:
+        raise InputError("--group-size / --quantize-draft without --quantize", "--quantize int8-weight|int4-weight",
+                         "add --quantize int4-weight")
+    if getattr(program, "quantized_layers", None):
+        from eagle3_check.program.quantize import QUANT_KEY
+
+        source = {**source, "quantization": program.metadata()[QUANT_KEY]}
     record = export_eager(program, args.output, args.backend, args.omit_metadata, source,
                           on_phase=None if args.no_progress else phase_printer("export"))
     if args.json:
@@ -65,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
         delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
         omitted = f"; omitted {', '.join(record.omitted)}" if record.omitted else ""
         phases = ", ".join(f"{name} {s:.0f} s" for name, s in record.phases.items())
+        if record.quantization:
+            omitted += f"; quantized {len(record.quantization['layers'])} layers: {record.quantization['tag']}"
         print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s: {phases}{omitted})")
     return 0
@@ -84,10 +109,23 @@ def phase_printer(command: str):
     return on_phase
 
 
+def _variant_of(fixture: str, spec) -> str:
+    """The quantized variant of `fixture` with exactly this quantization (its goldens then apply
+    to the export), else `fixture` itself (the gate then applies none of its goldens)."""
+    from eagle3_check.fixtures.registry import list_variants, load_fixture
+    from eagle3_check.program.quantize import make_spec
+
+    for name in list_variants():
+        fx = load_fixture(name)
+        if fx.base == fixture and make_spec(**fx.quantization) == spec:
+            return name
+    return fixture
+
+
 def _from_pte(args: argparse.Namespace) -> int:
     from eagle3_check.program.pte_edit import omit_metadata
 
-    for flag in ("fixture", "target", "draft", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
+    for flag in ("fixture", "target", "draft", "quantize", "group_size", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
                  "min_verify_len", "max_verify_len"):
         if getattr(args, flag) is not None:
             name = "--" + flag.replace("_", "-")

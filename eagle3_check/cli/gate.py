@@ -25,6 +25,7 @@ examples:
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
   eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
+  eagle3-check gate --pte q4.pte --min-agreement 0.8 --max-tau-drop 0.5   # a quantized export: drift bounds
 """
 
 
@@ -46,13 +47,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed per check, a share of judged positions (default: float32's, 0; "
                    "a .pte runs in float32)")
+    p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
+                   help="quantized programs: least share of the program's greedy tokens that must be the "
+                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see README)")
+    p.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
+                   help="quantized programs: largest tau drop below the full-precision program's (default 0.7)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     add_html_arg(p)
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--no-progress", action="store_true", help="no progress bars or check lines on stderr")
-    p.add_argument("--runner", default=None, metavar="exec:PATH",
-                   help="gate a runner binary (the seed runner's flags and output) instead of the reference runner")
+    p.add_argument("--runner", default=None, metavar="exec:PATH|MODULE:FACTORY",
+                   help="gate a runner binary (the seed runner's flags and output), or a plug-in runner, instead "
+                   "of the reference runner")
     add_timeout_arg(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
@@ -89,7 +96,15 @@ def main(args: argparse.Namespace) -> int:
                               "pass e.g. --tie-budget 0")
         inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
-    if args.runner:
+    quantized = _sidecar_source(args.pte).get("quantization")
+    if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
+        inputs.fixture = f"{fx.name} quantized ({quantized})"
+    _drift_options(args, inputs, fx)
+    if args.runner and not args.runner.startswith("exec:"):
+        from eagle3_check.run.plugin import load_runner
+
+        inputs.plugin = load_runner(args.runner)
+    elif args.runner:
         inputs.runner = _exec_runner(args)
     if args.all_k:
         inputs.ks = _all_k(args.pte)
@@ -148,6 +163,51 @@ class StepBars:
         if self.bar is not None:
             self.bar.close()
         self.name, self.bar = None, None
+
+
+def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
+    """The drift thresholds, and how to build the full-precision twin of a quantized .pte: the
+    fixture's (a variant's base) or the sidecar's --target/--draft, in the .pte's own shape."""
+    from eagle3_check.errors import OptionError
+
+    for flag, value in (("--min-agreement", args.min_agreement), ("--max-tau-drop", args.max_tau_drop)):
+        if value is not None and not (0.0 <= value <= (1.0 if flag == "--min-agreement" else 8.0)):
+            raise OptionError(f"{flag} {value:g}", "a share in [0, 1]" if flag == "--min-agreement" else "a tau in [0, 8]",
+                              f"pass e.g. {flag} 0.5")
+    if args.min_agreement is not None:
+        inputs.drift.min_agreement = args.min_agreement
+    if args.max_tau_drop is not None:
+        inputs.drift.max_tau_drop = args.max_tau_drop
+    source = _sidecar_source(args.pte)
+    if fx is not None and not args.target:
+        from eagle3_check.fixtures.registry import load_fixture
+
+        base = load_fixture(fx.base) if fx.base else fx
+        target, draft = base.target_dir, base.draft_dir
+    elif source.get("target") and source.get("draft"):
+        target, draft = Path(source["target"]), Path(source["draft"])
+    else:
+        inputs.full_precision_note = "the .pte's sidecar names no draft and no --fixture was given"
+        return
+
+    def full_precision(metadata: dict):
+        from eagle3_check.fixtures.registry import ProgramSpec
+        from eagle3_check.program.contract import read_metadata
+        from eagle3_check.program.eager import EagerBackend
+
+        md = read_metadata(metadata)
+        lo, hi = md.k_range
+        spec = ProgramSpec(md.max_seq_len, md.min_prefill, md.max_prefill, md.chain_len, lo + 1, hi + 1)
+        return EagerBackend.from_dirs(target, draft, spec)
+
+    inputs.full_precision = full_precision
+
+
+def _sidecar_source(pte: str) -> dict:
+    from eagle3_check.program.export import read_sidecar
+
+    source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
+    return dict(source) if isinstance(source, dict) else {}
 
 
 def _exec_runner(args: argparse.Namespace):

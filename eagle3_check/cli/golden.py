@@ -80,6 +80,23 @@ def _select(prompts, only: str | None):
     return [by_id[w] for w in wanted]
 
 
+def _quantized_reference(setup, backend: str):
+    """A quantized program's golden is judged against, and takes its margins from, the program's
+    own quantized target (DESIGN §3: HF full precision is drift, not the reference); None for
+    full-precision programs."""
+    from eagle3_check.program.quantize import program_quantization
+    from eagle3_check.reference.hf import HFReference
+
+    if program_quantization(setup.program.metadata()) is None:
+        return None
+    module = getattr(setup.program, "module", None)
+    if backend == "pte" or module is None:
+        raise InputError("golden record on a quantized .pte", "its eager twin (margins need the quantized "
+                         "target's logits)", "record on the eager variant (e.g. --fixture tiny-llama-int4), "
+                         "then gate the .pte with --golden")
+    return HFReference.from_model(module.target.model)
+
+
 def record_main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -113,7 +130,8 @@ def record_main(args: argparse.Namespace) -> int:
                          "pass --force to re-record it (review the diff before committing)")
     prompts = load_prompts(args.prompts) if args.prompts else load_fixture(fixture).prompts()
     prompts = _select(prompts, args.only)
-    reference = HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
+    reference = _quantized_reference(setup, backend) or HFReference(setup.target_dir, args.device,
+                                                                     getattr(torch, args.dtype))
     bar = tqdm(total=len(prompts), desc="record", unit="prompt", file=sys.stderr, delay=0.5,
                disable=args.no_progress or args.json)  # delay: an early error is one line, no bar
     golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key,

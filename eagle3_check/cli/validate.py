@@ -25,7 +25,8 @@ FILES = {"prompts": "--prompts", "pte": "--pte", "tokenizer": "--tokenizer", "ba
          "from_pte": "--from-pte"}
 # flag dest -> smallest allowed value (integers given by the user; None = not given)
 AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefill": 1,
-            "min_verify_len": 2, "max_verify_len": 2, "threads": 1, "steps": 1, "batch_size": 1, "seed": 0}
+            "min_verify_len": 2, "max_verify_len": 2, "threads": 1, "steps": 1, "batch_size": 1, "seed": 0,
+            "group_size": 1}
 
 
 class Parser(argparse.ArgumentParser):

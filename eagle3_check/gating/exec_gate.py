@@ -23,9 +23,12 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, for `inputs.runner` (an ExecRunner). `timed(name, fn)`
     runs one check (gate._timed). Returns (checks, tau of the self-reference requests)."""
     from eagle3_check.gating.gate import GateCheck, _skip, _summary
+    from eagle3_check.program.quantize import program_quantization
+    from eagle3_check.suites.execute import SELF
 
     runner = inputs.runner
     md = read_metadata(program.metadata())
+    quant = program_quantization(program.metadata())  # DESIGN §3: a quantized program is judged against itself
     checks, tau = [], None
 
     def suites():
@@ -37,7 +40,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
         from eagle3_check.suites import suite_cases
         from eagle3_check.suites.execute import SuiteEnv
 
-        env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
+        env = SuiteEnv.fixed(program, inputs.tokenizer, SELF if quant else hf, [p.text for p in inputs.prompts], inputs.tolerance,
                              fixture=inputs.fixture)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
         cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
@@ -77,6 +80,9 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
                                                                      SelfReference(program))))
     if hf is None:
         checks.append(_skip("runner vs HF reference", "no reference target given (--target or --fixture)"))
+    elif quant is not None:
+        checks.append(_skip("runner vs HF reference", f"quantized program ({quant.short()}): the runner is judged "
+                            "against the self reference; run the gate without --runner exec:... for its drift"))
     else:
         checks.append(timed("runner vs HF reference", lambda: requests("runner vs HF reference", hf)))
     checks.append(_skip("self reference vs HF reference", "does not involve the runner: run the gate without "

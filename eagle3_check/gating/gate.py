@@ -9,6 +9,10 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
 4. runner vs self reference - bit-identical tokens (the lossless check, quantized or not);
 5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
 6. self reference vs HF reference - the program's target equals the HF target;
+   for a quantized program (`get_quantization`) 5 is not a pass/fail check (skipped, saying
+   so) and 6 is "quantization drift" (`gating/drift.py`): agreement, first divergence, rank under
+   HF and tau against the full-precision program, failing only past --min-agreement /
+   --max-tau-drop; the edge suites judge against the self reference;
 7. golden    - `--golden FILE|DIR`, re-run and compared exactly (`gating.gate_goldens`);
 8. baseline  - `--baseline FILE`: a metrics baseline (`bench/baselines/metrics.json`) is
                compared exactly with the golden runs (`metrics.compare_metrics`, needs
@@ -27,11 +31,13 @@ from pathlib import Path
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate_requests import run_requests
+from eagle3_check.gating.drift import DriftReport, DriftThresholds, drift_table
+from eagle3_check.gating.gate_requests import run_requests, runner_tau
 from eagle3_check.gating.junit import JUnitCase, JUnitSuite
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.program.metadata_check import target_facts, validate_metadata
+from eagle3_check.program.quantize import program_quantization
 from eagle3_check.reference.tolerance import Tolerance, default_budget, tolerance_for
 from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.run.crash import crash_reason
@@ -59,6 +65,12 @@ class GateInputs:
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
     runner: object | None = None  # an exec_runner.ExecRunner: a runner binary is gated instead (gating/exec_gate.py)
     on_step: Callable[[str, int, int], None] | None = None  # progress: (check, done, total) as cases finish
+    plugin: object | None = None  # a plug-in runner (`run()` returning a RunResult) instead of the reference runner
+    drift: DriftThresholds = field(default_factory=DriftThresholds)  # quantized programs only
+    # The full-precision twin of a quantized program, built from its metadata (same shape);
+    # None: tau drift is not measured, and the drift check says why.
+    full_precision: Callable[[dict], SpeculatorProgram] | None = None
+    full_precision_note: str = "no full-precision program given (gate from a fixture, or a sidecar naming the draft)"
 
 
 @dataclass
@@ -164,11 +176,17 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     step = inputs.on_step
     rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
-                      on_request=(lambda d, t: step("requests", d, t)) if step else None)
+                      on_request=(lambda d, t: step("requests", d, t)) if step else None,
+                      runner=inputs.plugin)
     checks = [_summary("runner vs self reference", rc.vs_self, "requests", tie_budget=inputs.tie_budget)]
+    quant = program_quantization(program.metadata())
     if hf is None:
         checks += [_skip("runner vs HF reference", "no reference target given (--target or --fixture)"),
-                   _skip("self reference vs HF reference", "no reference target given")]
+                   _skip(DRIFT if quant else "self reference vs HF reference", "no reference target given")]
+    elif quant is not None:
+        checks += [_skip("runner vs HF reference", f"quantized program ({quant.short()}): the runner is judged "
+                         "against the self reference; its target's distance from HF is the drift check"),
+                   drift_check(program, inputs, quant.short(), rc, ks)]
     else:
         checks += [_summary("runner vs HF reference", rc.vs_hf, "requests", tie_budget=inputs.tie_budget),
                    _summary("self reference vs HF reference", rc.self_vs_hf, "prompts", tie_budget=inputs.tie_budget)]
@@ -176,6 +194,21 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     if hf is not None:  # per request: the reference's tokens and margins the verdict read
         checks[1].details["reference"] = rc.ref_hf
     return checks, rc.tau
+
+
+DRIFT = "quantization drift"
+
+
+def drift_check(program, inputs: GateInputs, quantization: str, rc, ks: list[int]) -> GateCheck:
+    """Self reference vs HF full precision for a quantized program (`gating/drift.py`): one JUnit
+    case per prompt (its agreement and first divergence), failing only past the thresholds."""
+    fp_tau, note = None, inputs.full_precision_note
+    fp = inputs.full_precision(program.metadata()) if inputs.full_precision is not None else None
+    if fp is not None:
+        fp_tau = runner_tau(fp, inputs.tokenizer, inputs.prompts, inputs.options, ks)
+    rep = DriftReport(quantization, rc.drift, rc.tau, fp_tau, inputs.drift, fp_note="" if fp is not None else note)
+    rep.judge()
+    return GateCheck(DRIFT, rep.status, rep.message(), cases=rep.junit_cases(), details={"drift": rep.to_json()})
 
 
 def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
@@ -191,7 +224,11 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         return _skip("edge suites", "edge-suite registry (eagle3_check.suites) not installed")
     if hf is None:
         return _skip("edge suites", "no reference target given (--target or --fixture)")
-    env = SuiteEnv.fixed(program, inputs.tokenizer, hf, [p.text for p in inputs.prompts], inputs.tolerance,
+    from eagle3_check.suites.execute import SELF
+
+    # A quantized program is judged against its own greedy decoding (DESIGN §3), not HF's.
+    ref = SELF if program_quantization(program.metadata()) is not None else hf
+    env = SuiteEnv.fixed(program, inputs.tokenizer, ref, [p.text for p in inputs.prompts], inputs.tolerance,
                          fixture=inputs.fixture)
     todo = suite_cases(inputs.suite)
     done = []
@@ -201,7 +238,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
         if inputs.on_step:
             inputs.on_step("edge suites", len(done), len(todo))
 
-    rep = run_suite(inputs.suite, todo, env, on_case=on_case)
+    rep = run_suite(inputs.suite, todo, env, inputs.plugin, on_case=on_case)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
     return _summary("edge suites", cases, "cases", "passed", inputs.tie_budget)
 
@@ -348,6 +385,11 @@ def format_table(report: GateReport) -> str:
     for c in report.checks:
         rows.append((c.name, c.status.upper(), f"{c.seconds:.1f}s", c.message))
     lines = format_rows(rows)
+    drift = report.check(DRIFT)
+    if drift is not None and "drift" in drift.details:
+        d = drift.details["drift"]
+        lines += ["", f"quantization drift ({d['quantization']}; self reference vs HF full precision, teacher-forced):"]
+        lines += drift_table(d)
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
     lines += ["", f"GATE: {'PASS' if report.passed else 'FAIL'}{tau}   ({report.info.get('pte')})"]
     return "\n".join(lines)

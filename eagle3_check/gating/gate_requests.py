@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import reference_json
+from eagle3_check.gating.drift import PromptDrift, prompt_drift
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.reference.hf import ReferenceResult, Scores
@@ -41,6 +42,7 @@ class RequestCases:
     vs_self: list[JUnitCase] = field(default_factory=list)
     vs_hf: list[JUnitCase] = field(default_factory=list)
     self_vs_hf: list[JUnitCase] = field(default_factory=list)  # one per prompt
+    drift: list[PromptDrift] = field(default_factory=list)  # one per prompt: self reference vs HF (gating/drift.py)
     runs: int = 0
     tau: float | None = None  # over all runs: (emitted - 1) / rounds
     ref_self: dict[str, dict] = field(default_factory=dict)  # case -> check.reference_json (self reference)
@@ -83,11 +85,13 @@ def run_requests(
     tolerance: Tolerance,
     hf=None,
     on_request: Callable[[int, int], None] | None = None,
+    runner=None,
 ) -> RequestCases:
-    """Every prompt x K, judged; `on_request(done, total)` after each request (progress)."""
+    """Every prompt x K, judged; `on_request(done, total)` after each request (progress); `runner`:
+    a plug-in runner (`run()` returning a RunResult) judged instead of the reference runner."""
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, options).ids
-    runner = ReferenceRunner()
+    runner = runner if runner is not None else ReferenceRunner()
     out = RequestCases()
     self_cache: dict[tuple, ReferenceResult] = {}
     runs: list[RunResult] = []
@@ -130,7 +134,9 @@ def run_requests(
                     continue
                 if hf is not None:
                     sr = self_cache[key]
-                    rr = reference_vs_reference(sr, hf.score(run.prompt_ids, sr.tokens), tolerance)
+                    hf_rows = hf.score(run.prompt_ids, sr.tokens)
+                    out.drift.append(prompt_drift(p.id, sr.tokens, hf_rows))
+                    rr = reference_vs_reference(sr, hf_rows, tolerance)
                     rr.name = p.id
                     rr.seconds = time.perf_counter() - t_ref
                     out.self_vs_hf.append(rr)
@@ -155,3 +161,17 @@ def run_requests(
     out.runs = len(runs)
     out.tau = sum(len(r.tokens) - 1 for r in runs) / rounds if rounds else None
     return out
+
+
+def runner_tau(program: SpeculatorProgram, tokenizer, prompts: list[Prompt], options: RunOptions,
+               ks: list[int]) -> float | None:
+    """tau = (emitted - 1) / rounds of the reference runner over prompts x K (as `run_requests`):
+    the full-precision program's tau that a quantized program's drift is measured against."""
+    runner = ReferenceRunner()
+    emitted = rounds = 0
+    for k in ks:
+        opts = RunOptions(**{**options.__dict__, "chain_len": k})
+        for p in prompts:
+            run = runner.run(program, tokenizer, p.text, opts)
+            emitted, rounds = emitted + len(run.tokens) - 1, rounds + run.rounds
+    return emitted / rounds if rounds else None

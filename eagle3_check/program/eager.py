@@ -127,7 +127,12 @@ class EagerBackend(SpeculatorProgram):
     def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", reuse_outputs: bool = False,
                      **spec_overrides) -> EagerBackend:
         spec = ProgramSpec(**{**fixture.spec.__dict__, **spec_overrides})
-        return cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype, reuse_outputs)
+        program = cls.from_dirs(fixture.target_dir, fixture.draft_dir, spec, device, dtype, reuse_outputs)
+        if fixture.quantization is not None:  # a quantized variant (e.g. tiny-llama-int4), built here
+            from eagle3_check.program.quantize import make_spec
+
+            program.quantize(make_spec(**fixture.quantization))
+        return program
 
     def metadata(self) -> dict[str, Any]:
         return dict(self._metadata)
@@ -147,6 +152,18 @@ class EagerBackend(SpeculatorProgram):
         bufs[0][:, :n].copy_(ids)
         bufs[1][:, :t].copy_(feature)
         return bufs[0][:, :n], bufs[1][:, :t]
+
+    def quantize(self, spec) -> list[str]:
+        """Weight-only quantization in place (`program/quantize.py`, a `QuantSpec`): the eager twin
+        of a quantized `.pte`; the metadata gains `get_quantization`. Returns the quantized layers."""
+        from eagle3_check.program.quantize import QUANT_KEY, quantize_speculator
+
+        if self.device.type != "cpu":
+            raise OptionError(f"--quantize {spec.scheme} on {self.device}", "cpu",
+                              "quantized programs run on CPU here: pass --device cpu")
+        self.quantized_layers = quantize_speculator(self.module, spec)
+        self._metadata[QUANT_KEY] = spec.tag()
+        return self.quantized_layers
 
     @torch.no_grad()
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]

@@ -31,6 +31,7 @@ from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.program.quantize import QUANT_KEY
 from eagle3_check.quiet import third_party_quiet
 
 BACKENDS = ("xnnpack", "portable")
@@ -118,6 +119,7 @@ class ExportRecord:
     source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
     versions: dict = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)  # PHASES in order -> seconds
+    quantization: dict | None = None  # {"tag": get_quantization, "layers": [...]} (program/quantize.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -230,7 +232,7 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
 
 
 def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
-    known = REQUIRED_KEYS + OPTIONAL_KEYS + (BACKEND_KEY,)
+    known = REQUIRED_KEYS + OPTIONAL_KEYS + (BACKEND_KEY, QUANT_KEY)
     for key in omit:
         if key not in known:
             raise OptionError(f"--omit-metadata {key}", f"one of {', '.join(known)}",
@@ -315,6 +317,7 @@ def export_speculator(
     omit_metadata: list[str] | tuple[str, ...] = (),
     source: dict | None = None,
     on_phase: Callable[[str], None] | None = None,
+    quantized_layers: list[str] | None = None,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
@@ -344,6 +347,7 @@ def export_speculator(
         source=source or {},
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
         phases=phases.seconds,
+        quantization={"tag": metadata[QUANT_KEY], "layers": quantized_layers or []} if QUANT_KEY in metadata else None,
     )
     write_sidecar(out, record.to_json())  # after the .pte: it records the .pte's digest
     return record
@@ -365,4 +369,5 @@ def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
-                             omit_metadata, source, on_phase)
+                             omit_metadata, source, on_phase,
+                             getattr(program, "quantized_layers", None))

@@ -86,12 +86,24 @@ class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
         with third_party_quiet():  # the "Loading weights" bar
-            self.model = AutoModelForCausalLM.from_pretrained(
+            model = AutoModelForCausalLM.from_pretrained(
                 target_dir, dtype=dtype, attn_implementation="eager", trust_remote_code=TRUST_REMOTE_CODE
             ).to(device).eval()
+        self._use(model, device)
+
+    def _use(self, model, device: str) -> None:
+        self.model = model
         self.device = device
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"  # renamed in 5.2x
+
+    @classmethod
+    def from_model(cls, model, device: str = "cpu") -> HFReference:
+        """A reference over a causal LM already in memory: a quantized program's own target (its
+        weight-only quantized linears), whose logits give a quantized golden its margins."""
+        ref = cls.__new__(cls)
+        ref._use(model.eval(), device)
+        return ref
 
     @torch.no_grad()
     def score(self, prompt_ids: list[int], tokens: list[int]) -> Scores:

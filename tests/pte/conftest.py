@@ -67,6 +67,24 @@ def pte_path(fixture, program, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def q4_pte_path(fixture, tmp_path_factory) -> Path:
+    """tiny-llama with INT4 weights (the tiny-llama-int4 variant's program) as an XNNPACK `.pte`,
+    exported once; its sidecar names the variant, as `export --quantize int4-weight` does (the gate
+    takes the HF reference and the full-precision twin from its base)."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.eager import EagerBackend
+
+    variant = load_fixture("tiny-llama-int4")
+    return _cached_export(
+        "tiny-llama-int4", _cache_key(fixture, "xnnpack int4-weight g32 " + hashlib.sha256(
+            (ROOT / "eagle3_check" / "program" / "quantize.py").read_bytes()).hexdigest()),
+        lambda out: export_eager(EagerBackend.from_fixture(variant), out, "xnnpack",
+                                 source={"fixture": variant.name, "quantization": "int4-weight;group_size=32;scope=target"}),
+        tmp_path_factory,
+    )
+
+
+@pytest.fixture(scope="session")
 def pte_program(pte_path) -> PteBackend:
     return PteBackend(pte_path)
 
