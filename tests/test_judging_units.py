@@ -127,3 +127,42 @@ def test_prefill_chunks_when_the_chunk_is_below_min_prefill():
     assert prefill_chunks(10, 4, 3, None) == [2, 2, 2, 1, 3]
     assert prefill_chunks(3, 4, 3, None) == [3]
     assert prefill_chunks(0, 32, 6, None) == []
+
+
+def test_judge_position_fields():
+    from eagle3_check.reference.verdict import judge_position
+
+    scores = _scores([5, 6])
+    same = judge_position(1, 6, scores, TOL)
+    assert (same.index, same.status, same.got, same.want, same.margin, same.gap, same.rank, same.tolerance) == (
+        1, PASS, 6, 6, 5.0, 0.0, 1, TOL.at(10.0))
+    past = judge_position(2, 9, scores, TOL)
+    assert (past.index, past.status, past.got, past.want, past.margin, past.gap, past.rank, past.tolerance) == (
+        2, FAIL, 9, None, float("inf"), float("inf"), None, 0.0)
+
+
+def test_verdict_json_status_is_a_plain_string():
+    v = judge(_run([5, 1], [1], reason=STOP), _scores([5, 1, 9]), STOPS, 64, 256, TOL)
+    js = v.to_json()
+    assert type(js["status"]) is str and js["status"] == "pass"
+    assert set(js) == {"status", "message", "index", "got", "want", "margin", "rank", "expected_len",
+                       "expected_reason", "identical", "ties", "fails", "tie_at"}
+
+
+def test_tie_verdict_forensics_and_plural():
+    t = TOL.at(10.0)
+    scores = Scores([5, 6, 7, 9], [10.0] * 4, [10.0 - t / 2] * 4, [0] * 4, [10.0, 10.0 - t / 4, 10.0 - t / 3, 2.0],
+                    [1, 2, 3, 9])
+    v = judge(_run([5, 8, 4], [1]), scores, STOPS, 3, 256, TOL)
+    assert (v.status, v.index, v.got, v.want, v.rank, v.ties, v.tie_at) == (TIE, 1, 8, 6, 2, 2, [1, 2])
+    assert v.margin == pytest.approx(t / 2) and (v.expected_len, v.expected_reason) == (3, MAX_NEW)
+    assert v.message.startswith("2 ties in 3 tokens (max_new); first at token 1")
+    fail = judge(_run([5, 6, 7], [0]), _scores([5, 6, 7, 8]), STOPS, 64, 256, TOL)
+    assert (fail.status, fail.expected_len, fail.expected_reason) == (FAIL, 2, None)  # EARLY: no reason fixed
+    stop = judge(_run([5, 1, 7], [1]), _scores([5, 1, 7, 9]), STOPS, 64, 256, TOL)
+    assert (stop.expected_len, stop.expected_reason) == (2, STOP)
+
+
+@pytest.mark.parametrize("L, window, plan", [(40, 10, [10, 10, 10, 10]), (1, None, [1]), (17, None, [16, 1])])
+def test_prefill_chunks_window_and_a_one_token_tail(L, window, plan):
+    assert prefill_chunks(L, 32, 1, window) == plan
