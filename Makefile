@@ -2,7 +2,7 @@
 PY ?= python
 PYTEST ?= $(PY) -m pytest
 
-.PHONY: check lint test gpu gpu-bench slow mutants
+.PHONY: check lint test gpu gpu-bench slow mutants mutate-harness
 
 check: lint test
 
@@ -48,3 +48,12 @@ bench-compare:
 
 bench-baseline:
 	$(BENCH) --benchmark-json=$(BENCH_BASELINE)
+
+# mutmut over the judging code (verdict, rules, options, golden diff, metrics, gate), running
+# only the fast tests that cover it ([tool.mutmut] in pyproject.toml), niced; writes the kill
+# report bench/results/mutmut-harness.md (survivors explained in bench/mutmut_survivors.json)
+# and fails under 90 % killed or with an unexplained survivor. Needs `pip install mutmut==3.8.1`.
+MUTMUT_CHILDREN ?= 2
+mutate-harness:
+	EAGLE3_CHECK_FIXTURES=$(CURDIR)/fixtures nice -n 15 $(PY) -m mutmut run --max-children $(MUTMUT_CHILDREN)
+	PYTHONPATH=$(CURDIR) $(PY) bench/mutmut_report.py bench/results/mutmut-harness.md
