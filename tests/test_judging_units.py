@@ -166,3 +166,29 @@ def test_tie_verdict_forensics_and_plural():
 @pytest.mark.parametrize("L, window, plan", [(40, 10, [10, 10, 10, 10]), (1, None, [1]), (17, None, [16, 1])])
 def test_prefill_chunks_window_and_a_one_token_tail(L, window, plan):
     assert prefill_chunks(L, 32, 1, window) == plan
+
+
+def test_a_row_without_the_runners_logit_is_a_failure_with_unknown_rank():
+    """A reference row whose given logit / rank is missing (fewer given rows than argmax rows): no tie."""
+    from eagle3_check.reference.verdict import judge_position
+
+    scores = Scores([5, 6], [10.0, 10.0], [10.0, 10.0], [0, 0], [10.0], [1])
+    p = judge_position(1, 7, scores, TOL)
+    assert (p.status, p.gap, p.rank, p.margin) == (FAIL, float("inf"), None, 0.0)
+
+
+@pytest.mark.parametrize("args, want", [
+    (([1, 5], {1}, 10, 5, 2, 64, []), (1, STOP)),  # the bonus is a stop token
+    (([5, 6], {1}, 1, 5, 2, 64, []), (1, MAX_NEW)),  # max new tokens 1
+    (([5, 6], {1}, 10, 63, 2, 64, []), (1, "context")),  # max_seq_len - L = 1 caps max_new
+    (([5, 6, 7, 8, 9, 10, 11, 12, 13], set(), 100, 10, 4, 20, [4, 1]), (8, "context")),  # the docstring's example
+    (([5, 6], set(), 10, 5, 2, 64, [4]), (3, "stopped early")),  # the reference is too short to judge
+    (([5, 6, 7], set(), 10, 10, 4, 16, [0]), (2, "stopped early")),  # 11 + 4 = 15 = max_seq_len - 1: go on
+    (([5, 6, 7], set(), 10, 10, 4, 15, [0]), (2, "context")),  # 11 + 4 = 15 > 14: the context rule
+])
+def test_expected_length(args, want):
+    from eagle3_check.run.rules import expected_length
+
+    ref, stops, *rest = args
+    got = expected_length(ref, frozenset(stops), *rest)
+    assert (got.length, got.reason) == want
