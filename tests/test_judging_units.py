@@ -185,6 +185,8 @@ def test_a_row_without_the_runners_logit_is_a_failure_with_unknown_rank():
     (([5, 6], set(), 10, 5, 2, 64, [4]), (3, "stopped early")),  # the reference is too short to judge
     (([5, 6, 7], set(), 10, 10, 4, 16, [0]), (2, "stopped early")),  # 11 + 4 = 15 = max_seq_len - 1: go on
     (([5, 6, 7], set(), 10, 10, 4, 15, [0]), (2, "context")),  # 11 + 4 = 15 > 14: the context rule
+    (([5, 6, 7, 8, 9, 10, 11, 12, 13, 14], set(), 100, 10, 4, 20, [4, 1, 0]), (8, "context")),  # a round past the limit is not replayed
+    ((list(range(5, 15)), set(), 100, 10, 1, 14, [1, 1, 1]), (4, "context")),  # max_new = 14 - 10 cuts round 2
 ])
 def test_expected_length(args, want):
     from eagle3_check.run.rules import expected_length
