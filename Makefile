@@ -7,7 +7,7 @@ PYTEST ?= $(PY) -m pytest
 # dev = the test tools; pte = executorch 1.5.1 with the torch it needs (2.13.0). EXTRAS=dev: no executorch.
 EXTRAS ?= dev,pte
 
-.PHONY: install check lint test gpu gpu-bench slow mutants
+.PHONY: install check lint test gpu gpu-bench slow mutants mutate-harness
 
 # One command on a fresh machine: into the active virtualenv, else into .venv/ (created here).
 install:
@@ -66,3 +66,12 @@ bench-compare:
 
 bench-baseline:
 	$(BENCH) --benchmark-json=$(BENCH_BASELINE)
+
+# mutmut over the judging code (verdict, rules, options, golden diff, metrics, gate), running
+# only the fast tests that cover it ([tool.mutmut] in pyproject.toml), niced; writes the kill
+# report bench/results/mutmut-harness.md (survivors explained in bench/mutmut_survivors.json)
+# and fails under 90 % killed or with an unexplained survivor. Needs `pip install mutmut==3.8.1`.
+MUTMUT_CHILDREN ?= 2
+mutate-harness:
+	EAGLE3_CHECK_FIXTURES=$(CURDIR)/fixtures nice -n 15 $(PY) -m mutmut run --max-children $(MUTMUT_CHILDREN)
+	PYTHONPATH=$(CURDIR) $(PY) bench/mutmut_report.py bench/results/mutmut-harness.md

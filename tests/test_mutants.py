@@ -41,7 +41,9 @@ def test_every_mutant_is_killed_and_the_reference_passes_every_probe(ctx):
 def test_the_loop_mutants_run_on_both_placements_and_the_placement_mutants_on_theirs():
     shared = [m for m in MUTANTS if m.placements == PLACEMENTS]
     device_only = [m for m in MUTANTS if m.placements == ("device",)]
-    assert len(shared) >= 20 and len(device_only) >= 2 and len(shared) + len(device_only) == len(MUTANTS)
+    host_only = [m for m in MUTANTS if m.placements == ("host",)]
+    assert len(shared) >= 20 and len(device_only) >= 2 and len(host_only) >= 1
+    assert len(shared) + len(device_only) + len(host_only) == len(MUTANTS)
     m = BY_NAME["accept_off_by_one"]
     assert mutant_runner(m, "host").placement.name == "host"
     assert mutant_runner(m, "device").placement.name == "device"

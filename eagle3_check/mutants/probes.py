@@ -19,10 +19,11 @@ import torch
 
 from eagle3_check.errors import Eagle3CheckError, MetadataError, OptionError
 from eagle3_check.program.contract import REQUIRED_KEYS, read_metadata
+from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.run.rules import expected_length
+from eagle3_check.run.rules import expected_length, prefill_chunks
 from eagle3_check.suites import toy
-from eagle3_check.suites.instrument import RecordingProgram
+from eagle3_check.suites.instrument import RecordingProgram, call_problems
 
 PROMPT = list(range(300, 310))  # L = 10 raw ids; greedy chain below repeats every 12 tokens
 
@@ -38,8 +39,15 @@ class StrictToy(toy.ToyProgram):
         super().__init__(**kw)
         if eos_ids:
             self._md["get_eos_ids"] = list(eos_ids)
+        self.buffers = OutputBuffers(self._md["get_max_seq_len"])  # graph-owned outputs (program/owned.py)
         for key in drop:
             del self._md[key]
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, 2] (graph-owned)
+        return self.buffers.own("prefill", *super().prefill(tokens, positions))
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, 2] (graph-owned)
+        return self.buffers.own("target_verify", *super().target_verify(tokens, positions))
 
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, 2], [T] -> [1, T], [1, T, 2]
         if feature.shape[:2] != tokens.shape:
@@ -47,7 +55,7 @@ class StrictToy(toy.ToyProgram):
         ids, g = super().draft_decode(tokens, feature, positions)
         rows = feature[0]  # [T, 2]
         want = torch.where(rows[:, 1] < 0, positions - 1, positions).float()
-        return ids + (rows[:, 0] != want).long()[None], g
+        return self.buffers.own("draft_decode", ids + (rows[:, 0] != want).long()[None], g)
 
 
 def toy_accepted(prompt_len: int, k: int, wrong_at: set[int], rounds: int = 64) -> list[int]:
@@ -73,8 +81,11 @@ class ToyCase:
     prompt: list[int] | str = field(default_factory=lambda: list(PROMPT))
     options: dict = field(default_factory=dict)  # RunOptions overrides on raw_options
     raises: type[Eagle3CheckError] | None = None
+    tokenizer_eos: tuple[int, ...] | None = None  # a tokenizer variant with these EOS ids
 
     def judge(self, runner, tokenizer) -> str | None:
+        if self.tokenizer_eos is not None:
+            tokenizer = tokenizer.with_eos(self.tokenizer_eos)
         program = RecordingProgram(StrictToy(**self.program))
         opts = raw_options(**self.options)
         try:
@@ -104,13 +115,17 @@ class ToyCase:
             ("accepted", result.accepted, oracle[:rounds]),
             ("stop reason", result.stop_reason, exp.reason),
             ("tau", result.tau, (exp.length - 1) / rounds if rounds else 0.0),
+            ("max_new", result.max_new, min(opts.max_new_tokens, md.max_seq_len - L)),
+            ("text", result.text, tokenizer.decode(list(result.tokens))),
         ]
         for what, got, want in checks:
             if got != want:
                 return f"{what} {_short(got)}, want {_short(want)}"
         if program.max_position() >= md.max_seq_len:
             return f"wrote KV position {program.max_position()} >= max_seq_len {md.max_seq_len}"
-        return None
+        chunks = prefill_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) if opts.chunked_prefill else None
+        problems = call_problems(program, result, md.max_seq_len, chunks)  # e.g. a seed fed stale features
+        return f"call log: {problems[0]}" if problems else None
 
 
 def _short(v) -> str:
@@ -130,6 +145,27 @@ def multi_token_stop_string(tokenizer, tokens: list[int], start: int) -> str:
         if len(enc) >= 2 and enc[0] == tokens[j] and tokens[j] not in tokens[:j]:
             return s
     raise RuntimeError("no multi-token stop string found for the toy chain")
+
+
+def one_token_string_not_a_key(tokenizer, tokens: list[int], start: int) -> tuple[int, str]:
+    """(j, s): s encodes to exactly [tokens[j]] (its first time, j >= start) but is no vocabulary key."""
+    for j in range(start, len(tokens)):
+        s = tokenizer.decode([tokens[j]])
+        if tokenizer.encode(s) == [tokens[j]] and tokenizer.token_to_id(s) is None and tokens[j] not in tokens[:j]:
+            return j, s
+    raise RuntimeError("no one-token stop string that is no vocabulary key in the toy chain")
+
+
+def _programs_in_sequence(runner, ctx: Context) -> str | None:
+    """One runner instance, two requests: a small program and K = 1, then the default toy with K = 7
+    (state sized by the first request must not survive)."""
+    first = ToyCase(program=dict(max_seq_len=24, max_prefill=12), options=dict(chain_len=1, max_new_tokens=6))
+    second = ToyCase(options=dict(chain_len=7, max_new_tokens=30))
+    for n, case in enumerate((first, second, first), start=1):
+        problem = case.judge(runner, ctx.tokenizer)
+        if problem:
+            return f"request {n} of the sequence: {problem}"
+    return None
 
 
 @dataclass
@@ -339,6 +375,22 @@ PROBES: tuple[Probe, ...] = (
     Probe("toy:text-prompt", "a text request: chat template and one BOS, Gemma 4 defaults",
           _toy(lambda g, c: ToyCase(prompt="Hi", options=dict(
               **{f: getattr(RunOptions(), f) for f in ("stop_ids", "stop_token", "eos_id")}, max_new_tokens=9)))),
+    Probe("toy:tokenizer-eos", "no get_eos_ids: the tokenizer's EOS (a token of the output) stops",
+          _toy(lambda g, c: ToyCase(tokenizer_eos=(g[_first_time(g, 3)],)))),
+    Probe("toy:tokenizer-eos-shadowed", "the program's get_eos_ids replace the tokenizer's EOS: no stop there",
+          _toy(lambda g, c: ToyCase(program=dict(eos_ids=(7,)), tokenizer_eos=(g[_first_time(g, 3)],),
+                                    options=dict(max_new_tokens=21)))),
+    Probe("toy:eos-id", "eos id alone (a token of the output) stops",
+          _toy(lambda g, c: ToyCase(options=dict(eos_id=g[_first_time(g, 4)])))),
+    Probe("toy:stop-token-not-key", "a stop string that encodes to one token but is no vocabulary key stops",
+          _toy(lambda g, c: ToyCase(options=dict(stop_token=one_token_string_not_a_key(c.tokenizer, g, 2)[1])))),
+    Probe("toy:prompt-edges", "a text request with edge whitespace, newlines and a tab: taken as given",
+          _toy(lambda g, c: ToyCase(prompt="  Hi\n\tthere \n", options=dict(
+              **{f: getattr(RunOptions(), f) for f in ("stop_ids", "stop_token", "eos_id")}, max_new_tokens=9)))),
+    Probe("toy:chunked-prefill", "chunked prefill of 40 ids on graph-owned outputs: each chunk's features seed",
+          _toy(lambda g, c: ToyCase(prompt=list(range(300, 340)), options=dict(chunked_prefill=True)))),
+    Probe("toy:programs-in-sequence", "one runner: a small program and K = 1, then K = 7, then the small again",
+          _programs_in_sequence),
     Probe("check:fixture", "eagle3-check check on the eager tiny-llama fixture (HF reference)",
           _check_fixture, "check"),
     *suite_probes(),

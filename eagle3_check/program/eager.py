@@ -4,9 +4,9 @@ Its metadata is taken from how it was built: the `ProgramSpec` (sequence length,
 prefill range, chain length, verify range) plus what the models say (vocab sizes,
 layer count, sliding window, EOS ids).
 
-`reuse_outputs=True` gives the eager program graph-owned outputs, as a CUDA graph's or an
-ExecuTorch program's memory-planned outputs are: each method writes its outputs into one
-buffer of its own, sized for max_seq_len rows, and returns views of it, so an output is valid
+`reuse_outputs=True` gives the eager program graph-owned outputs (`owned.OutputBuffers`), as a
+CUDA graph's or an ExecuTorch program's memory-planned outputs are: each method writes its
+outputs into one buffer of its own, sized for max_seq_len rows, and returns views of it, so an output is valid
 only until the next call of the same method (any length). A runner that reads an output after
 that (a stale read) then sees the later call's values on CPU, not only on a GPU. Worked
 example: draft_decode at positions 0..9 returns ids = buf[:, :10]; the chain step at 10 then
@@ -25,6 +25,7 @@ from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Fixture, ProgramSpec
 from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.program.draft import Eagle3DraftHead
+from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.program.speculator import Eagle3Speculator
 from eagle3_check.program.target import TargetAdapter, load_hf_target, target_text_config
 
@@ -67,7 +68,7 @@ class EagerBackend(SpeculatorProgram):
         self.module = module
         self.spec = spec
         self.reuse_outputs = reuse_outputs  # graph-owned outputs (module doc)
-        self._out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # method -> ([1, S], [1, S, H])
+        self._buffers = OutputBuffers(spec.max_seq_len) if reuse_outputs else None
         target = module.target
         self.device = next(module.parameters()).device
         self._metadata: dict[str, Any] = {
@@ -138,20 +139,8 @@ class EagerBackend(SpeculatorProgram):
         return dict(self._metadata)
 
     def _owned(self, method: str, out: tuple[torch.Tensor, torch.Tensor]):  # ([1, T], [1, T, H])
-        """`out` copied into the method's one output buffer; views of it returned (module doc)."""
-        if not self.reuse_outputs:
-            return out
-        ids, feature = out
-        bufs = self._out.get(method)
-        rows = self.spec.max_seq_len
-        if bufs is None or bufs[1].shape[2] != feature.shape[2] or bufs[1].dtype != feature.dtype:
-            bufs = self._out[method] = (torch.zeros(1, rows, dtype=ids.dtype, device=ids.device),
-                                        torch.zeros(1, rows, feature.shape[2], dtype=feature.dtype,
-                                                    device=feature.device))
-        n, t = ids.shape[1], feature.shape[1]
-        bufs[0][:, :n].copy_(ids)
-        bufs[1][:, :t].copy_(feature)
-        return bufs[0][:, :n], bufs[1][:, :t]
+        """`out` in the method's one output buffer when outputs are graph-owned (module doc)."""
+        return self._buffers.own(method, *out) if self._buffers is not None else out
 
     def quantize(self, spec) -> list[str]:
         """Weight-only quantization in place (`program/quantize.py`, a `QuantSpec`): the eager twin
