@@ -93,8 +93,8 @@ def main(args: argparse.Namespace) -> int:
     if args.suite:
         return suite_main(args, runner)
     options = options_from_args(args)
+    setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
     budget = tie_budget_from_args(args)
-    setup = build_program(args)
     prompts = prompts_for(args, setup)
     import torch
 
@@ -112,8 +112,12 @@ def main(args: argparse.Namespace) -> int:
                            tie_budget=budget)
     finally:
         bar.close()
-    report.info.update(setup.info, runner=runner_name, reference=args.reference,
-                       tie_tolerance=tolerance_for(args.dtype).describe())
+    from eagle3_check.program.contract import read_metadata
+
+    md = read_metadata(setup.program.metadata())
+    report.info.update(setup.info, runner=runner_name, reference=args.reference, dtype=args.dtype,
+                       tie_tolerance=tolerance_for(args.dtype).describe(), k_range=list(md.k_range),
+                       k_source=md.k_source)
     from eagle3_check.gating.draft_health import assess
 
     health = assess(setup.program, report, args.expect_tau)  # greedy equality cannot see a wrong draft

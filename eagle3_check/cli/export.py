@@ -16,6 +16,8 @@ examples:
   eagle3-check export -o tiny.pte                            # the embedded tiny-llama fixture
   eagle3-check export --target T --draft D -o model.pte --max-verify-len 8
   eagle3-check export --from-pte tiny.pte --omit-metadata get_chain_len -o bad.pte
+  eagle3-check export --verify-kv-window -o kvwin.pte   # target_verify(tokens, positions, kv_window)
+  eagle3-check export --dtype bfloat16 -o tiny-bf16.pte   # bf16 weights and features
 """
 
 
@@ -33,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chain-len", "-k", type=int, default=None, help="default K (get_chain_len)")
     p.add_argument("--min-verify-len", type=int, default=None, help="smallest verify window (K + 1)")
     p.add_argument("--max-verify-len", type=int, default=None, help="largest verify window (K + 1)")
+    p.add_argument("--verify-kv-window", action="store_true",
+                   help="write the newer target_verify form (a third input kv_window int32 [V], dynamic C and V, "
+                   "no verify range metadata: DESIGN §1)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="weights and features of the program (default float32)")
+    p.add_argument("--external-data", action="store_true",
+                   help="write the weights to NAME.ptd beside NAME.pte (load it with --data-path NAME.ptd)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
     p.add_argument("--from-pte", default=None, metavar="FILE",
@@ -52,16 +61,21 @@ def main(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
                                                "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
     program, _, _, source = eager_program(args, overrides)
-    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.program.contract import VERIFY_KV_WINDOW, read_metadata
+
+    if args.verify_kv_window:
+        program.use_verify_form(VERIFY_KV_WINDOW)
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
-    record = export_eager(program, args.output, args.backend, args.omit_metadata, source)
+    record = export_eager(program, args.output, args.backend, args.omit_metadata, source, args.external_data)
     if args.json:
         print(json.dumps(record.to_json(), indent=2))
     else:
         delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
         omitted = f"; omitted {', '.join(record.omitted)}" if record.omitted else ""
-        print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
+        omitted += f"; weights in {record.data_path}" if record.data_path else ""
+        form = "target_verify with kv_window" if args.verify_kv_window else "target_verify(tokens, positions)"
+        print(f"wrote {record.path} ({args.backend}, {args.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s{omitted})")
     return 0
 
@@ -75,6 +89,11 @@ def _from_pte(args: argparse.Namespace) -> int:
             name = "--" + flag.replace("_", "-")
             raise InputError(f"{name} with --from-pte", "only --omit-metadata (the program is copied)",
                              f"drop {name}, or export from --fixture / --target")
+    for flag, given in (("--verify-kv-window", args.verify_kv_window), ("--dtype", args.dtype != "float32"),
+                        ("--external-data", args.external_data)):
+        if given:
+            raise InputError(f"{flag} with --from-pte", "only --omit-metadata (the program is copied)",
+                             f"drop {flag}, or export from --fixture / --target")
     omit_metadata(args.from_pte, args.output, args.omit_metadata)
     print(f"wrote {args.output} (copy of {args.from_pte} without {', '.join(args.omit_metadata) or 'nothing'})")
     return 0

@@ -202,6 +202,11 @@ def format_table(report: CheckReport) -> str:
     c = report.counts()
     alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
     lines.append("")
+    info = report.info
+    if "k_range" in info:  # what the program is and how it is judged (set by `check`)
+        form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
+        lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
+                     f"K range {info['k_range']} from {info.get('k_source')}")
     lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
     lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
     lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "

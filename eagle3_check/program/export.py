@@ -7,7 +7,9 @@ wrapper that holds the *same* module as `spec`, so buffer names (`spec.target.k_
 makes the runtime keep one allocation per cache for the whole program.
 
 Metadata becomes constant methods; the verify window range is `get_min_verify_len` /
-`get_max_verify_len`. The backend (XNNPACK where it lowers, portable kernels elsewhere)
+`get_max_verify_len`. `verify_kv_window=True` writes the newer target_verify form of the seed
+(#20344 on, DESIGN §1): a third input kv_window int32 [V] with V dynamic in [2, max_seq_len], C
+dynamic, and no verify range metadata (the window bounds are the method's own input bounds). The backend (XNNPACK where it lowers, portable kernels elsewhere)
 is recorded in the constant method `get_export_backend` and, with what was delegated, in
 a sidecar `<name>.export.json` beside the `.pte`.
 
@@ -28,7 +30,12 @@ from torch import nn
 from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
-from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.program.contract import (
+    OPTIONAL_KEYS,
+    REQUIRED_KEYS,
+    VERIFY_KV_WINDOW,
+    VERIFY_PLAIN,
+)
 
 BACKENDS = ("xnnpack", "portable")
 BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
@@ -66,6 +73,9 @@ class ExportRecord:
     seconds: float = 0.0
     source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
     versions: dict = field(default_factory=dict)
+    dtype: str = "float32"  # weights and features
+    target_verify: str = "tokens+positions"  # or kv_window (contract.VERIFY_* forms)
+    data_path: str | None = None  # the .ptd beside the .pte (--external-data), else None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -99,6 +109,12 @@ class _Verify(_Method):
         return self.spec.target_verify(tokens, positions)
 
 
+class _VerifyKV(_Method):
+    def forward(self, tokens, positions, kv_window):  # [1, C], [C], [V] int32 -> [1, C], [1, C, H]
+        self._bind()
+        return self.spec.target_verify_kv(tokens, positions, kv_window)
+
+
 class _Draft(_Method):
     def forward(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         self._bind()
@@ -115,9 +131,10 @@ def _dim(name: str, lo: int, hi: int):
     return example, Dim(name, min=lo, max=hi)
 
 
-def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
-    """torch.export of the three methods with dynamic lengths; buffers restored afterwards."""
-    from torch.export import export
+def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, verify_kv_window: bool = False) -> dict:
+    """torch.export of the three methods with dynamic lengths; buffers restored afterwards.
+    With `verify_kv_window`, target_verify takes kv_window [V] too (V dynamic in [2, max_seq_len])."""
+    from torch.export import Dim, export
 
     snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
     t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
@@ -134,6 +151,11 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int) -> dict:
             ({1: ddim}, {1: ddim}, {0: ddim}),
         ),
     }
+    if verify_kv_window:
+        # Example V = 2 * C: any V in range traces the same graph (kv_window is not read).
+        v = Dim("V", min=2, max=spec.max_seq_len)
+        plans["target_verify"] = (_VerifyKV, (torch.zeros(1, c, **long), torch.arange(c),
+                                              torch.zeros(2 * c, dtype=torch.int32)), ({1: cdim}, {0: cdim}, {0: v}))
     programs = {}
     try:
         with torch.no_grad():
@@ -159,9 +181,12 @@ def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def constant_methods(metadata: dict[str, Any], backend: str, omit: list[str]) -> dict[str, Any]:
-    """Metadata as constant methods: ints and lists of ints; empty lists and None dropped."""
+    """Metadata as constant methods: ints and lists of ints; empty lists and None dropped, and so
+    is what is not a constant method (a backend's derived keys such as the verify input bounds)."""
     out: dict[str, Any] = {}
     for key, value in {**metadata, BACKEND_KEY: backend}.items():
+        if not key.startswith("get_"):
+            continue
         if key in omit or value is None or (isinstance(value, (list, tuple)) and not value):
             continue
         out[key] = list(value) if isinstance(value, tuple) else value
@@ -185,8 +210,16 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
-def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path):
-    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches."""
+def data_path_for(pte_path: str | Path) -> Path:
+    """`model.pte` -> `model.ptd`, the external data file `export --external-data` writes."""
+    p = Path(pte_path)
+    return p.with_suffix(".ptd")
+
+
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
+                 external_data: bool = False):
+    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches; with
+    `external_data`, the weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`."""
     from executorch.exir import (
         EdgeCompileConfig,
         ExecutorchBackendConfig,
@@ -212,8 +245,16 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
             passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
             memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
             emit_mutable_buffer_names=True,
+            external_constants=external_data,
         )
     )
+    if external_data:
+        files = et.data_files
+        if len(files) != 1:
+            raise OptionError(f"--external-data produced {len(files)} data files ({', '.join(files) or 'none'})",
+                              "one .ptd with the program's weights", "export without --external-data")
+        with atomic_writer(data_path_for(out_path), binary=True, what=".ptd") as f:
+            f.write(next(iter(files.values())))
     with atomic_writer(out_path, binary=True, what=".pte") as f:
         et.write_to_file(f)
     return summary
@@ -227,11 +268,15 @@ def export_speculator(
     backend: str = "xnnpack",
     omit_metadata: list[str] | tuple[str, ...] = (),
     source: dict | None = None,
+    verify_kv_window: bool = False,
+    external_data: bool = False,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
     `metadata` is the program's raw metadata (e.g. `EagerBackend.metadata()`); keys in
-    `omit_metadata` are left out, to build negative fixtures.
+    `omit_metadata` are left out, to build negative fixtures. `verify_kv_window` writes the newer
+    target_verify form, without verify range metadata; `external_data` writes the weights to a
+    `.ptd` beside the `.pte` (`data_path_for`), loaded with `--data-path`.
     """
     require_executorch()
     if backend not in BACKENDS:
@@ -243,9 +288,11 @@ def export_speculator(
     check_writable(out, ".pte")  # before the minute of export: a missing directory is an error now
     hidden = _feature_width(module)
     t0 = time.perf_counter()
-    programs = export_methods(module, spec, hidden)
+    programs = export_methods(module, spec, hidden, verify_kv_window)
+    if verify_kv_window:
+        omit = [*omit, *(k for k in ("get_min_verify_len", "get_max_verify_len") if k not in omit)]
     constants = constant_methods(metadata, backend, omit)
-    delegated, portable = lower_to_pte(programs, constants, backend, out)
+    delegated, portable = lower_to_pte(programs, constants, backend, out, external_data)
     import executorch
 
     record = ExportRecord(
@@ -253,6 +300,9 @@ def export_speculator(
         delegated=delegated, portable_ops=portable, seconds=round(time.perf_counter() - t0, 2),
         source=source or {},
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
+        dtype=str(next(module.parameters()).dtype).removeprefix("torch."),
+        target_verify=VERIFY_KV_WINDOW if verify_kv_window else VERIFY_PLAIN,
+        data_path=str(data_path_for(out)) if external_data else None,
     )
     write_text_atomic(sidecar_path(out), json.dumps(record.to_json(), indent=2) + "\n", "export sidecar")
     return record
@@ -268,9 +318,11 @@ def _feature_width(module: nn.Module) -> int:
 
 
 def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
-                 omit_metadata=(), source: dict | None = None) -> ExportRecord:
-    """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft)."""
+                 omit_metadata=(), source: dict | None = None, external_data: bool = False) -> ExportRecord:
+    """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft) in its
+    target_verify form (`EagerBackend.use_verify_form`) and dtype."""
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
-                             omit_metadata, source)
+                             omit_metadata, source, getattr(program, "verify_form", None) == VERIFY_KV_WINDOW,
+                             external_data)
