@@ -57,6 +57,6 @@ def test_both_forms_emit_the_same_tokens_for_every_k(program, tokenizer, fixture
 def test_k_outside_the_method_bounds_is_one_line_naming_range_and_source(program, tokenizer):
     kv = _eager(program, VERIFY_KV_WINDOW)
     assert read_metadata(kv.metadata()).k_range == (1, 7)
-    with pytest.raises(OptionError, match=r"K = 8.*K in \[1, 7\] \(from target_verify's own input bounds") as e:
+    with pytest.raises(OptionError, match=r"K = 8.*K in \[1, 7\] \(the verify window range minus one, from target_verify's own input bounds") as e:
         ReferenceRunner().run(kv, tokenizer, "hello", RunOptions(max_new_tokens=4, chain_len=8))
     assert "\n" not in str(e.value)

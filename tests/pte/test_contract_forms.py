@@ -96,7 +96,7 @@ def test_two_input_form_without_verify_metadata_runs_only_its_chain_len(pte_path
     prog = PteBackend(bare)
     md = read_metadata(prog.metadata())
     assert md.k_range == (4, 4) and "2-input form: C = K + 1 static" in md.k_source
-    with pytest.raises(OptionError, match=r"K in \[4, 4\] \(from target_verify's own input bounds"):
+    with pytest.raises(OptionError, match=r"K in \[4, 4\] \(the verify window range minus one, from target_verify's own input bounds"):
         ReferenceRunner().run(prog, tokenizer, "Hi", RunOptions(max_new_tokens=4, chain_len=5))
 
 
@@ -112,7 +112,7 @@ def test_k_outside_the_method_bounds_is_one_line_naming_range_and_source(kvwin_p
     rc = main(["run", "--pte", str(kvwin_pte_path), "--prompt", "Hi", "-k", "8", "--max-new-tokens", "4"])
     err = capsys.readouterr().err.strip()
     assert rc != 0 and len(err.splitlines()) == 1, err
-    assert "chain length K = 8" in err and "K in [1, 7] (from target_verify's own input bounds" in err
+    assert "chain length K = 8" in err and "K in [1, 7] (the verify window range minus one, from target_verify's own input bounds" in err
 
 
 # 3. bfloat16 programs
@@ -179,5 +179,5 @@ def test_data_path_without_pte_is_refused_before_loading(tmp_path, capsys):
 
 
 def test_inline_program_with_k_outside_metadata_range_still_names_the_metadata(pte_program, tokenizer):
-    with pytest.raises(OptionError, match=r"K in \[1, 7\] \(from the program's verify range metadata"):
+    with pytest.raises(OptionError, match=r"K in \[1, 7\] \(the verify window range minus one, from the program's verify range metadata"):
         ReferenceRunner().run(pte_program, tokenizer, "Hi", RunOptions(max_new_tokens=4, chain_len=8))
