@@ -33,6 +33,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
@@ -122,10 +123,11 @@ def audit_run(run: RunResult, want_ids: list[int], k: int) -> str | None:
     return None
 
 
-def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int) -> str | None:
+def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int, chunks: list[int] | None = None) -> str | None:
     """The program calls the run made, against DESIGN §2's call protocol (`instrument.call_problems`):
-    a runner that never calls the program, or calls it out of protocol, fails with the first problem."""
-    problems = call_problems(rec, run, max_seq_len)
+    a runner that never calls the program, or calls it out of protocol, fails with the first problem.
+    `chunks`: the chunked-prefill plan of the request (`rules.prefill_chunks`), None for one prefill."""
+    problems = call_problems(rec, run, max_seq_len, chunks)
     if not problems:
         return None
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -179,7 +181,9 @@ def run_check(
             if on_request:
                 on_request(outcome)
             continue
-        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len)
+        chunks = prefill_chunks(len(want_ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+            if options.chunked_prefill else None
+        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len, chunks)
         if problem:
             verdict = Verdict(FAIL, problem)
         else:
