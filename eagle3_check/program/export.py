@@ -248,16 +248,26 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
             external_constants=external_data,
         )
     )
-    if external_data:
-        files = et.data_files
-        if len(files) != 1:
-            raise OptionError(f"--external-data produced {len(files)} data files ({', '.join(files) or 'none'})",
-                              "one .ptd with the program's weights", "export without --external-data")
-        with atomic_writer(data_path_for(out_path), binary=True, what=".ptd") as f:
-            f.write(next(iter(files.values())))
     with atomic_writer(out_path, binary=True, what=".pte") as f:
-        et.write_to_file(f)
+        et.write_to_file(f)  # also serialises the external data, which the .ptd write below needs
+    if external_data:
+        _write_data_file(et, data_path_for(out_path))
     return summary
+
+
+def _write_data_file(et, dest: Path) -> None:
+    """The program's one external data file to `dest`, atomically: executorch 1.5.1 writes it as
+    `<tag>.ptd` into a directory (`write_tensor_data_to_file`; its `data_files` is not usable)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}.") as tmp:
+        et.write_tensor_data_to_file(tmp)
+        files = sorted(Path(tmp).glob("*.ptd"))
+        if len(files) != 1:
+            raise OptionError(f"--external-data produced {len(files)} data files ({', '.join(p.name for p in files)})",
+                              "one .ptd with the program's constants", "export without --external-data")
+        os.replace(files[0], dest)
 
 
 def export_speculator(
