@@ -160,3 +160,19 @@ def test_self_reference_chunks_a_prompt_beyond_max_prefill():
     assert got.tokens == toy.greedy(prompt, 6)
     scores = ref.score(prompt, got.tokens)
     assert scores.argmax[: len(got.tokens)] == got.tokens
+
+
+def test_check_audits_a_chunked_run_against_its_chunk_plan(program, tokenizer, fixture, hf_reference):
+    """`check --chunked-prefill`: the call audit expects the plan's prefill and seed chunks (one
+    draft_decode per chunk, not one for the prompt), so a correct chunked run passes."""
+    from eagle3_check.fixtures.registry import ProgramSpec
+    from eagle3_check.gating.check import run_check
+    from eagle3_check.program.eager import EagerBackend
+    from eagle3_check.reference.tolerance import tolerance_for
+
+    small = EagerBackend(program.module, ProgramSpec(**{**program.spec.__dict__, "min_prefill": 9, "max_prefill": 32}))
+    prompts = fixture.prompts()[:3]
+    report = run_check(small, tokenizer, hf_reference, prompts, RunOptions(max_new_tokens=16, chunked_prefill=True),
+                       tolerance_for("float32"))
+    assert report.passed, [o.verdict.message for o in report.outcomes if o.verdict.status == "fail"]
+    assert all(len(o.run.prompt_ids) > 16 for o in report.outcomes)  # each prompt is prefilled in 2+ chunks

@@ -1,9 +1,15 @@
 """DESIGN §1: the metadata reader rejects a program missing any required key, naming it."""
 
 import pytest
+import torch
 
 from eagle3_check.errors import MetadataError
-from eagle3_check.program.contract import REQUIRED_KEYS, read_metadata
+from eagle3_check.program.contract import (
+    REQUIRED_KEYS,
+    VERIFY_BOUNDS_KEY,
+    kv_window_for,
+    read_metadata,
+)
 
 GOOD = {
     "get_chain_len": 4,
@@ -46,9 +52,33 @@ def test_inconsistent_metadata_is_rejected(change, message):
         read_metadata({**GOOD, **change})
 
 
-def test_without_verify_range_only_default_k_is_supported():
-    raw = {k: GOOD[k] for k in REQUIRED_KEYS}
-    assert read_metadata(raw).k_range == (4, 4)
+def test_without_verify_range_or_method_bounds_k_falls_back_to_the_seed_clamp():
+    md = read_metadata({k: GOOD[k] for k in REQUIRED_KEYS})
+    assert md.k_range == (1, 7) and "seed runner's clamp [1, 7]" in md.k_source
+
+
+@pytest.mark.parametrize("raw, k_range, source", [
+    pytest.param({VERIFY_BOUNDS_KEY: [2, 6]}, (1, 5), "input bounds", id="method-bounds-dynamic-C"),
+    pytest.param({VERIFY_BOUNDS_KEY: [5, 5]}, (4, 4), "input bounds", id="method-bounds-static-C"),
+    pytest.param({VERIFY_BOUNDS_KEY: [2, 6], "get_min_verify_len": 3, "get_max_verify_len": 5}, (2, 4),
+                 "verify range metadata", id="metadata-wins-over-bounds"),
+])
+def test_k_range_comes_from_metadata_then_method_bounds(raw, k_range, source):
+    md = read_metadata({**{k: GOOD[k] for k in REQUIRED_KEYS}, **raw})
+    assert md.k_range == k_range and source in md.k_source
+
+
+def test_chain_len_outside_the_method_bounds_names_where_the_range_came_from():
+    raw = {**{k: GOOD[k] for k in REQUIRED_KEYS}, VERIFY_BOUNDS_KEY: [2, 4]}
+    with pytest.raises(MetadataError, match=r"K range \[1, 3\] from target_verify's own input bounds"):
+        read_metadata(raw)
+
+
+def test_kv_window_length_is_anchor_pos_plus_c():
+    # anchor_pos = 20, K = 4: positions 20..24 (C = 5), V = 25 valid KV slots after the round
+    win = kv_window_for(torch.arange(20, 25))
+    assert win.dtype == torch.int32 and win.shape == (25,)
+    assert kv_window_for(torch.arange(0, 2)).shape == (2,)  # the smallest window: anchor 0, K = 1
 
 
 def test_eager_program_metadata_comes_from_how_it_was_built(program, fixture):

@@ -42,6 +42,20 @@ def test_step0_agreement_equals_a_direct_forward(program, seq):
     assert hits == int((proposals[p] == greedy[p + 1]).sum())
 
 
+def test_step0_agreement_prefills_a_long_prompt_in_the_rule_4_chunks(program, seq):
+    """A prompt past the max prefill (checked with --chunked-prefill) is prefilled in chunks that
+    each fit the program's range, and the counts equal a one-call prefill's."""
+    from eagle3_check.fixtures.registry import ProgramSpec
+    from eagle3_check.suites.instrument import RecordingProgram
+
+    ids, s = seq
+    L = len(s) - 8  # L = prompt + 32 generated tokens > 32
+    small = EagerBackend(program.module, ProgramSpec(**{**program.spec.__dict__, "min_prefill": 9, "max_prefill": 32}))
+    rec = RecordingProgram(small)
+    assert step0_agreement(rec, s, L) == step0_agreement(program, s, L)
+    assert L > 32 and all(9 <= len(c.tokens) <= 32 for c in rec.of("prefill")) and len(rec.of("prefill")) > 1
+
+
 @dataclass
 class _Report:  # what assess reads of a CheckReport
     tau: float

@@ -107,10 +107,10 @@ def main(args: argparse.Namespace) -> int:
         refuse_html(args, "--suite")
         return suite_main(args, runner)
     options = options_from_args(args)
-    budget = tie_budget_from_args(args)
     if args.workers > 1:
-        return workers_main(args, options, budget)
-    setup = build_program(args)
+        return workers_main(args, options, tie_budget_from_args(args))
+    setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
+    budget = tie_budget_from_args(args)
     prompts = shard_of(args, prompts_for(args, setup))
     reference = reference_for(args, setup)
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
@@ -121,8 +121,12 @@ def main(args: argparse.Namespace) -> int:
                            tie_budget=budget)
     finally:
         bar.close()
-    report.info.update(setup.info, runner=runner_name, reference=args.reference,
-                       tie_tolerance=tolerance_for(args.dtype).describe())
+    from eagle3_check.program.contract import read_metadata
+
+    md = read_metadata(setup.program.metadata())
+    report.info.update(setup.info, runner=runner_name, reference=args.reference, dtype=args.dtype,
+                       tie_tolerance=tolerance_for(args.dtype).describe(), k_range=list(md.k_range),
+                       k_source=md.k_source)
     from eagle3_check.gating.draft_health import assess
 
     expect, source = expected_tau(args, setup, report.k, options)

@@ -49,6 +49,8 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-prefill", type=int, default=None, help="override the max prefill chunk")
     g.add_argument("--pte", default=None, metavar="FILE",
                    help="run an exported .pte instead (pte extra); --fixture or --target gives the HF reference")
+    g.add_argument("--data-path", default=None, metavar="FILE.ptd",
+                   help="the .pte's external data file (weights exported outside the .pte)")
 
 
 def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:
@@ -167,13 +169,15 @@ def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
             name = "--" + flag.replace("_", "-")
             raise InputError(f"{name} with --pte", "the shapes the .pte was exported with",
                              f"drop {name}, or re-export with `eagle3-check export`")
-    if args.device != "cpu" or args.dtype != "float32":
-        raise InputError(f"--device {args.device} --dtype {args.dtype} with --pte", "cpu float32 (the .pte's own)",
-                         "drop --device/--dtype")
+    if args.device != "cpu":
+        raise InputError(f"--device {args.device} with --pte", "cpu (a .pte runs on CPU here)", "drop --device")
     fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
-    program = PteBackend(args.pte)
-    info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info,
-            "device": "cpu", "dtype": "float32"}
+    program = PteBackend(args.pte, getattr(args, "data_path", None))
+    if args.dtype not in ("float32", program.dtype):  # float32 is the flag's default: the program's dtype wins
+        raise InputError(f"--dtype {args.dtype} with --pte {args.pte}", f"the program's own dtype, {program.dtype}",
+                         "drop --dtype (it is read from the .pte)")
+    args.dtype = program.dtype  # the tolerance, tie budget and HF reference follow the program's dtype
+    info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info, "device": "cpu"}
     return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
 
 

@@ -138,7 +138,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.gating.exec_golden import pte_fixture
 
     pte = Path(args.pte)
-    program = PteBackend(pte)
+    program = PteBackend(pte, getattr(args, "data_path", None))
     tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:

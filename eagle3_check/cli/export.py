@@ -18,6 +18,8 @@ examples:
   eagle3-check export --from-pte tiny.pte --omit-metadata get_chain_len -o bad.pte
   eagle3-check export --quantize int4-weight -o q4.pte           # INT4 weights (groups of 32), fp32 compute
   eagle3-check export --quantize int8-weight --quantize-draft -o q8.pte
+  eagle3-check export --verify-kv-window -o kvwin.pte   # target_verify(tokens, positions, kv_window)
+  eagle3-check export --dtype bfloat16 -o tiny-bf16.pte   # bf16 weights and features
 """
 
 
@@ -35,6 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chain-len", "-k", type=int, default=None, help="default K (get_chain_len)")
     p.add_argument("--min-verify-len", type=int, default=None, help="smallest verify window (K + 1)")
     p.add_argument("--max-verify-len", type=int, default=None, help="largest verify window (K + 1)")
+    p.add_argument("--verify-kv-window", action="store_true",
+                   help="write the newer target_verify form (a third input kv_window int32 [V], dynamic C and V, "
+                   "no verify range metadata: DESIGN §1)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="weights and features of the program (default float32)")
+    p.add_argument("--external-data", action="store_true",
+                   help="write the weights to NAME.ptd beside NAME.pte (load it with --data-path NAME.ptd)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
     p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],
@@ -61,7 +70,10 @@ def main(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
                                                "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
     program, _, _, source = eager_program(args, overrides)
-    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.program.contract import VERIFY_KV_WINDOW, read_metadata
+
+    if args.verify_kv_window:
+        program.use_verify_form(VERIFY_KV_WINDOW)
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
     if args.quantize:
@@ -80,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
         from eagle3_check.program.quantize import QUANT_KEY
 
         source = {**source, "quantization": program.metadata()[QUANT_KEY]}
-    record = export_eager(program, args.output, args.backend, args.omit_metadata, source,
+    record = export_eager(program, args.output, args.backend, args.omit_metadata, source, args.external_data,
                           on_phase=None if args.no_progress else phase_printer("export"))
     if args.json:
         print(json.dumps(record.to_json(), indent=2))
@@ -90,7 +102,9 @@ def main(args: argparse.Namespace) -> int:
         phases = ", ".join(f"{name} {s:.0f} s" for name, s in record.phases.items())
         if record.quantization:
             omitted += f"; quantized {len(record.quantization['layers'])} layers: {record.quantization['tag']}"
-        print(f"wrote {record.path} ({args.backend}; XNNPACK delegate calls: {delegated}; "
+        omitted += f"; weights in {record.data_path}" if record.data_path else ""
+        form = "target_verify with kv_window" if args.verify_kv_window else "target_verify(tokens, positions)"
+        print(f"wrote {record.path} ({args.backend}, {args.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s: {phases}{omitted})")
     return 0
 
@@ -131,6 +145,11 @@ def _from_pte(args: argparse.Namespace) -> int:
             name = "--" + flag.replace("_", "-")
             raise InputError(f"{name} with --from-pte", "only --omit-metadata (the program is copied)",
                              f"drop {name}, or export from --fixture / --target")
+    for flag, given in (("--verify-kv-window", args.verify_kv_window), ("--dtype", args.dtype != "float32"),
+                        ("--external-data", args.external_data)):
+        if given:
+            raise InputError(f"{flag} with --from-pte", "only --omit-metadata (the program is copied)",
+                             f"drop {flag}, or export from --fixture / --target")
     omit_metadata(args.from_pte, args.output, args.omit_metadata)
     print(f"wrote {args.output} (copy of {args.from_pte} without {', '.join(args.omit_metadata) or 'nothing'})")
     return 0

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="gate an exported .pte: metadata, suites, references, CI reports",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pte", required=True, metavar="FILE", help="the exported program")
+    p.add_argument("--data-path", default=None, metavar="FILE.ptd",
+                   help="the program's external data file (weights exported outside the .pte)")
     p.add_argument("--fixture", default=None, help="reference fixture (target, tokenizer, prompts)")
     p.add_argument("--target", default=None, help="HF reference target directory")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
@@ -45,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "with a baseline 'tau' (e.g. a report; --tau-tolerance)")
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
-                   help="ties allowed per check, a share of judged positions (default: float32's, 0; "
-                   "a .pte runs in float32)")
+                   help="ties allowed per check, a share of judged positions (default: the program's dtype's, "
+                   "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
     p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
                    help="quantized programs: least share of the program's greedy tokens that must be the "
                    "full-precision HF argmax, teacher-forced (default 0.43, measured: see README)")
@@ -89,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
         options=options_from_args(args), golden=Path(args.golden) if args.golden else None,
         baseline=Path(args.baseline) if args.baseline else None, fixture=fx.name if fx else None,
         tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
+        data_path=Path(args.data_path) if args.data_path else None,
     )
     if args.tie_budget is not None:
         if not 0.0 <= args.tie_budget <= 1.0:
@@ -107,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.runner:
         inputs.runner = _exec_runner(args)
     if args.all_k:
-        inputs.ks = _all_k(args.pte)
+        inputs.ks = _all_k(args.pte, args.data_path)
 
     quiet = args.json or args.no_progress
     bars = StepBars(disable=quiet)
@@ -226,7 +229,7 @@ def _exec_runner(args: argparse.Namespace):
     return runner
 
 
-def _all_k(pte: str) -> list[int] | None:
+def _all_k(pte: str, data_path: str | None) -> list[int] | None:
     """Every K of the program's verify range; None (default K) when it cannot be read."""
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.program.contract import read_metadata
@@ -236,7 +239,7 @@ def _all_k(pte: str) -> list[int] | None:
     if probe_load(pte):  # a .pte that aborts the runtime: the gate's load check reports it
         return None
     try:
-        lo, hi = read_metadata(PteBackend(pte).metadata()).k_range
+        lo, hi = read_metadata(PteBackend(pte, data_path).metadata()).k_range
     except Eagle3CheckError:
         return None  # the gate itself reports why the program is unusable
     return list(range(lo, hi + 1))

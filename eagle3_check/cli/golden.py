@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--baseline", default=None, help="metrics baseline JSON (default: bench/baselines/metrics.json)")
         v.add_argument("--pte", default=None, metavar="FILE",
                        help="the .pte export to run backend-pte goldens on (skipped without it)")
+        v.add_argument("--data-path", default=None, metavar="FILE.ptd", help="the .pte's external data file")
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
@@ -183,7 +184,8 @@ def verify_main(args: argparse.Namespace) -> int:
         if not args.baseline and not Path(baseline).is_file():
             baseline = None  # no committed baseline yet: tokens only
     bar = _progress(args, args.json)
-    outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte)
+    outcome = gate_goldens(args.goldens, baseline, runner=runner, on_prompt=lambda _: bar.update(1), pte=args.pte,
+                           data_path=args.data_path)
     bar.close()
     if args.html:
         from eagle3_check.gating.html_report import golden_html
@@ -207,7 +209,8 @@ def baseline_main(args: argparse.Namespace) -> int:
     from eagle3_check.gating.metrics import compute_metrics, write_baseline
 
     bar = _progress(args, False)
-    outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1), pte=args.pte)
+    outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1), pte=args.pte,
+                           data_path=args.data_path)
     bar.close()
     if outcome.golden_diffs:
         print(outcome.format())

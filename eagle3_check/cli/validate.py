@@ -22,7 +22,7 @@ DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
 # flag dest -> what the path must be. Directories to read, files to read.
 DIRS = {"target": "--target", "draft": "--draft"}
 FILES = {"prompts": "--prompts", "pte": "--pte", "tokenizer": "--tokenizer", "baseline": "--baseline",
-         "from_pte": "--from-pte"}
+         "from_pte": "--from-pte", "data_path": "--data-path"}
 # flag dest -> smallest allowed value (integers given by the user; None = not given)
 AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefill": 1,
             "min_verify_len": 2, "max_verify_len": 2, "threads": 1, "steps": 1, "batch_size": 1, "seed": 0,
@@ -118,6 +118,9 @@ def _paths(args: argparse.Namespace) -> None:
             continue  # `golden baseline --baseline FILE` writes it
         if value:
             regular_file(value, flag, f"fix the {flag} path")
+    if getattr(args, "data_path", None) and not getattr(args, "pte", None):
+        raise InputError(f"--data-path {args.data_path} without --pte", "--data-path with the .pte it belongs to",
+                         "add --pte FILE.pte, or drop --data-path")
     golden = getattr(args, "golden", None)  # gate --golden: a golden file or a directory of them
     for value in [*(getattr(args, "goldens", None) or []), *([golden] if golden else [])]:
         if not Path(value).exists():

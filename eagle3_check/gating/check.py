@@ -38,6 +38,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
@@ -139,10 +140,11 @@ def audit_run(run: RunResult, want_ids: list[int], k: int) -> str | None:
     return None
 
 
-def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int) -> str | None:
+def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int, chunks: list[int] | None = None) -> str | None:
     """The program calls the run made, against DESIGN §2's call protocol (`instrument.call_problems`):
-    a runner that never calls the program, or calls it out of protocol, fails with the first problem."""
-    problems = call_problems(rec, run, max_seq_len)
+    a runner that never calls the program, or calls it out of protocol, fails with the first problem.
+    `chunks`: the chunked-prefill plan of the request (`rules.prefill_chunks`), None for one prefill."""
+    problems = call_problems(rec, run, max_seq_len, chunks)
     if not problems:
         return None
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -204,7 +206,9 @@ def run_check(
             if on_request:
                 on_request(outcome)
             continue
-        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len) \
+        chunks = prefill_chunks(len(want_ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+            if options.chunked_prefill else None
+        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len, chunks) \
             or "; ".join(result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len))
         if problem:
             verdict = Verdict(FAIL, problem)
@@ -231,6 +235,11 @@ def format_table(report: CheckReport) -> str:
     c = report.counts()
     alpha = " ".join(f"{a:.2f}" for a in report.n_alpha)
     lines.append("")
+    info = report.info
+    if "k_range" in info:  # what the program is and how it is judged (set by `check`)
+        form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
+        lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
+                     f"K range {info['k_range']} from {info.get('k_source')}")
     lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
     lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
     lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "

@@ -28,6 +28,7 @@ import torch
 
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.reference.self_ref import verify_window
+from eagle3_check.run.rules import prefill_chunks
 
 FAR = 0.8  # tau below FAR x the expected tau is flagged
 
@@ -41,9 +42,14 @@ def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int)
         return 0, 0
     program.reset()
     s = torch.tensor([seq])  # [1, n]
-    bonus, feat = program.prefill(s[:, :L], torch.arange(L))  # [1, 1], [1, L, H]
+    # a prompt past the max prefill (checked with --chunked-prefill) is prefilled in the rule-4 chunks
+    chunks = prefill_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) if L > md.max_prefill else [L]
+    feats, at = [], 0
+    for t in chunks:
+        bonus, feat = program.prefill(s[:, at : at + t], torch.arange(at, at + t))  # [1, 1], [1, t, H]
+        feats.append(feat[0])
+        at += t
     greedy = {L - 1: int(bonus.reshape(-1)[0])}  # position q -> target greedy token for q + 1
-    feats = [feat[0]]
     start = L
     while start < n:
         begin = max(0, min(start, n - w, md.max_seq_len - w))  # look back near the ends

@@ -54,8 +54,8 @@ class GateInputs:
     target_dir: Path | None  # the HF reference target (None: HF checks skipped)
     prompts: list[Prompt]
     options: RunOptions = field(default_factory=RunOptions)
-    tolerance: Tolerance = field(default_factory=lambda: tolerance_for("float32"))
-    tie_budget: float = default_budget("float32")  # ties allowed per check, a share of judged positions
+    tolerance: Tolerance | None = None  # None: the program's dtype's (`program_dtype`)
+    tie_budget: float | None = None  # ties allowed per check, a share of judged positions; None: the dtype's
     ks: list[int] | None = None  # chain lengths to run; None = the program's default K
     suite: str | None = "edge"  # edge-suite name (or case) to run; None = skip the suites
     golden: Path | None = None
@@ -71,6 +71,7 @@ class GateInputs:
     # None: tau drift is not measured, and the drift check says why.
     full_precision: Callable[[dict], SpeculatorProgram] | None = None
     full_precision_note: str = "no full-precision program given (gate from a fixture, or a sidecar naming the draft)"
+    data_path: Path | None = None  # the .pte's external data file (.ptd), when it has one
 
 
 @dataclass
@@ -307,6 +308,22 @@ def _baseline(inputs: GateInputs, tau: float | None, ks: list[int], golden_outco
     return GateCheck("baseline", status, message, details=details)
 
 
+def program_dtype(program) -> str:
+    """The dtype a program computes in: a `.pte` reads it from its feature output (`PteBackend.dtype`),
+    an eager program from its weights; float32 when the program does not say."""
+    dtype = getattr(program, "dtype", "float32")
+    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+
+
+def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:
+    """The tie tolerance and budget the program's dtype calls for (DESIGN §3), unless given; recorded in `info`."""
+    if inputs.tolerance is None:
+        inputs.tolerance = tolerance_for(dtype)
+    if inputs.tie_budget is None:
+        inputs.tie_budget = default_budget(inputs.tolerance.dtype)
+    info.update(dtype=dtype, tie_tolerance=inputs.tolerance.describe(), tie_budget=inputs.tie_budget)
+
+
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
     """Runs every check; `program` defaults to `PteBackend(inputs.pte)`."""
@@ -324,13 +341,15 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
             from eagle3_check.program.pte_backend import PteBackend
             from eagle3_check.program.pte_probe import probe_load
 
-            why = probe_load(inputs.pte)  # in a child first: a corrupt method can abort the runtime
+            why = probe_load(inputs.pte, data_path=inputs.data_path)  # in a child first: a corrupt method can abort the runtime
             if why:
                 return GateCheck("load", FAIL, why)
-            program = PteBackend(inputs.pte)
+            program = PteBackend(inputs.pte, inputs.data_path)
         info = getattr(program, "info", {"backend": type(program).__name__})
         report.info.update(info)
-        return GateCheck("load", PASS, f"loaded ({', '.join(f'{k}={v}' for k, v in info.items())})")
+        follow_dtype(inputs, program_dtype(program), report.info)
+        return GateCheck("load", PASS, f"loaded ({', '.join(f'{k}={v}' for k, v in info.items())}; "
+                         f"tie tolerance {report.info['tie_tolerance']}, tie budget {inputs.tie_budget:.1%})")
 
     if add(_timed("load", load)).status == FAIL:
         for name in ("metadata", "edge suites", "runner vs self reference", "runner vs HF reference",
@@ -354,9 +373,11 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         return report
     hf = inputs.hf_reference
     if hf is None and inputs.target_dir is not None:
+        import torch
+
         from eagle3_check.reference.hf import HFReference
 
-        hf = HFReference(inputs.target_dir)
+        hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))  # the program's dtype
     if inputs.runner is not None:  # a runner binary under gate: gating/exec_gate.py
         from eagle3_check.gating.exec_gate import exec_gate_checks
 
@@ -374,6 +395,7 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     report.info["k"] = ks[0] if len(ks) == 1 else ks
+    report.info.update(k_range=list(md.k_range), k_source=md.k_source)
     kept: dict = {}
     add(_timed("golden", lambda: golden_check(program, inputs, kept)))
     add(_timed("baseline", lambda: _baseline(inputs, tau, ks, kept.get("outcome"))))

@@ -63,8 +63,9 @@ def unavailable(key: GoldenKey, pte: str | Path | None = None) -> str | None:
     return None
 
 
-def program_for_key(key: GoldenKey, pte: str | Path | None = None):
-    """Builds (program, tokenizer) for a golden key: the embedded fixture, eager or its .pte export."""
+def program_for_key(key: GoldenKey, pte: str | Path | None = None, data_path: str | Path | None = None):
+    """Builds (program, tokenizer) for a golden key: the embedded fixture, eager or its .pte export
+    (with its .ptd data file when given)."""
     from eagle3_check.fixtures.registry import load_fixture
     from eagle3_check.program.eager import EagerBackend
     from eagle3_check.tokenizer import Tokenizer
@@ -76,7 +77,7 @@ def program_for_key(key: GoldenKey, pte: str | Path | None = None):
     if key.backend == "pte":
         from eagle3_check.program.pte_backend import PteBackend
 
-        return PteBackend(pte), Tokenizer.load(fx.tokenizer_path)
+        return PteBackend(pte, data_path), Tokenizer.load(fx.tokenizer_path)
     return EagerBackend.from_fixture(fx, key.device, key.dtype), Tokenizer.load(fx.tokenizer_path)
 
 
@@ -126,13 +127,14 @@ def gate_goldens(
     on_prompt: Callable[[str], None] | None = None,
     pte: str | Path | None = None,
     fixture: str | None = None,
+    data_path: str | Path | None = None,
 ) -> GateOutcome:
     """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
 
     Goldens this machine cannot run (a .pte golden without `pte`, a CUDA golden without a
     GPU) are listed in `skipped` with the reason; `build` replaces the program factory.
     With `fixture` (the gate's one program), goldens of other fixtures are skipped too."""
-    build = build or (lambda key: program_for_key(key, pte))
+    build = build or (lambda key: program_for_key(key, pte, data_path))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}

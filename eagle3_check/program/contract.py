@@ -34,6 +34,25 @@ OPTIONAL_KEYS = (
     "get_min_verify_len",
     "get_max_verify_len",
 )
+# Not a constant method: a backend that knows its target_verify's own input bounds (ExecuTorch
+# method meta) reports them under this key as [min C, max C] when the program exports no verify
+# range metadata (the seed's programs from #20344 on); `Metadata.k_range` then follows them.
+VERIFY_BOUNDS_KEY = "target_verify_input_bounds"
+VERIFY_FORM_KEY = "target_verify_form"  # likewise derived: VERIFY_PLAIN or VERIFY_KV_WINDOW
+SEED_K_CLAMP = (1, 7)  # the seed runner's clamp of K (#20345): the fallback when nothing else says
+# The two forms of target_verify (DESIGN §1): the runner PR's (tokens, positions), and from #20344
+# on (tokens, positions, kv_window) with kv_window int32 [V], V = anchor_pos + C.
+VERIFY_PLAIN, VERIFY_KV_WINDOW = "tokens+positions", "kv_window"
+
+
+def kv_window_for(positions: torch.Tensor) -> torch.Tensor:  # [C] -> [V] int32
+    """The kv_window input of the newer target_verify form: int32 zeros of length V = the valid
+    KV positions after this round = anchor_pos + C (its contents are unused; only V matters).
+
+    Worked example: anchor_pos = 20, K = 4 -> positions 20..24 (C = 5) -> V = 20 + 5 = 25,
+    i.e. positions[-1] + 1 (slots 0..24 are valid once this window is written).
+    """
+    return torch.zeros(int(positions[-1]) + 1, dtype=torch.int32)
 
 
 class SpeculatorProgram(ABC):
@@ -135,16 +154,33 @@ class Metadata:
     eos_ids: tuple[int, ...] = ()
     min_verify_len: int | None = None
     max_verify_len: int | None = None
+    verify_bounds: tuple[int, int] | None = None  # [min C, max C] from the method's own inputs
+    verify_form: str | None = None  # VERIFY_PLAIN or VERIFY_KV_WINDOW, when the backend says
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def k_range(self) -> tuple[int, int]:
-        """Supported chain lengths K (verify window = K + 1), inclusive.
+        """Supported chain lengths K (verify window C = K + 1), inclusive, from (in order) the
+        verify range metadata, the target_verify method's own input bounds, or the seed's clamp
+        [1, 7] (`k_source` says which)."""
+        if self.min_verify_len is not None or self.max_verify_len is not None:
+            lo = max(1, self.min_verify_len - 1) if self.min_verify_len is not None else self.chain_len
+            hi = self.max_verify_len - 1 if self.max_verify_len is not None else self.chain_len
+            return lo, hi
+        if self.verify_bounds is not None:
+            return max(1, self.verify_bounds[0] - 1), self.verify_bounds[1] - 1
+        return SEED_K_CLAMP
 
-        Without an exported verify range, only the default chain length is known to work."""
-        lo = max(1, self.min_verify_len - 1) if self.min_verify_len is not None else self.chain_len
-        hi = self.max_verify_len - 1 if self.max_verify_len is not None else self.chain_len
-        return lo, hi
+    @property
+    def k_source(self) -> str:
+        """Where `k_range` comes from, in words (for reports and errors)."""
+        if self.min_verify_len is not None or self.max_verify_len is not None:
+            return "the program's verify range metadata (get_min/max_verify_len)"
+        if self.verify_bounds is not None:
+            how = {VERIFY_KV_WINDOW: "; kv_window form: C dynamic", VERIFY_PLAIN: "; 2-input form: C = K + 1 static"}
+            return (f"target_verify's own input bounds (ExecuTorch method meta{how.get(self.verify_form, '')}; "
+                    "no verify range metadata)")
+        return "the seed runner's clamp [1, 7] (fallback: no verify range metadata, no method bounds)"
 
 
 def _as_int(key: str, value: Any) -> int:
@@ -216,10 +252,22 @@ def read_metadata(raw: dict[str, Any]) -> Metadata:
         eos_ids=opt.get("get_eos_ids", ()),
         min_verify_len=opt.get("get_min_verify_len"),
         max_verify_len=opt.get("get_max_verify_len"),
+        verify_bounds=_bounds(raw.get(VERIFY_BOUNDS_KEY)),
+        verify_form=raw.get(VERIFY_FORM_KEY) if raw.get(VERIFY_FORM_KEY) in (VERIFY_PLAIN, VERIFY_KV_WINDOW) else None,
         raw=dict(raw),
     )
     _check_consistent(md)
     return md
+
+
+def _bounds(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    lo, hi = (_as_int(VERIFY_BOUNDS_KEY, v) for v in value)
+    if not 2 <= lo <= hi:
+        raise MetadataError(f"{VERIFY_BOUNDS_KEY} = {list(value)}", "2 <= min C <= max C",
+                            "re-export target_verify for windows of at least 2 (K >= 1)")
+    return lo, hi
 
 
 def _check_consistent(md: Metadata) -> None:
@@ -248,8 +296,7 @@ def _check_consistent(md: Metadata) -> None:
         )
     if not lo <= md.chain_len <= hi:
         raise bad(
-            f"get_chain_len = {md.chain_len} with verify window range "
-            f"[{md.min_verify_len}, {md.max_verify_len}]",
+            f"get_chain_len = {md.chain_len} with K range [{lo}, {hi}] from {md.k_source}",
             f"K + 1 inside the verify range, i.e. K in [{lo}, {hi}]",
         )
     if md.vocab_size is not None and md.draft_vocab_size is not None:

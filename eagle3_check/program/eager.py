@@ -23,7 +23,14 @@ import torch
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Fixture, ProgramSpec
-from eagle3_check.program.contract import SpeculatorProgram
+from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_KEY,
+    VERIFY_FORM_KEY,
+    VERIFY_KV_WINDOW,
+    VERIFY_PLAIN,
+    SpeculatorProgram,
+    kv_window_for,
+)
 from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.program.speculator import Eagle3Speculator
@@ -85,6 +92,26 @@ class EagerBackend(SpeculatorProgram):
         }
         if target.sliding_window:
             self._metadata["get_sliding_window"] = int(target.sliding_window)
+        self.verify_form = VERIFY_PLAIN
+
+    def use_verify_form(self, form: str) -> EagerBackend:
+        """Emulates either target_verify form (DESIGN §1). The kv_window form is the seed's from
+        #20344 on: target_verify also takes kv_window (built per call by `kv_window_for`), and the
+        program declares no verify range metadata; its window bounds [min C, max C] are reported
+        as a `.pte` reports its method's own input bounds."""
+        if form not in (VERIFY_PLAIN, VERIFY_KV_WINDOW):
+            raise OptionError(f"target_verify form {form!r}", f"{VERIFY_PLAIN} or {VERIFY_KV_WINDOW}",
+                              "pick one of the two forms of DESIGN §1")
+        self.verify_form = form
+        verify = {"get_min_verify_len": self.spec.min_verify_len, "get_max_verify_len": self.spec.max_verify_len}
+        for key in (*verify, VERIFY_BOUNDS_KEY, VERIFY_FORM_KEY):
+            self._metadata.pop(key, None)
+        if form == VERIFY_PLAIN:
+            self._metadata.update(verify)
+        else:
+            self._metadata[VERIFY_BOUNDS_KEY] = [self.spec.min_verify_len, self.spec.max_verify_len]
+            self._metadata[VERIFY_FORM_KEY] = VERIFY_KV_WINDOW
+        return self
 
     @classmethod
     def from_dirs(
@@ -135,6 +162,11 @@ class EagerBackend(SpeculatorProgram):
             program.quantize(make_spec(**fixture.quantization))
         return program
 
+    @property
+    def dtype(self) -> str:
+        """The dtype the program computes in (its weights'): float32 or bfloat16."""
+        return str(next(self.module.parameters()).dtype).removeprefix("torch.")
+
     def metadata(self) -> dict[str, Any]:
         return dict(self._metadata)
 
@@ -160,7 +192,11 @@ class EagerBackend(SpeculatorProgram):
 
     @torch.no_grad()
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self._owned("target_verify", self.module.target_verify(tokens.to(self.device), positions.to(self.device)))
+        tokens, positions = tokens.to(self.device), positions.to(self.device)
+        if self.verify_form == VERIFY_KV_WINDOW:
+            return self._owned("target_verify", self.module.target_verify_kv(tokens, positions,
+                                                                            kv_window_for(positions).to(self.device)))
+        return self._owned("target_verify", self.module.target_verify(tokens, positions))
 
     @torch.no_grad()
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]

@@ -7,7 +7,9 @@ wrapper that holds the *same* module as `spec`, so buffer names (`spec.target.k_
 makes the runtime keep one allocation per cache for the whole program.
 
 Metadata becomes constant methods; the verify window range is `get_min_verify_len` /
-`get_max_verify_len`. The backend (XNNPACK where it lowers, portable kernels elsewhere)
+`get_max_verify_len`. `verify_kv_window=True` writes the newer target_verify form of the seed
+(#20344 on, DESIGN §1): a third input kv_window int32 [V] with V dynamic in [2, max_seq_len], C
+dynamic, and no verify range metadata (the window bounds are the method's own input bounds). The backend (XNNPACK where it lowers, portable kernels elsewhere)
 is recorded in the constant method `get_export_backend` and, with what was delegated, in
 a sidecar `<name>.export.json` beside the `.pte`.
 
@@ -30,7 +32,12 @@ from torch import nn
 from eagle3_check.atomic import atomic_writer, check_writable, write_text_atomic
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
-from eagle3_check.program.contract import OPTIONAL_KEYS, REQUIRED_KEYS
+from eagle3_check.program.contract import (
+    OPTIONAL_KEYS,
+    REQUIRED_KEYS,
+    VERIFY_KV_WINDOW,
+    VERIFY_PLAIN,
+)
 from eagle3_check.program.quantize import QUANT_KEY
 from eagle3_check.quiet import third_party_quiet
 
@@ -120,6 +127,9 @@ class ExportRecord:
     versions: dict = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)  # PHASES in order -> seconds
     quantization: dict | None = None  # {"tag": get_quantization, "layers": [...]} (program/quantize.py)
+    dtype: str = "float32"  # weights and features
+    target_verify: str = "tokens+positions"  # or kv_window (contract.VERIFY_* forms)
+    data_path: str | None = None  # the .ptd beside the .pte (--external-data), else None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -179,6 +189,12 @@ class _Verify(_Method):
         return self.spec.target_verify(tokens, positions)
 
 
+class _VerifyKV(_Method):
+    def forward(self, tokens, positions, kv_window):  # [1, C], [C], [V] int32 -> [1, C], [1, C, H]
+        self._bind()
+        return self.spec.target_verify_kv(tokens, positions, kv_window)
+
+
 class _Draft(_Method):
     def forward(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         self._bind()
@@ -195,10 +211,12 @@ def _dim(name: str, lo: int, hi: int):
     return example, Dim(name, min=lo, max=hi)
 
 
-def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None) -> dict:
-    """torch.export of the three methods with dynamic lengths; buffers restored afterwards."""
+def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None,
+                   verify_kv_window: bool = False) -> dict:
+    """torch.export of the three methods with dynamic lengths; buffers restored afterwards.
+    With `verify_kv_window`, target_verify takes kv_window [V] too (V dynamic in [2, max_seq_len])."""
     phases = phases or Phases()
-    from torch.export import export
+    from torch.export import Dim, export
 
     snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
     t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
@@ -215,6 +233,11 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
             ({1: ddim}, {1: ddim}, {0: ddim}),
         ),
     }
+    if verify_kv_window:
+        # Example V = 2 * C: any V in range traces the same graph (kv_window is not read).
+        v = Dim("V", min=2, max=spec.max_seq_len)
+        plans["target_verify"] = (_VerifyKV, (torch.zeros(1, c, **long), torch.arange(c),
+                                              torch.zeros(2 * c, dtype=torch.int32)), ({1: cdim}, {0: cdim}, {0: v}))
     programs = {}
     try:
         with torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
@@ -241,9 +264,12 @@ def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def constant_methods(metadata: dict[str, Any], backend: str, omit: list[str]) -> dict[str, Any]:
-    """Metadata as constant methods: ints and lists of ints; empty lists and None dropped."""
+    """Metadata as constant methods: ints and lists of ints; empty lists and None dropped, and so
+    is what is not a constant method (a backend's derived keys such as the verify input bounds)."""
     out: dict[str, Any] = {}
     for key, value in {**metadata, BACKEND_KEY: backend}.items():
+        if not key.startswith("get_"):
+            continue
         if key in omit or value is None or (isinstance(value, (list, tuple)) and not value):
             continue
         out[key] = list(value) if isinstance(value, tuple) else value
@@ -267,9 +293,16 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
+def data_path_for(pte_path: str | Path) -> Path:
+    """`model.pte` -> `model.ptd`, the external data file `export --external-data` writes."""
+    p = Path(pte_path)
+    return p.with_suffix(".ptd")
+
+
 def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
-                 phases: Phases | None = None):
-    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches."""
+                 phases: Phases | None = None, external_data: bool = False):
+    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches; with
+    `external_data`, the weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`."""
     phases = phases or Phases()
     from executorch.exir import (
         EdgeCompileConfig,
@@ -299,13 +332,31 @@ def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_pa
                 passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
                 memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
                 emit_mutable_buffer_names=True,
+                external_constants=external_data,
             )
         )
     phases.start("serialize")
     with atomic_writer(out_path, binary=True, what=".pte") as f:
-        et.write_to_file(f)
+        et.write_to_file(f)  # also serialises the external data, which the .ptd write below needs
+    if external_data:
+        _write_data_file(et, data_path_for(out_path))
     phases.stop()
     return summary
+
+
+def _write_data_file(et, dest: Path) -> None:
+    """The program's one external data file to `dest`, atomically: executorch 1.5.1 writes it as
+    `<tag>.ptd` into a directory (`write_tensor_data_to_file`; its `data_files` is not usable)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}.") as tmp:
+        et.write_tensor_data_to_file(tmp)
+        files = sorted(Path(tmp).glob("*.ptd"))
+        if len(files) != 1:
+            raise OptionError(f"--external-data produced {len(files)} data files ({', '.join(p.name for p in files)})",
+                              "one .ptd with the program's constants", "export without --external-data")
+        os.replace(files[0], dest)
 
 
 def export_speculator(
@@ -318,12 +369,16 @@ def export_speculator(
     source: dict | None = None,
     on_phase: Callable[[str], None] | None = None,
     quantized_layers: list[str] | None = None,
+    verify_kv_window: bool = False,
+    external_data: bool = False,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
     `metadata` is the program's raw metadata (e.g. `EagerBackend.metadata()`); keys in
     `omit_metadata` are left out, to build negative fixtures. `on_phase(name)` is called as each
-    of PHASES starts; the sidecar records each phase's seconds.
+    of PHASES starts; the sidecar records each phase's seconds. `verify_kv_window` writes the newer
+    target_verify form, without verify range metadata; `external_data` writes the weights to a
+    `.ptd` beside the `.pte` (`data_path_for`), loaded with `--data-path`.
     """
     require_executorch()
     if backend not in BACKENDS:
@@ -336,9 +391,11 @@ def export_speculator(
     hidden = _feature_width(module)
     t0 = time.perf_counter()
     phases = Phases(on_phase)
-    programs = export_methods(module, spec, hidden, phases)
+    programs = export_methods(module, spec, hidden, phases, verify_kv_window)
+    if verify_kv_window:
+        omit = [*omit, *(k for k in ("get_min_verify_len", "get_max_verify_len") if k not in omit)]
     constants = constant_methods(metadata, backend, omit)
-    delegated, portable = lower_to_pte(programs, constants, backend, out, phases)
+    delegated, portable = lower_to_pte(programs, constants, backend, out, phases, external_data)
     import executorch
 
     record = ExportRecord(
@@ -348,6 +405,9 @@ def export_speculator(
         versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
         phases=phases.seconds,
         quantization={"tag": metadata[QUANT_KEY], "layers": quantized_layers or []} if QUANT_KEY in metadata else None,
+        dtype=str(next(module.parameters()).dtype).removeprefix("torch."),
+        target_verify=VERIFY_KV_WINDOW if verify_kv_window else VERIFY_PLAIN,
+        data_path=str(data_path_for(out)) if external_data else None,
     )
     write_sidecar(out, record.to_json())  # after the .pte: it records the .pte's digest
     return record
@@ -363,11 +423,12 @@ def _feature_width(module: nn.Module) -> int:
 
 
 def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
-                 omit_metadata=(), source: dict | None = None,
+                 omit_metadata=(), source: dict | None = None, external_data: bool = False,
                  on_phase: Callable[[str], None] | None = None) -> ExportRecord:
-    """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft)."""
+    """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft) in its
+    target_verify form (`EagerBackend.use_verify_form`) and dtype."""
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
-                             omit_metadata, source, on_phase,
-                             getattr(program, "quantized_layers", None))
+                             omit_metadata, source, on_phase, getattr(program, "quantized_layers", None),
+                             getattr(program, "verify_form", None) == VERIFY_KV_WINDOW, external_data)

@@ -8,6 +8,15 @@ caches (the prefill's KV cache would be lost), see PTE_NOTES.md.
 ExecuTorch enforces the upper bound of a dynamic length but not the lower one, so the
 exported ranges (prefill chunk, verify window, draft length) are checked here, before a
 call, with an error that names the range.
+
+What the program's own method meta says is read once, at load:
+- the target_verify form (DESIGN §1): 2 inputs (tokens, positions), or 3 with an int32
+  `kv_window` [V] (V = anchor_pos + C, built by `contract.kv_window_for` on every call);
+- without verify range metadata, the verify window bounds from target_verify's inputs: the
+  kv_window form has a dynamic C up to the compiled maximum (K in [1, max C - 1]); the 2-input
+  form of the runner PR has a static C (K = C - 1 only);
+- the program's dtype: the dtype of prefill's feature output (float32 or bfloat16).
+A program whose weights live in an external data file (`.ptd`) is loaded with `data_path`.
 """
 
 from __future__ import annotations
@@ -21,11 +30,22 @@ from typing import Any
 import torch
 
 from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
-from eagle3_check.program.contract import SpeculatorProgram
+from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_KEY,
+    VERIFY_FORM_KEY,
+    VERIFY_KV_WINDOW,
+    VERIFY_PLAIN,
+    SpeculatorProgram,
+    kv_window_for,
+)
 from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, read_sidecar
 from eagle3_check.quiet import third_party_quiet
 
 LIST_KEYS = ("get_eos_ids",)
+# ExecuTorch ScalarType codes (executorch/runtime/core/portable_type/scalar_type.h) of the dtypes
+# a program's feature may have; any other dtype is an error naming the code.
+SCALAR_TYPES = {6: "float32", 15: "bfloat16", 5: "float16"}
+INT32 = 3
 
 
 def _runtime():
@@ -38,14 +58,28 @@ def _runtime():
     return Runtime.get()
 
 
-def load_program(path: str | Path):
-    """Loads a `.pte` with clear errors for a missing, empty, truncated or foreign file."""
+def _check_data_path(data_path: Path) -> None:
+    fix = "pass the .ptd written beside the .pte by its export (--data-path FILE.ptd)"
+    if not data_path.is_file():
+        raise InputError(f"--data-path {data_path} does not exist", "an ExecuTorch .ptd data file", fix)
+    with open(data_path, "rb") as f:
+        head = f.read(8)
+    if not re.fullmatch(rb"FT[0-9]{2}", head[4:8]):
+        raise InputError(f"--data-path {data_path} is not an ExecuTorch data file (identifier {head[4:8]!r})",
+                         "a .ptd file (flat tensor identifier FTnn at byte 4)", fix)
+
+
+def load_program(path: str | Path, data_path: str | Path | None = None):
+    """Loads a `.pte` (and its `.ptd` data file when given) with clear errors for a missing,
+    empty, truncated or foreign file."""
     from eagle3_check.inputs import regular_file
 
     p = regular_file(path, "--pte", "pass the path of an exported .pte")  # a FIFO or a device is named as such
     size = p.stat().st_size
     if size == 0:
         raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")
+    if data_path is not None:
+        _check_data_path(Path(data_path))
     rt = _runtime()
     with open(p, "rb") as f:
         head = f.read(8)
@@ -58,11 +92,19 @@ def load_program(path: str | Path):
     log = io.StringIO()  # the runtime logs why through sys.stderr: keep it for the message
     try:
         with contextlib.redirect_stderr(log):
-            return rt.load_program(p)
+            return rt.load_program(p, data_path=str(data_path) if data_path is not None else None)
     except Exception as e:  # the runtime raises RuntimeError with an error code
-        why = re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or first_line(e)
+        why = _why(log, e)
+        if data_path is not None:
+            raise InputError(f"--pte {p} with --data-path {data_path} cannot be loaded: {why[:160]}",
+                             "a .pte and the .ptd written by the same export",
+                             "pass the .ptd exported with this .pte") from None
         raise InputError(f"--pte {p} ({size} bytes) cannot be loaded, truncated or corrupt: {why[:160]}",
                          expected, fix) from None
+
+
+def _why(log: io.StringIO, e: Exception) -> str:
+    return re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or first_line(e)
 
 
 def _plain(key: str, value: list) -> Any:
@@ -75,9 +117,10 @@ def _plain(key: str, value: list) -> Any:
 class PteBackend(SpeculatorProgram):
     """A `.pte` speculator program on CPU (XNNPACK and portable kernels)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, data_path: str | Path | None = None):
         self.path = Path(path)
-        self._program = load_program(self.path)
+        self.data_path = Path(data_path) if data_path is not None else None
+        self._program = load_program(self.path, self.data_path)
         names = self._program.method_names
         missing = [m for m in METHODS if m not in names]
         if missing:
@@ -93,13 +136,66 @@ class PteBackend(SpeculatorProgram):
             except Exception as e:
                 raise InputError(f"constant method {name} of {self.path} fails ({e})",
                                  "a constant method returning ints", "re-export the program") from None
-        # Load every compute method before any runs (see the module docstring). The runtime's
-        # log lines (CPU probing for XNNPACK) go to a buffer, not the user's terminal.
-        with contextlib.redirect_stderr(io.StringIO()):
-            self._methods = {m: self._program.load_method(m) for m in METHODS}
+        self.verify_form = self._verify_form()
+        self.dtype = self._feature_dtype()
+        self._load_methods()
         self.backend = self._metadata.get(BACKEND_KEY, "unknown")
         self.sidecar = self._read_sidecar()
+        if "get_min_verify_len" not in self._metadata and "get_max_verify_len" not in self._metadata:
+            self._metadata[VERIFY_BOUNDS_KEY] = list(self._verify_input_bounds())
+            self._metadata[VERIFY_FORM_KEY] = self.verify_form
         self._ranges = self._exported_ranges()
+
+    def _load_methods(self) -> None:
+        """Every compute method, before any runs (see the module docstring). The runtime's log
+        lines (CPU probing for XNNPACK) go to a buffer, not the user's terminal; a method whose
+        weights are in a .ptd that was not given (or does not match) fails here."""
+        log = io.StringIO()
+        self._methods = {}
+        for m in METHODS:
+            try:
+                with contextlib.redirect_stderr(log):
+                    self._methods[m] = self._program.load_method(m)
+            except Exception as e:  # the runtime raises RuntimeError with an error code
+                why = _why(log, e)[-160:]
+                if self.data_path is None:
+                    raise InputError(f"method {m} of {self.path} cannot be loaded ({why})",
+                                     "a program whose data is inside the .pte, or its .ptd via --data-path",
+                                     "pass --data-path FILE.ptd (the data file written by the same export)") from None
+                raise InputError(f"method {m} of {self.path} cannot be loaded with --data-path {self.data_path} ({why})",
+                                 "the .ptd written by the same export as the .pte",
+                                 "pass the matching .ptd, or re-export both together") from None
+
+    def _verify_form(self) -> str:
+        meta = self._program.metadata("target_verify")
+        n = meta.num_inputs()
+        if n == 2:
+            return VERIFY_PLAIN
+        if n == 3 and meta.input_tensor_meta(2).dtype() == INT32 and len(meta.input_tensor_meta(2).sizes()) == 1:
+            return VERIFY_KV_WINDOW
+        raise InputError(f"target_verify of {self.path} takes {n} inputs",
+                         "(tokens [1,C], positions [C]) or (tokens, positions, kv_window int32 [V])",
+                         "re-export the program with one of the two target_verify forms (DESIGN §1)")
+
+    def _verify_input_bounds(self) -> tuple[int, int]:
+        """[min C, max C] from target_verify's own inputs. The kv_window form's C is dynamic: from 2
+        up to the compiled maximum (method meta gives the maximum only; K >= 1 gives the 2). The
+        2-input form's C is static at the runner PR, C = get_chain_len + 1 (the compiled maximum
+        when get_chain_len is absent or does not fit): e.g. maximum 8 -> [2, 8] (K 1..7) with a
+        kv_window, [5, 5] (K = 4 only) without one and get_chain_len 4."""
+        c_max = int(self._program.metadata("target_verify").input_tensor_meta(0).sizes()[-1])
+        if self.verify_form == VERIFY_KV_WINDOW:
+            return min(2, c_max), c_max
+        k = self._metadata.get("get_chain_len")
+        c = k + 1 if isinstance(k, int) and 2 <= k + 1 <= c_max else c_max
+        return c, c
+
+    def _feature_dtype(self) -> str:
+        code = self._program.metadata("prefill").output_tensor_meta(1).dtype()
+        if code not in SCALAR_TYPES:
+            raise InputError(f"prefill of {self.path} returns a feature of ExecuTorch scalar type {code}",
+                             f"one of {', '.join(SCALAR_TYPES.values())}", "re-export with --dtype float32 or bfloat16")
+        return SCALAR_TYPES[code]
 
     def _read_sidecar(self) -> dict:
         return read_sidecar(self.path) or {}  # a sidecar of another file is an error (export.read_sidecar)
@@ -114,15 +210,18 @@ class PteBackend(SpeculatorProgram):
 
         max_p = get("get_max_prefill_chunk", 1 << 30)
         k = get("get_chain_len", 0)
-        return {
-            "prefill": (get("get_min_prefill_chunk", 1), max_p),
-            "target_verify": (get("get_min_verify_len", k + 1 if k else 1), get("get_max_verify_len", k + 1 if k else 1 << 30)),
-            "draft_decode": (1, max_p),
-        }
+        verify = (get("get_min_verify_len", k + 1 if k else 1), get("get_max_verify_len", k + 1 if k else 1 << 30))
+        if VERIFY_BOUNDS_KEY in md:  # no verify range metadata: the method's own bounds
+            verify = tuple(md[VERIFY_BOUNDS_KEY])
+        return {"prefill": (get("get_min_prefill_chunk", 1), max_p), "target_verify": verify, "draft_decode": (1, max_p)}
 
     @property
     def info(self) -> dict:
-        return {"backend": "pte", "pte": str(self.path), "kernels": self.backend}
+        out = {"backend": "pte", "pte": str(self.path), "kernels": self.backend, "dtype": self.dtype,
+               "target_verify": self.verify_form}
+        if self.data_path is not None:
+            out["data_path"] = str(self.data_path)
+        return out
 
     def method_maxima(self) -> dict[str, int]:
         """The largest length each compute method was compiled for (last dim of input 0)."""
@@ -156,7 +255,10 @@ class PteBackend(SpeculatorProgram):
         return self._call("prefill", [tokens.long(), positions.long()])
 
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        return self._call("target_verify", [tokens.long(), positions.long()])
+        args = [tokens.long(), positions.long()]
+        if self.verify_form == VERIFY_KV_WINDOW:
+            args.append(kv_window_for(positions))  # [V] int32, V = anchor_pos + C
+        return self._call("target_verify", args)
 
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
         return self._call("draft_decode", [tokens.long(), feature, positions.long()])

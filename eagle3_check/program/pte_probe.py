@@ -23,7 +23,7 @@ _CODE = (
     "from eagle3_check.errors import Eagle3CheckError\n"
     "from eagle3_check.program.pte_backend import PteBackend\n"
     "try:\n"
-    "    PteBackend(sys.argv[1]).metadata()\n"
+    "    PteBackend(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None).metadata()\n"
     "except Eagle3CheckError as e:\n"
     "    print(f'error: {e}', file=sys.stderr)\n"
     "    sys.exit(2)\n"
@@ -37,17 +37,18 @@ def _key(p: Path) -> tuple:
     return (str(p.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """None if the `.pte` loads (every method, the metadata) in a child process; else the one-line
-    reason: the child's own error, or how it died (signal, exit code) with the end of its stderr."""
+def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None) -> str | None:
+    """None if the `.pte` (with its `.ptd`, when given) loads (every method, the metadata) in a child
+    process; else the one-line reason: the child's own error, or how it died (signal, exit code)
+    with the end of its stderr."""
     p = Path(path)
-    key = _key(p)
+    key = (*_key(p), str(data_path))
     if key in _SEEN:
         return _SEEN[key]
     root = str(Path(__file__).resolve().parents[2])  # the directory holding the eagle3_check package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
-        proc = subprocess.run([sys.executable, "-c", _CODE, str(p)], stdin=subprocess.DEVNULL,
+        proc = subprocess.run([sys.executable, "-c", _CODE, str(p), *([str(data_path)] if data_path else [])], stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         why = f"--pte {p}: loading it took longer than {timeout:g} s in a child process"

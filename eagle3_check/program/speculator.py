@@ -44,3 +44,15 @@ class Eagle3Speculator(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:  # ids [1, T], g [1, T, H]
         logits, g = self.draft(tokens, feature, positions)
         return self.draft.to_target_ids(logits.argmax(dim=-1)), g
+
+    def target_verify_kv(
+        self,
+        tokens: torch.Tensor,  # [1, C]
+        positions: torch.Tensor,  # [C]
+        kv_window: torch.Tensor,  # [V] int32, V = anchor_pos + C
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # verify_ids [1, C], feature [1, C, H]
+        """The newer target_verify form (DESIGN §1, from #20344 on). kv_window's contents are
+        unused and so is its length here: the seed bounds a CUDA SDPA key loop with it, while this
+        target's attention already masks every slot after positions[-1]."""
+        del kv_window
+        return self.target_verify(tokens, positions)

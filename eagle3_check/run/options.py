@@ -141,7 +141,7 @@ def check_options(opts: RunOptions, md: Metadata, vocab_size: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not lo <= k <= hi:
         raise OptionError(
             f"chain length K = {k}",
-            f"K in [{lo}, {hi}] (the program's verify window range minus one)",
+            f"K in [{lo}, {hi}] (the verify window range minus one, from {md.k_source})",
             f"pass -k between {lo} and {hi}, or re-export the program for a wider verify range",
         )
     for sid in opts.stop_ids:

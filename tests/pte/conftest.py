@@ -19,7 +19,8 @@ import torch
 # No executorch import here: without it the test modules skip themselves (importorskip) and
 # these fixtures are never used. program/export.py and program/pte_backend.py import executorch lazily.
 from eagle3_check.atomic import atomic_path, locked
-from eagle3_check.program.export import export_eager, sidecar_path
+from eagle3_check.program.eager import EagerBackend
+from eagle3_check.program.export import data_path_for, export_eager, sidecar_path
 from eagle3_check.program.pte_backend import PteBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,8 @@ def _cache_key(fixture, backend: str) -> str:
 
 
 def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
-    """`export(out)` once per key: copies the cached .pte and sidecar into a session tmp dir."""
+    """`export(out)` once per key: copies the cached .pte, its sidecar and (when the export wrote
+    one) its .ptd data file into a session tmp dir."""
     cache = ROOT / ".cache" / "pte"
     cached = cache / f"{name}-{key}.pte"
     out = tmp_path_factory.mktemp(name) / f"{name}.pte"
@@ -47,6 +49,9 @@ def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
     with locked(cached, ".pte cache"):  # two sessions exporting one key: the second waits, then copies
         if not cached.is_file():
             export(out)
+            if data_path_for(out).is_file():
+                with atomic_path(data_path_for(cached)) as tmp:
+                    shutil.copy(data_path_for(out), tmp)
             with atomic_path(sidecar_path(cached)) as tmp:  # sidecar first: a cached .pte has its sidecar
                 shutil.copy(sidecar_path(out), tmp)
             with atomic_path(cached) as tmp:
@@ -54,6 +59,8 @@ def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
         else:
             shutil.copy(cached, out)
             shutil.copy(sidecar_path(cached), sidecar_path(out))
+            if data_path_for(cached).is_file():
+                shutil.copy(data_path_for(cached), data_path_for(out))
     return out
 
 
@@ -87,6 +94,41 @@ def q4_pte_path(fixture, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def pte_program(pte_path) -> PteBackend:
     return PteBackend(pte_path)
+
+
+@pytest.fixture(scope="session")
+def kvwin_pte_path(fixture, program, tmp_path_factory) -> Path:
+    """The default fixture in the newer target_verify form (kv_window input, dynamic C and V, no
+    verify range metadata), exported once (`export --verify-kv-window`)."""
+    from eagle3_check.program.contract import VERIFY_KV_WINDOW
+
+    kv = EagerBackend(program.module, program.spec, tuple(program.metadata()["get_eos_ids"]))
+    return _cached_export(
+        "tiny-llama-kvwin", _cache_key(fixture, "xnnpack kv_window"),
+        lambda out: export_eager(kv.use_verify_form(VERIFY_KV_WINDOW), out, "xnnpack",
+                                 source={"fixture": fixture.name}), tmp_path_factory,
+    )
+
+
+@pytest.fixture(scope="session")
+def bf16_pte_path(fixture, tmp_path_factory) -> Path:
+    """The default fixture exported in bfloat16 (`export --dtype bfloat16`), once."""
+    return _cached_export(
+        "tiny-llama-bf16", _cache_key(fixture, "xnnpack bfloat16"),
+        lambda out: export_eager(EagerBackend.from_fixture(fixture, dtype="bfloat16"), out, "xnnpack",
+                                 source={"fixture": fixture.name}), tmp_path_factory,
+    )
+
+
+@pytest.fixture(scope="session")
+def ptd_pte_path(fixture, program, tmp_path_factory) -> Path:
+    """The default fixture with its weights in an external data file (`export --external-data`):
+    `<name>.pte` beside `<name>.ptd`, exported once."""
+    return _cached_export(
+        "tiny-llama-ptd", _cache_key(fixture, "xnnpack external-data"),
+        lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name}, external_data=True),
+        tmp_path_factory,
+    )
 
 
 def _shift_draft_ids(src: Path, dst: Path, offset: int, draft_vocab: int) -> Path:
