@@ -52,6 +52,8 @@ def kv_window_for(positions: torch.Tensor) -> torch.Tensor:  # [C] -> [V] int32
     Worked example: anchor_pos = 20, K = 4 -> positions 20..24 (C = 5) -> V = 20 + 5 = 25,
     i.e. positions[-1] + 1 (slots 0..24 are valid once this window is written).
     """
+    import torch  # lazily: this module is read before torch is imported (cli/validate.py)
+
     return torch.zeros(int(positions[-1]) + 1, dtype=torch.int32)
 
 
