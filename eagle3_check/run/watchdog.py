@@ -34,7 +34,8 @@ from eagle3_check.program.contract import ProgramWrapper
 
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds one in-process request may take (CPU fixtures take < 1 s)
 GRACE_S = 2.0  # after a timeout, how long an abandoned program call gets to return
-_ABANDONED: set[int] = set()  # thread idents of abandoned runs (their stdout is dropped)
+_ABANDONED: weakref.WeakSet = weakref.WeakSet()  # threads of abandoned runs (their stdout is dropped);
+# Thread objects, not idents: an ident is reused by a later thread, whose output must not be dropped
 _BUSY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # root program -> why it is busy
 
 
@@ -121,7 +122,7 @@ class StdoutRouter(io.TextIOBase):
         self.capture: io.StringIO | None = None
 
     def write(self, s: str) -> int:
-        if threading.get_ident() in _ABANDONED:
+        if threading.current_thread() in _ABANDONED:
             return len(s)
         return (self.capture or self.real).write(s)
 
@@ -144,7 +145,7 @@ def captured_stdout() -> Iterator[io.StringIO]:
         yield buf
     finally:
         router.capture = None
-        if router is not prev and not _ABANDONED:
+        if router is not prev and not len(_ABANDONED):
             sys.stdout = prev
 
 
@@ -172,7 +173,7 @@ def run_limited(fn: Callable[[Revocable], object], program, seconds: float, what
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        _ABANDONED.add(worker.ident)
+        _ABANDONED.add(worker)
         why = f"request {what} timed out after {seconds:g} s (--request-timeout {seconds:g})"
         handle.revoked = f"{why}; this run was abandoned"
         method = handle.in_call
