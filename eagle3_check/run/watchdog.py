@@ -15,8 +15,9 @@ A subprocess was the alternative: it can be killed, but the program (an eager mo
 cannot be shared with a child without re-building it per request (fork after CUDA is unsafe).
 Runner binaries (`--runner exec:PATH`) are processes already: their process group is killed.
 
-`TimeLimited(runner, seconds)` is how a caller asks for a limit other than the default;
-`with_limit(runner)` unwraps it.
+`TimeLimited(runner, seconds)` asks for a limit (the CLI wraps a plug-in runner in one: 300 s, or
+--request-timeout); a bare runner (the library's default, our own reference runner) runs
+unlimited in the caller's thread. `with_limit(runner)` unwraps it.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from dataclasses import dataclass
 
 from eagle3_check.program.contract import ProgramWrapper
 
-DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds one in-process request may take (CPU fixtures take < 1 s)
+DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds a plug-in's request may take by default (CPU fixtures: < 1 s)
 GRACE_S = 2.0  # after a timeout, how long an abandoned program call gets to return
-_ABANDONED: set[int] = set()  # thread idents of abandoned runs (their stdout is dropped)
+_ABANDONED: weakref.WeakSet = weakref.WeakSet()  # threads of abandoned runs (their stdout is dropped);
+# Thread objects, not idents: an ident is reused by a later thread, whose output must not be dropped
 _BUSY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # root program -> why it is busy
 
 
@@ -57,11 +59,11 @@ class TimeLimited:
         return self.runner.run(program, tokenizer, prompt, options)
 
 
-def with_limit(runner) -> tuple[object, float]:
-    """(the runner itself, its limit in seconds): `TimeLimited` unwrapped, else the default."""
+def with_limit(runner) -> tuple[object, float | None]:
+    """(the runner itself, its limit in seconds): `TimeLimited` unwrapped, else no limit (None)."""
     if isinstance(runner, TimeLimited):
         return runner.runner, runner.seconds
-    return runner, DEFAULT_REQUEST_TIMEOUT
+    return runner, None
 
 
 class Revocable(ProgramWrapper):
@@ -121,7 +123,7 @@ class StdoutRouter(io.TextIOBase):
         self.capture: io.StringIO | None = None
 
     def write(self, s: str) -> int:
-        if threading.get_ident() in _ABANDONED:
+        if threading.current_thread() in _ABANDONED:
             return len(s)
         return (self.capture or self.real).write(s)
 
@@ -144,15 +146,17 @@ def captured_stdout() -> Iterator[io.StringIO]:
         yield buf
     finally:
         router.capture = None
-        if router is not prev and not _ABANDONED:
+        if router is not prev and not len(_ABANDONED):
             sys.stdout = prev
 
 
-def run_limited(fn: Callable[[Revocable], object], program, seconds: float, what: str) -> object:
+def run_limited(fn: Callable[[Revocable], object], program, seconds: float | None, what: str) -> object:
     """`fn(handle)` in a daemon worker thread, `handle` a `Revocable` over `program`; returns its
     result or raises what it raised (SystemExit included). After `seconds`, raises RequestTimeout
     and abandons the worker (see the module doc). A program left busy by an earlier timeout raises
     RequestTimeout at once, without running `fn`."""
+    if seconds is None:  # no limit: the caller's own thread, as a plain call
+        return fn(program)
     busy = busy_reason(program)
     if busy:
         raise RequestTimeout(f"not run: the program is busy ({busy}); expected a free program. Fix: make "
@@ -172,7 +176,7 @@ def run_limited(fn: Callable[[Revocable], object], program, seconds: float, what
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        _ABANDONED.add(worker.ident)
+        _ABANDONED.add(worker)
         why = f"request {what} timed out after {seconds:g} s (--request-timeout {seconds:g})"
         handle.revoked = f"{why}; this run was abandoned"
         method = handle.in_call
