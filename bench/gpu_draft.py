@@ -86,6 +86,20 @@ def bigram_coverage(train: list[Sequence], text: list[int]) -> float:
     return sum(p in seen for p in pairs) / len(pairs) if pairs else 0.0
 
 
+class _Every:
+    """A tqdm-shaped progress sink for train_draft: logs the loss every n steps."""
+
+    def __init__(self, n: int, log):
+        self.n, self.log, self.i, self.t0 = n, log, 0, time.perf_counter()
+
+    def update(self, k: int) -> None:
+        self.i += k
+
+    def set_postfix(self, loss: str) -> None:
+        if self.i % self.n == 0:
+            self.log(f"  step {self.i}: loss {loss} ({time.perf_counter() - self.t0:.1f} s)")
+
+
 def distill_bench_draft(model, dcfg: DraftConfig, max_seq: int, args, log=print):
     """Builds data, trains, measures offline tau; returns (head in bf16, eval mode; info)."""
     t0 = time.perf_counter()
@@ -102,7 +116,7 @@ def distill_bench_draft(model, dcfg: DraftConfig, max_seq: int, args, log=print)
     torch.backends.cuda.matmul.allow_tf32 = True  # training only; restored before anything is timed
     try:
         t1 = time.perf_counter()
-        losses = train_draft(head, seqs, cfg)
+        losses = train_draft(head, seqs, cfg, progress=_Every(100, log))
         t_train = time.perf_counter() - t1
         tau_offline = {k: offline_tau(head, held, k) for k in (1, 2, 4, 6)}
     finally:
