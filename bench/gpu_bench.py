@@ -116,6 +116,8 @@ def parse_args(argv=None):
     p.add_argument("--compile", default="layer", choices=["layer", "model", "off"],
                    help="compile the target forward before capture (program/compiled.py); off: HF forward only")
     p.add_argument("--compile-mode", default="default", choices=["default", "max-autotune-no-cudagraphs"])
+    p.add_argument("--compile-attention", default="grouped", choices=["grouped", "sdpa"],
+                   help="grouped: no per-head copy of the KV cache (fastest in bench/verify_variants.py)")
     p.add_argument("--draft", default="trained", choices=["trained", "random"])
     p.add_argument("--train-prompts", type=int, default=512)
     p.add_argument("--train-prompt-len", type=int, default=16)
@@ -361,8 +363,9 @@ def main(argv=None) -> int:
             print(f"{reason}: compiled rows skipped", file=sys.stderr)
             res["compile"] = {"unavailable": reason}
         else:
-            compiled = compile_target(plain.module.target, args.compile, args.compile_mode)
-            res["compile"] = {"granularity": args.compile, "mode": args.compile_mode,
+            compiled = compile_target(plain.module.target, args.compile, args.compile_mode,
+                                      attention=args.compile_attention)
+            res["compile"] = {"granularity": args.compile, "mode": args.compile_mode, "attention": args.compile_attention,
                               "what": "target forward (program/compiled.py) and the draft's one-token chain steps"}
     if compiled is not None:
         fast = GraphedProgram(plain, mode, compile_draft_steps=True)

@@ -45,14 +45,14 @@ LLAMA = [n for n in list_fixtures() if _llama(n)]
 _cache: dict = {}
 
 
-def programs(name: str, dtype: str) -> tuple[EagerBackend, GraphedProgram]:
+def programs(name: str, dtype: str, attention: str = "sdpa") -> tuple[EagerBackend, GraphedProgram]:
     """(compiled, graphs off; compiled, graphs on) over one module."""
-    if (name, dtype) not in _cache:
+    if (name, dtype, attention) not in _cache:
         plain = EagerBackend.from_fixture(load_fixture(name), "cuda", dtype)
         assert llama_layout_problem(plain.module.target.model) is None
-        compile_target(plain.module.target, "layer")
-        _cache[name, dtype] = (plain, GraphedProgram(plain))
-    return _cache[name, dtype]
+        compile_target(plain.module.target, "layer", attention=attention)
+        _cache[name, dtype, attention] = (plain, GraphedProgram(plain))
+    return _cache[name, dtype, attention]
 
 
 def hf(name: str, dtype: str) -> HFReference:
@@ -61,10 +61,11 @@ def hf(name: str, dtype: str) -> HFReference:
     return _cache["hf", name, dtype]
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "grouped"])
 @pytest.mark.parametrize("graph", [True, False], ids=["graph-on", "graph-off"])
 @pytest.mark.parametrize("name", LLAMA)
-def test_compiled_fp32_tokens_identical_to_hf_eager(name, graph):
-    plain, graphed = programs(name, "float32")
+def test_compiled_fp32_tokens_identical_to_hf_eager(name, graph, attention):
+    plain, graphed = programs(name, "float32", attention)
     t = Tokenizer.load(load_fixture(name).tokenizer_path)
     report = run_check(graphed if graph else plain, t, hf(name, "float32"), load_fixture(name).prompts(), OPTS,
                        tolerance=tolerance_for("float32"), runner=DeviceRunner())
@@ -73,10 +74,11 @@ def test_compiled_fp32_tokens_identical_to_hf_eager(name, graph):
     assert plain.module.target.fast_forward.compiled_calls > 0
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "grouped"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("name", LLAMA)
-def test_compiled_graph_on_equals_off(name, dtype):
-    plain, graphed = programs(name, dtype)
+def test_compiled_graph_on_equals_off(name, dtype, attention):
+    plain, graphed = programs(name, dtype, attention)
     t = Tokenizer.load(load_fixture(name).tokenizer_path)
     for p in load_fixture(name).prompts()[:6]:
         ids = prompt_ids(t, p.text, NO_STOP)
@@ -89,11 +91,12 @@ def test_compiled_graph_on_equals_off(name, dtype):
             assert (on.tokens, on.accepted, on.tau) == (off.tokens, off.accepted, off.tau), (p.id, draft)
 
 
-def test_compiled_bf16_passes_the_verdict():
+@pytest.mark.parametrize("attention", ["sdpa", "grouped"])
+def test_compiled_bf16_passes_the_verdict(attention):
     name = "tiny-llama"
     if name not in LLAMA:
         pytest.skip(f"needs the {name} fixture; found {LLAMA}")
-    _, graphed = programs(name, "bfloat16")
+    _, graphed = programs(name, "bfloat16", attention)
     t = Tokenizer.load(load_fixture(name).tokenizer_path)
     tol = tolerance_for("bfloat16")
     report = run_check(graphed, t, hf(name, "bfloat16"), load_fixture(name).prompts(), OPTS, tolerance=tol,
