@@ -277,11 +277,11 @@ def main(argv=None) -> int:
         print(f"floor: {wb / 1e9:.2f} GB of weights at {bw / 1e12:.2f} TB/s = {wb / bw * 1e3:.3f} ms", flush=True)
     t0 = time.perf_counter()
     if args.draft == "trained":
-        head, train_seqs, res["draft"] = distill_bench_draft(model, dcfg, max_seq, args)
+        head, train_pairs, res["draft"] = distill_bench_draft(model, dcfg, max_seq, args)
     else:
         from gpu_draft import init_head
 
-        head, train_seqs = init_head(model, dcfg, max_seq, args.init_std).to(torch.bfloat16).eval(), []
+        head, train_pairs = init_head(model, dcfg, max_seq, args.init_std).to(torch.bfloat16).eval(), set()
         res["draft"] = {"mode": "random (untrained)"}
     res["draft"].update(params=sum(p.numel() for p in head.parameters()), draft_vocab=dcfg.draft_vocab_size,
                         build_s=round(time.perf_counter() - t0, 2))
@@ -347,7 +347,7 @@ def main(argv=None) -> int:
     if "tokens" not in greedy:
         greedy["tokens"] = graph_greedy(graphed, prompt, args.new)
     seq = prompt + greedy["tokens"]
-    res["draft"]["bench_text_bigram_coverage"] = bigram_coverage(train_seqs, seq[args.prompt_len - 1:])
+    res["draft"]["bench_text_bigram_coverage"] = bigram_coverage(train_pairs, seq[args.prompt_len - 1:])
     if args.draft == "trained" and "card" not in skip:
         res["card"] = measure_card(graphed, tok, args, opts)
         save()

@@ -75,13 +75,18 @@ def init_head(model, dcfg: DraftConfig, max_seq: int, std: float, seed: int = HE
     return head.float()
 
 
-def bigram_coverage(train: list[Sequence], text: list[int]) -> float:
-    """Share of `text`'s consecutive pairs (x, y) that occur as (token, label) in the training
-    continuations: a proposal for a pair never seen is a guess."""
+def seen_bigrams(train: list[Sequence]) -> set[tuple[int, int]]:
+    """The (token, label) pairs the training continuations hold."""
     seen = set()
     for s in train:
         ids, g = s.ids, s.greedy.tolist()
         seen.update((ids[p], g[p]) for p in range(max(s.prompt_len - 1, 0), len(ids)))
+    return seen
+
+
+def bigram_coverage(seen: set[tuple[int, int]], text: list[int]) -> float:
+    """Share of `text`'s consecutive pairs (x, y) among the training pairs `seen`: a
+    proposal for a pair never seen is a guess."""
     pairs = list(zip(text, text[1:]))
     return sum(p in seen for p in pairs) / len(pairs) if pairs else 0.0
 
@@ -101,7 +106,8 @@ class _Every:
 
 
 def distill_bench_draft(model, dcfg: DraftConfig, max_seq: int, args, log=print):
-    """Builds data, trains, measures offline tau; returns (head in bf16, eval mode; info)."""
+    """Builds data, trains, measures offline tau; returns (head in bf16, eval mode; the
+    training bigrams; info). The training taps (~3 GB on the device) are freed here."""
     t0 = time.perf_counter()
     prompts = random_prompts(args.train_prompts, args.train_prompt_len, dcfg.vocab_size, TRAIN_PROMPT_SEED)
     seqs = greedy_sequences(model, prompts, args.train_new, dcfg.aux_layer_ids)
@@ -134,4 +140,8 @@ def distill_bench_draft(model, dcfg: DraftConfig, max_seq: int, args, log=print)
         "loss_every_50": [round(x, 4) for x in losses[::50]],
         "offline_tau_held_out_fp32": {str(k): round(v, 4) for k, v in tau_offline.items()},
     }
-    return head.to(torch.bfloat16).eval(), seqs, info
+    seen = seen_bigrams(seqs)
+    del seqs, held
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return head.to(torch.bfloat16).eval(), seen, info

@@ -55,7 +55,7 @@ def test_fast_forward_greedy_matches_hf_path():
 def test_non_llama_target_is_refused_in_one_line():
     target = backend("tiny-gemma4").module.target
     assert "gemma4_text" in llama_layout_problem(target.model)
-    with pytest.raises(OptionError, match="model_type 'gemma4_text'.*--no-compile") as e:
+    with pytest.raises(OptionError, match="model_type 'gemma4_text'.*--compile off") as e:
         compile_target(target, "layer")
     assert "\n" not in str(e.value)
 
@@ -72,7 +72,7 @@ def test_unavailable_compile_says_why(monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
     reason = compile_unavailable("cpu")
     assert reason is not None and "no-such-compiler-xyz" in reason
-    with pytest.raises(OptionError, match="no C\\+\\+ compiler.*--no-compile"):
+    with pytest.raises(OptionError, match="no C\\+\\+ compiler.*--compile off"):
         compile_target(backend().module.target, "layer")
     compile_target(backend().module.target, "none")  # the uncompiled path needs no compiler
 

@@ -238,7 +238,7 @@ def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "d
     not a plain Llama or torch.compile cannot run here."""
     if granularity not in GRANULARITIES:
         raise OptionError(f"compile granularity {granularity!r}", f"one of {GRANULARITIES}",
-                          "pass --compile-granularity layer")
+                          "pass --compile layer (bench/gpu_bench.py), i.e. granularity=\"layer\"")
     if attention not in ATTENTIONS:
         raise OptionError(f"compile attention {attention!r}", f"one of {ATTENTIONS}", "pass --compile-attention sdpa")
     if mode not in MODES:  # reduce-overhead would nest inductor's CUDA graphs inside ours
@@ -247,10 +247,10 @@ def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "d
     problem = llama_layout_problem(target.model)
     if problem:
         raise OptionError(f"--compile on a target with {problem}", "a plain Llama-layout target (bias-free, SiLU)",
-                          "pass --no-compile for this target")
+                          "run this target uncompiled (--compile off)")
     if granularity != "none":
         reason = compile_unavailable(next(target.parameters()).device)
         if reason:
-            raise OptionError(reason, "a platform where torch.compile runs", "pass --no-compile")
+            raise OptionError(reason, "a platform where torch.compile runs", "run uncompiled (--compile off)")
     target.fast_forward = FastLlamaForward(target, granularity, mode, max_compiled_tokens, attention)
     return target.fast_forward
