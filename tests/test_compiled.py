@@ -1,7 +1,7 @@
 """The compiled target forward (program/compiled.py) on CPU: the Llama math it compiles is
 HF's bit for bit in fp32, the refusals are one line, compile is optional and says why not.
 
-The compiled path itself (inductor, under CUDA graphs) is checked in tests/gpu/test_compiled.py;
+The compiled path itself (inductor, under CUDA graphs) is checked in tests/gpu/test_compiled_cuda.py;
 a CPU compile of the tiny fixture is `slow` (about a minute per window length on 2 cores).
 """
 
