@@ -1,7 +1,7 @@
 """The compiled target forward (program/compiled.py) on CPU: the Llama math it compiles is
 HF's bit for bit in fp32, the refusals are one line, compile is optional and says why not.
 
-The compiled path itself (inductor, under CUDA graphs) is checked in tests/gpu/test_compiled.py;
+The compiled path itself (inductor, under CUDA graphs) is checked in tests/gpu/test_compiled_cuda.py;
 a CPU compile of the tiny fixture is `slow` (about a minute per window length on 2 cores).
 """
 
@@ -55,7 +55,7 @@ def test_fast_forward_greedy_matches_hf_path():
 def test_non_llama_target_is_refused_in_one_line():
     target = backend("tiny-gemma4").module.target
     assert "gemma4_text" in llama_layout_problem(target.model)
-    with pytest.raises(OptionError, match="model_type 'gemma4_text'.*--no-compile") as e:
+    with pytest.raises(OptionError, match="model_type 'gemma4_text'.*--compile off") as e:
         compile_target(target, "layer")
     assert "\n" not in str(e.value)
 
@@ -72,7 +72,7 @@ def test_unavailable_compile_says_why(monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
     reason = compile_unavailable("cpu")
     assert reason is not None and "no-such-compiler-xyz" in reason
-    with pytest.raises(OptionError, match="no C\\+\\+ compiler.*--no-compile"):
+    with pytest.raises(OptionError, match="no C\\+\\+ compiler.*--compile off"):
         compile_target(backend().module.target, "layer")
     compile_target(backend().module.target, "none")  # the uncompiled path needs no compiler
 
@@ -108,3 +108,24 @@ def test_fused_projections_are_views_and_change_nothing():
     assert again[0].data_ptr() == qkv.data_ptr() and again[1].data_ptr() == gate_up.data_ptr()
     after, _ = target(prompt, positions)
     assert torch.equal(after, before)
+
+
+@torch.no_grad()
+def test_grouped_attention_matches_hf_to_rounding():
+    """attention="grouped" (no per-head copy of the cache) pins its index arithmetic: the same
+    logits as HF's repeat_kv + sdpa within fp32 rounding, the same greedy tokens."""
+    from eagle3_check.program.compiled import grouped_attention, sdpa_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 3, 8, generator=gen)  # h = 4, T = 3
+    k, v = torch.randn(1, 2, 6, 8, generator=gen), torch.randn(1, 2, 6, 8, generator=gen)  # kv = 2, S = 6
+    mask = (torch.arange(6)[None, :] <= torch.tensor([2, 3, 4])[:, None])[None, None]  # [1, 1, 3, 6]
+    torch.testing.assert_close(grouped_attention(q, k, v, mask), sdpa_attention(q, k, v, mask), rtol=0, atol=1e-5)
+    hf_p, fast_p = backend(), backend()
+    compile_target(fast_p.module.target, "none", attention="grouped")
+    prompt, positions = torch.tensor([list(range(3, 40))]), torch.arange(37)
+    want, _ = hf_p.module.target(prompt, positions)
+    got, _ = fast_p.module.target(prompt, positions)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-4)
+    ids = list(range(3, 40))
+    assert self_greedy(fast_p, ids, 16).tokens == self_greedy(hf_p, ids, 16).tokens

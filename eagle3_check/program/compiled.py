@@ -37,6 +37,7 @@ from eagle3_check.errors import OptionError
 
 GRANULARITIES = ("layer", "model", "none")  # none: the same math, eager (the CPU-tested path)
 MODES = ("default", "max-autotune-no-cudagraphs")
+ATTENTIONS = ("sdpa", "grouped")
 
 
 def compile_unavailable(device: torch.device | str) -> str | None:
@@ -71,6 +72,39 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos[:, None] + rotated * sin[:, None]
 
 
+def sdpa_attention(
+    q: torch.Tensor,  # [1, h, T, D] (rotated)
+    k_cache: torch.Tensor,  # [1, kv, S, D]
+    v_cache: torch.Tensor,  # [1, kv, S, D]
+    mask: torch.Tensor,  # [1, 1, T, S] bool
+) -> torch.Tensor:  # [1, h, T, D]
+    """HF's sdpa path for a window of more than one row: kv heads repeated (repeat_kv), one sdpa."""
+    rep = q.shape[1] // k_cache.shape[1]
+    kc = k_cache.repeat_interleave(rep, dim=1)  # [1, h, S, D]
+    vc = v_cache.repeat_interleave(rep, dim=1)
+    return F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, scale=q.shape[-1] ** -0.5)
+
+
+def grouped_attention(
+    q: torch.Tensor,  # [1, h, T, D] (rotated)
+    k_cache: torch.Tensor,  # [1, kv, S, D]
+    v_cache: torch.Tensor,  # [1, kv, S, D]
+    mask: torch.Tensor,  # [1, 1, T, S] bool
+) -> torch.Tensor:  # [1, h, T, D]
+    """The same attention without copying the cache per query head: query head i uses kv head
+    i // rep (HF repeat_kv's order), so the rep heads of one kv head become rep * T rows of one
+    product. Worked example: h = 4, kv = 2, T = 3: q heads 0, 1 -> kv 0; rows of group 0 are
+    (head 0, t 0..2), (head 1, t 0..2); mask row r of a group is mask row r % T. Softmax in fp32."""
+    _, h, t, d = q.shape
+    kv, s = k_cache.shape[1], k_cache.shape[2]
+    rep = h // kv
+    qg = q.reshape(1, kv, rep * t, d)  # [1, kv, rep*T, D]
+    scores = (qg @ k_cache.transpose(-1, -2)).float() * d**-0.5  # [1, kv, rep*T, S]
+    m = mask.expand(1, rep, t, s).reshape(1, 1, rep * t, s)  # [1, 1, rep*T, S]
+    probs = torch.softmax(scores.masked_fill(~m, float("-inf")), dim=-1).to(q.dtype)
+    return (probs @ v_cache).reshape(1, h, t, d)
+
+
 def llama_layer(
     x: torch.Tensor,  # [1, T, H] the residual stream
     cos: torch.Tensor,  # [1, T, D]
@@ -83,6 +117,7 @@ def llama_layer(
     eps: float,
     n_heads: int,
     n_kv: int,
+    grouped: bool = False,
 ) -> torch.Tensor:  # [1, T, H] the layer's output
     """One LlamaDecoderLayer (sdpa attention over the absolute-slot cache), HF's op order, with
     q/k/v and gate/up each one matrix product (`fuse_projections`: rows of one weight)."""
@@ -96,10 +131,7 @@ def llama_layer(
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
     k_cache.index_copy_(2, positions, k.to(k_cache.dtype))
     v_cache.index_copy_(2, positions, v.to(v_cache.dtype))
-    rep = n_heads // n_kv
-    kc = k_cache.repeat_interleave(rep, dim=1)  # [1, h, S, D] (HF repeat_kv)
-    vc = v_cache.repeat_interleave(rep, dim=1)
-    o = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, scale=d**-0.5)  # [1, h, T, D]
+    o = grouped_attention(q, k_cache, v_cache, mask) if grouped else sdpa_attention(q, k_cache, v_cache, mask)
     x = x + F.linear(o.transpose(1, 2).reshape(1, t, n_heads * d), wo)
     h = rms_norm(x, ln2, eps)
     gate, up = F.linear(h, w13).chunk(2, dim=-1)
@@ -148,13 +180,14 @@ class FastLlamaForward:
     `TargetAdapter.forward` once installed with `compile_target`."""
 
     def __init__(self, target: nn.Module, granularity: str = "layer", mode: str = "default",
-                 max_compiled_tokens: int = 16):
+                 max_compiled_tokens: int = 16, attention: str = "sdpa"):
         self.target = target
         base = target.model.model
         cfg = target.model.config.get_text_config(decoder=True)
         self.eps = cfg.rms_norm_eps
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads or cfg.num_attention_heads
         self.granularity = granularity
+        self.grouped = attention == "grouped"
         self.max_compiled_tokens = max_compiled_tokens  # longer calls (prefill) run the same math eagerly
         self.weights = []
         for lay in base.layers:
@@ -169,7 +202,7 @@ class FastLlamaForward:
     def body(self, x, cos, sin, mask, positions, caches, weights, layer_fn):  # [1, T, H] ... -> T-row hiddens
         hidden = [x]
         for w, (kc, vc) in zip(weights, caches):
-            x = layer_fn(x, cos, sin, mask, positions, kc, vc, w, self.eps, self.n_heads, self.n_kv)
+            x = layer_fn(x, cos, sin, mask, positions, kc, vc, w, self.eps, self.n_heads, self.n_kv, self.grouped)
             hidden.append(x)
         return hidden
 
@@ -194,27 +227,30 @@ class FastLlamaForward:
 
 
 def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "default",
-                   max_compiled_tokens: int = 16) -> FastLlamaForward:
+                   max_compiled_tokens: int = 16, attention: str = "sdpa") -> FastLlamaForward:
     """Installs `FastLlamaForward` on a `TargetAdapter` (its forward uses it from now on) and
     returns it. Compiles lazily: the first call of each window length up to
     `max_compiled_tokens` (longer calls, the prefill, run the same math eagerly).
     `granularity="none"` installs the same math uncompiled (runs anywhere). Fuses the q/k/v
     and gate/up weights in place (`fuse_projections`): call it once the module sits on its
-    device and dtype. Errors, one line, when the target is
+    device and dtype. `attention`: "sdpa" (HF's repeat_kv + sdpa, the default) or "grouped"
+    (`grouped_attention`: no per-head copy of the cache; not HF's reduction order). Errors, one line, when the target is
     not a plain Llama or torch.compile cannot run here."""
     if granularity not in GRANULARITIES:
         raise OptionError(f"compile granularity {granularity!r}", f"one of {GRANULARITIES}",
-                          "pass --compile-granularity layer")
+                          "pass --compile layer (bench/gpu_bench.py), i.e. granularity=\"layer\"")
+    if attention not in ATTENTIONS:
+        raise OptionError(f"compile attention {attention!r}", f"one of {ATTENTIONS}", "pass --compile-attention sdpa")
     if mode not in MODES:  # reduce-overhead would nest inductor's CUDA graphs inside ours
         raise OptionError(f"compile mode {mode!r}", f"one of {MODES} (CUDA graphs are GraphedProgram's)",
                           "pass --compile-mode default")
     problem = llama_layout_problem(target.model)
     if problem:
         raise OptionError(f"--compile on a target with {problem}", "a plain Llama-layout target (bias-free, SiLU)",
-                          "pass --no-compile for this target")
+                          "run this target uncompiled (--compile off)")
     if granularity != "none":
         reason = compile_unavailable(next(target.parameters()).device)
         if reason:
-            raise OptionError(reason, "a platform where torch.compile runs", "pass --no-compile")
-    target.fast_forward = FastLlamaForward(target, granularity, mode, max_compiled_tokens)
+            raise OptionError(reason, "a platform where torch.compile runs", "run uncompiled (--compile off)")
+    target.fast_forward = FastLlamaForward(target, granularity, mode, max_compiled_tokens, attention)
     return target.fast_forward
