@@ -146,7 +146,7 @@ def test_verdict_json_status_is_a_plain_string():
     js = v.to_json()
     assert type(js["status"]) is str and js["status"] == "pass"
     assert set(js) == {"status", "message", "index", "got", "want", "margin", "rank", "expected_len",
-                       "expected_reason", "identical", "ties", "fails", "tie_at"}
+                       "expected_reason", "identical", "ties", "fails", "tie_at", "tie_margins", "tie_tolerances"}
 
 
 def test_tie_verdict_forensics_and_plural():

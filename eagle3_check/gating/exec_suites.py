@@ -38,7 +38,7 @@ def skip_reason(case: Case) -> str | None:
     for st in case.stop_at:
         if st.via not in BINARY_VIAS:
             return (f"needs the program's get_eos_ids or the tokenizer's EOS patched (stop via {st.via}): "
-                    "a binary's files cannot be")
+                    "a binary's .pte and tokenizer cannot be patched")
     return None
 
 

@@ -173,6 +173,7 @@ def _summary(name: str, cases: list[JUnitCase], what: str, ok: str = "identical"
 
 def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
     """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
+    _dtype_defaults(inputs, program)
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     step = inputs.on_step
@@ -215,6 +216,7 @@ def drift_check(program, inputs: GateInputs, quantization: str, rc, ks: list[int
 def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     """The edge-suite registry (issue 4) on this one program: `SuiteEnv.fixed` ignores spec
     wishes, so cases needing another export shape skip. Skipped while the registry is absent."""
+    _dtype_defaults(inputs, program)
     if not inputs.suite:
         return _skip("edge suites", "disabled (--suite none)")
     try:
@@ -322,6 +324,12 @@ def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:
     if inputs.tie_budget is None:
         inputs.tie_budget = default_budget(inputs.tolerance.dtype)
     info.update(dtype=dtype, tie_tolerance=inputs.tolerance.describe(), tie_budget=inputs.tie_budget)
+
+
+def _dtype_defaults(inputs: GateInputs, program) -> None:
+    """A check called on its own (not through run_gate) gets the program dtype's tolerance and budget too."""
+    if inputs.tolerance is None or inputs.tie_budget is None:
+        follow_dtype(inputs, program_dtype(program), {})
 
 
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
