@@ -153,8 +153,7 @@ def load_draft(draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
     raw, where = read_tensors(d)
     weights = canonical_names(raw)
     head = Eagle3DraftHead(cfg, max_seq_len)
-    params = {k: v for k, v in head.state_dict().items() if k not in ("d2t", "t2d")
-              and "k_cache" not in k and "v_cache" not in k}
+    params = {k: v for k, v in head.weights().items() if k not in ("d2t", "t2d")}
     for name in sorted(weights.keys() - params.keys() - {"d2t", "t2d"} - TRAINING_ONLY):
         raise InputError(f"draft tensor {name} in {where} has no place in the draft this config describes",
                          "only tensors the config's layers, norms and biases use",

@@ -203,15 +203,15 @@ class Eagle3DraftHead(nn.Module):
         self.needs_target_embedding = False
 
     # ---- speculators layout I/O -------------------------------------------------------
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The state dict without the KV caches: what a checkpoint holds (d2t / t2d included)."""
+        return {k: v for k, v in self.state_dict().items() if "k_cache" not in k and "v_cache" not in k}
+
     def save(self, out_dir: str | Path) -> None:
         """Writes the speculators 0.9 layout (config.json + model.safetensors), each atomically."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        tensors = {
-            k: v.detach().contiguous().cpu()
-            for k, v in self.state_dict().items()
-            if "k_cache" not in k and "v_cache" not in k
-        }
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.weights().items()}
         if self.cfg.draft_vocab_size == self.cfg.vocab_size:  # full vocab: speculators has no maps
             tensors.pop("d2t")
             tensors.pop("t2d")

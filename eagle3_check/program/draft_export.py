@@ -126,7 +126,7 @@ def export_draft(source: str | Path, output: str | Path, target_dir: str | Path 
 def _prove(head: Eagle3DraftHead, out: Path, max_seq_len: int) -> dict:
     """Reads the written draft back: every tensor bit-equal and the probe forward bit-equal."""
     back = load_draft(out, max_seq_len)
-    mine, theirs = _tensors(head), _tensors(back)
+    mine, theirs = head.weights(), back.weights()
     if mine.keys() != theirs.keys():
         raise InputError(f"draft export {out} read back with tensors {sorted(mine.keys() ^ theirs.keys())} differing",
                          "the same tensors as the source", "report this: the writer and the loader disagree")
@@ -141,6 +141,3 @@ def _prove(head: Eagle3DraftHead, out: Path, max_seq_len: int) -> dict:
     written = json.loads((out / "config.json").read_text())
     return {"verifier": written["speculators_config"]["verifier"]["name_or_path"], "tensors": len(mine), "diff": diff}
 
-
-def _tensors(head: Eagle3DraftHead) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in head.state_dict().items() if "k_cache" not in k and "v_cache" not in k}
