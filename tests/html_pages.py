@@ -13,7 +13,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from eagle3_check.gating.check import CheckReport, RequestOutcome
-from eagle3_check.gating.gate import GateCheck, GateReport
+from eagle3_check.gating.gate_model import GateCheck, GateReport
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance

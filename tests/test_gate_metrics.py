@@ -1,6 +1,6 @@
 """`eagle3-check gate --golden ... --baseline metrics.json`: the golden runs feed the exact metrics gate.
 
-Driven through gate.golden_check / gate._baseline with a toy program (no .pte needed): the
+Driven through gate.golden_check / gate.baseline_check with a toy program (no .pte needed): the
 gate builds its program from --pte, but the two checks only see a SpeculatorProgram.
 """
 
@@ -10,7 +10,7 @@ import json
 
 from test_gating import KEY, setup
 
-from eagle3_check.gating.gate import GateInputs, _baseline, golden_check
+from eagle3_check.gating.gate import GateInputs, baseline_check, golden_check
 from eagle3_check.gating.golden_check import gate_goldens
 from eagle3_check.gating.metrics import compute_metrics, write_baseline
 from eagle3_check.suites.toy import ToyProgram
@@ -31,7 +31,7 @@ def test_gate_passes_golden_and_metrics_baseline(tmp_path, tokenizer):
     toy, path, baseline = recorded(tmp_path, tokenizer)
     inputs, kept = inputs_for(tmp_path, tokenizer, path, baseline), {}
     assert golden_check(toy, inputs, kept).status == "pass"
-    chk = _baseline(inputs, None, [KEY.k], kept["outcome"])
+    chk = baseline_check(inputs, None, [KEY.k], kept["outcome"])
     assert chk.status == "pass" and chk.message == "1/1 metric sets equal to the baseline"
 
 
@@ -41,7 +41,7 @@ def test_gate_fails_both_with_the_numbers_side_by_side(tmp_path, tokenizer):
     inputs, kept = inputs_for(tmp_path, tokenizer, path, baseline), {}
     golden = golden_check(worse, inputs, kept)
     assert golden.status == "fail" and "rounds" in golden.message
-    chk = _baseline(inputs, None, [KEY.k], kept["outcome"])
+    chk = baseline_check(inputs, None, [KEY.k], kept["outcome"])
     assert chk.status == "fail" and chk.cases[0].status == "fail"
     tau_line = next(line for line in chk.message.splitlines() if line.strip().startswith("tau "))
     assert tau_line.split()[-1] == "regression"
@@ -49,7 +49,7 @@ def test_gate_fails_both_with_the_numbers_side_by_side(tmp_path, tokenizer):
 
 def test_a_metrics_baseline_without_golden_fails_naming_the_fix(tmp_path, tokenizer):
     _, _, baseline = recorded(tmp_path, tokenizer)
-    chk = _baseline(inputs_for(tmp_path, tokenizer, None, baseline), 2.0, [KEY.k], None)
+    chk = baseline_check(inputs_for(tmp_path, tokenizer, None, baseline), 2.0, [KEY.k], None)
     assert chk.status == "fail" and "Fix: pass --golden golden/" in chk.message
 
 
@@ -57,5 +57,5 @@ def test_a_tau_report_baseline_keeps_the_tolerance_rule(tmp_path, tokenizer):
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"tau": 2.0}))
     inputs = inputs_for(tmp_path, tokenizer, None, report)
-    assert _baseline(inputs, 1.97, [KEY.k]).status == "pass"
-    assert _baseline(inputs, 1.5, [KEY.k]).status == "fail"
+    assert baseline_check(inputs, 1.97, [KEY.k]).status == "pass"
+    assert baseline_check(inputs, 1.5, [KEY.k]).status == "fail"

@@ -9,9 +9,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import FAIL, SKIP, GateInputs, run_gate
+from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.gating.junit import to_xml
 from eagle3_check.run.options import RunOptions
+from eagle3_check.status import FAIL, SKIP
 
 # on the default program (max_seq_len 256, max prefill 128) context/room-0 needs L = 256 - K = 252:
 # it cannot fit and skips; chain/lo runs.

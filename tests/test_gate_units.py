@@ -11,14 +11,14 @@ import pytest
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import (
+from eagle3_check.gating.gate import run_gate
+from eagle3_check.gating.gate_model import (
     GateCheck,
     GateInputs,
     GateReport,
-    _summary,
-    _timed,
     format_table,
-    run_gate,
+    summarize,
+    timed,
 )
 from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.self_ref import SelfReference
@@ -105,10 +105,10 @@ def _case(name: str, status: str, positions: int = 10, ties: int = 0) -> JUnitCa
 def test_summary_tie_budget_boundary(tie_positions, status):
     """10% of 10 + 10 judged positions allows 2 ties: 1 + 1 pass, 1 + 2 fail."""
     cases = [_case("a", TIE, ties=1), _case("b", TIE if tie_positions > 1 else PASS, ties=tie_positions - 1)]
-    chk = _summary("x", cases, "requests", tie_budget=0.1)
+    chk = summarize("x", cases, "requests", tie_budget=0.1)
     assert chk.status == PASS  # 2 tie positions in 20: within 2 allowed
     cases = [_case("a", TIE, ties=1), _case("b", TIE, ties=tie_positions)]
-    chk = _summary("x", cases, "requests", tie_budget=0.1)
+    chk = summarize("x", cases, "requests", tie_budget=0.1)
     assert chk.status == status and chk.details["ties_allowed"] == 2
     assert chk.details["tie_positions"] == 1 + tie_positions and chk.details["positions"] == 20
     if status == FAIL:
@@ -119,13 +119,13 @@ def test_summary_tie_budget_boundary(tie_positions, status):
 
 
 def test_summary_counts_skips_fails_and_nothing_run():
-    chk = _summary("x", [_case("a", PASS), _case("s", SKIP), _case("f", FAIL)], "requests")
+    chk = summarize("x", [_case("a", PASS), _case("s", SKIP), _case("f", FAIL)], "requests")
     assert chk.status == FAIL and chk.message == (
         "1 identical, 0 tie, 1 fail of 2 requests, 1 skipped (first: s: s message); first failure: f: f message")
     assert chk.details == {"identical": 1, "tie": 0, "fail": 1, "skip": 1}
-    assert _summary("x", [_case("s", SKIP)], "cases").status == FAIL  # the one skip rule: none ran fails
-    assert _summary("x", [_case("s", SKIP)], "cases").message == "no cases ran, 1 skipped (first: s: s message)"
-    ok = _summary("x", [_case("a", PASS), _case("b", PASS)], "cases", "passed")
+    assert summarize("x", [_case("s", SKIP)], "cases").status == FAIL  # the one skip rule: none ran fails
+    assert summarize("x", [_case("s", SKIP)], "cases").message == "no cases ran, 1 skipped (first: s: s message)"
+    ok = summarize("x", [_case("a", PASS), _case("b", PASS)], "cases", "passed")
     assert (ok.status, ok.message) == (PASS, "2/2 cases passed")
 
 
@@ -136,7 +136,7 @@ def test_timed_turns_errors_into_failed_checks():
     def crash() -> GateCheck:
         raise ZeroDivisionError("division by zero")
 
-    a, b = _timed("a", user_error), _timed("b", crash)
+    a, b = timed("a", user_error), timed("b", crash)
     assert (a.name, a.status) == ("a", FAIL) and "K = 9" in a.message
     assert (b.status, b.message) == (FAIL, "crashed: ZeroDivisionError: division by zero")
     assert a.seconds >= 0 and b.seconds >= 0

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from eagle3_check.gating.gate import _summary
+from eagle3_check.gating.gate_model import summarize
 from eagle3_check.gating.junit import JUnitCase, JUnitSuite, to_xml
 
 
@@ -15,7 +15,7 @@ def case(name, status, ties=0, positions=10):
 
 @pytest.mark.parametrize("budget, status", [(0.0, "fail"), (0.1, "pass")], ids=["budget-0-fails", "budget-10pc-passes"])
 def test_gate_summary_counts_ties_and_applies_the_budget(budget, status):
-    chk = _summary("runner vs HF reference", [case("a", "pass"), case("b", "tie", ties=2)], "requests",
+    chk = summarize("runner vs HF reference", [case("a", "pass"), case("b", "tie", ties=2)], "requests",
                    tie_budget=budget)
     assert chk.status == status and "1 identical, 1 tie, 0 fail of 2 requests" in chk.message
     assert chk.details["tie_positions"] == 2 and chk.details["ties_allowed"] == int(budget * 20)

@@ -21,8 +21,8 @@ from eagle3_check.status import skip_note
 
 def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, for `inputs.runner` (an ExecRunner). `timed(name, fn)`
-    runs one check (gate._timed). Returns (checks, tau of the self-reference requests)."""
-    from eagle3_check.gating.gate import GateCheck, _skip, _summary
+    runs one check (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
+    from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
     from eagle3_check.program.quantize import program_quantization
     from eagle3_check.suites.execute import SELF
 
@@ -33,9 +33,9 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
 
     def suites():
         if not inputs.suite:
-            return _skip("edge suites", "disabled (--suite none)")
+            return skip_check("edge suites", "disabled (--suite none)")
         if hf is None:
-            return _skip("edge suites", "no reference target given (--target or --fixture)")
+            return skip_check("edge suites", "no reference target given (--target or --fixture)")
         from eagle3_check.gating.exec_suites import run_exec_suite
         from eagle3_check.suites import suite_cases
         from eagle3_check.suites.execute import SuiteEnv
@@ -44,7 +44,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
                              fixture=inputs.fixture)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
         cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-        return _summary("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons
+        return summarize("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons
 
     def requests(name: str, reference):
         nonlocal tau
@@ -54,7 +54,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
                            f"[{o.verdict.mode or '-'}] {o.verdict.message}", o.process.seconds,
                            properties={"positions": str(max(o.verdict.judged, 1)),
                                        "tie_positions": str(o.verdict.ties)}) for o in report.outcomes]
-        chk = _summary(name, cases, "requests", tie_budget=inputs.tie_budget)
+        chk = summarize(name, cases, "requests", tie_budget=inputs.tie_budget)
         chk.details = {"k": report.k, "tau": report.tau, "judged_by": report.info["judged_by"]}
         if tau is None:
             tau = report.tau
@@ -62,7 +62,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
 
     def golden():
         if inputs.golden is None:
-            return _skip("golden", "no --golden given")
+            return skip_check("golden", "no --golden given")
         from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
 
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
@@ -79,13 +79,13 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
     checks.append(timed("runner vs self reference", lambda: requests("runner vs self reference",
                                                                      SelfReference(program))))
     if hf is None:
-        checks.append(_skip("runner vs HF reference", "no reference target given (--target or --fixture)"))
+        checks.append(skip_check("runner vs HF reference", "no reference target given (--target or --fixture)"))
     elif quant is not None:
-        checks.append(_skip("runner vs HF reference", f"quantized program ({quant.short()}): the runner is judged "
+        checks.append(skip_check("runner vs HF reference", f"quantized program ({quant.short()}): the runner is judged "
                             "against the self reference; run the gate without --runner exec:... for its drift"))
     else:
         checks.append(timed("runner vs HF reference", lambda: requests("runner vs HF reference", hf)))
-    checks.append(_skip("self reference vs HF reference", "does not involve the runner: run the gate without "
+    checks.append(skip_check("self reference vs HF reference", "does not involve the runner: run the gate without "
                         "--runner exec:... for it"))
     checks.append(timed("golden", golden))
     checks.append(timed("baseline", lambda: _baseline(inputs, tau, md)))
@@ -93,14 +93,14 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
 
 
 def _baseline(inputs, tau: float | None, md):
-    from eagle3_check.gating.gate import GateCheck, _skip
+    from eagle3_check.gating.gate_model import GateCheck, skip_check
     from eagle3_check.gating.metrics import is_metrics_baseline
     from eagle3_check.gating.tau_baseline import compare_tau
 
     if inputs.baseline is None:
-        return _skip("baseline", "no --baseline given")
+        return skip_check("baseline", "no --baseline given")
     if is_metrics_baseline(inputs.baseline):
-        return _skip("baseline", "a metrics baseline counts program calls, which a binary does not report")
+        return skip_check("baseline", "a metrics baseline counts program calls, which a binary does not report")
     k = inputs.options.chain_len or md.chain_len
     status, message, details = compare_tau(Path(inputs.baseline), tau, [k], inputs.tau_tolerance)
     return GateCheck("baseline", status, message, details=details)
