@@ -81,7 +81,7 @@ def test_a_writer_killed_between_temp_write_and_rename_leaves_the_old_file(tmp_p
         "    f.flush()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(p)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run([sys.executable, "-c", code, str(p)], cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
     assert proc.returncode == -signal.SIGKILL
     assert p.read_text() == OLD  # the killed writer's bytes are only in its hidden temp file
     assert [q.name for q in tmp_path.iterdir() if q.name.endswith(".tmp")][0].startswith(".g.json.")
@@ -155,7 +155,7 @@ def test_two_force_writers_of_one_golden_and_one_baseline_leave_valid_files(toy_
         "target_per_token": 0.75, "draft_per_token": 2.0, "tau": 1.5, "n_alpha": [1.0, 0.5, 0.0, 0.0]}
     n = 30
     base = tmp_path / "metrics.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     start = time.time() + 8  # both children have imported by then (two shared cores)
     procs = [subprocess.Popen([sys.executable, "-c", TWO_WRITERS, str(path), tag, str(n), str(gdir),
                                json.dumps(m), str(base), str(start)], cwd=ROOT, env=env) for tag in ("a", "b")]

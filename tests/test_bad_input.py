@@ -13,6 +13,7 @@ metadata key or corrupts one method's output.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import shutil
@@ -35,6 +36,9 @@ from eagle3_check.suites import toy
 from eagle3_check.tokenizer import Tokenizer
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny-llama"
+NEEDS_EXECUTORCH = pytest.mark.skipif(importlib.util.find_spec("executorch") is None,
+                                      reason="needs executorch (export checks it before its options), found none: "
+                                             "pip install -e .[pte]")
 TOKENIZER = str(FIXTURE / "tokenizer.json")
 
 
@@ -211,19 +215,20 @@ CLI_CASES = [
     pytest.param(lambda b: [*RUN, "--stop-ids", "1,99999"], "stop id 99999", id="stop-id-out-of-vocab"),
     pytest.param(lambda b: [*RUN, "--stop-ids", "-4"], "stop id -4", id="stop-id-negative"),
     pytest.param(lambda b: [*RUN, "--bos-id", "700"], "bos id 700", id="bos-id-out-of-vocab"),
-    # .pte programs and export (the error comes before executorch is needed; nothing is written)
+    # .pte programs and export (nothing is written; `export` checks that executorch imports first,
+    # so its cases need it: without it they are the one-line "executorch is not importable" error)
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--pte", str(b.root / "nope.pte")], "nope.pte does not exist",
                  id="pte-missing"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--pte", b.file("empty.pte", b"")], "empty.pte is empty",
                  id="pte-empty"),
     pytest.param(lambda b: ["export", "-o", str(b.root / "out.pte"), "--chain-len", "9"], "get_chain_len = 9",
-                 id="export-chain-len-outside-verify-range"),
+                 id="export-chain-len-outside-verify-range", marks=NEEDS_EXECUTORCH),
     pytest.param(lambda b: ["export", "-o", str(b.root / "out.pte"), "--min-prefill", "50", "--max-prefill", "20"],
-                 "get_min_prefill_chunk = 50", id="export-min-prefill-above-max"),
+                 "get_min_prefill_chunk = 50", id="export-min-prefill-above-max", marks=NEEDS_EXECUTORCH),
     pytest.param(lambda b: ["export", "-o", str(b.root / "out.pte"), "--omit-metadata", "get_foo"],
-                 "--omit-metadata get_foo", id="export-omit-unknown-key"),
+                 "--omit-metadata get_foo", id="export-omit-unknown-key", marks=NEEDS_EXECUTORCH),
     pytest.param(lambda b: ["export", "-o", str(b.root / "out.pte"), "--target", b.target("truncated"),
-                            "--draft", fd(b)], "cannot be loaded", id="export-target-truncated"),
+                            "--draft", fd(b)], "cannot be loaded", id="export-target-truncated", marks=NEEDS_EXECUTORCH),
     pytest.param(lambda b: ["golden", "record", "--dir", str(b.root / "golden"), "-k", "99", "--max-new-tokens", "8",
                             "--only", "hi"], "chain length K = 99", id="golden-record-k-above-range"),
     pytest.param(lambda b: ["golden", "verify", b.file("golden-latin1.json", "café".encode("latin-1"))],

@@ -8,10 +8,12 @@ per token, tau, n-alpha). A failure prints the diff; if a change is intended, re
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from test_golden import KMinusOneRunner  # tests/ is on sys.path (pytest's prepend import mode)
 
-from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures
+from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures, load_fixture
 from eagle3_check.gating.golden import golden_root, load_golden, run_golden
 from eagle3_check.gating.golden_check import gate_goldens, golden_paths, program_for_key
 from eagle3_check.gating.golden_diff import diff_golden, format_diffs
@@ -63,13 +65,25 @@ def test_every_committed_golden_has_a_baseline_entry():
     assert not missing, f"no metrics baseline entry for {missing}; run `eagle3-check golden baseline`"
 
 
-@pytest.mark.parametrize("path", [p for p in PATHS if eager_cpu(p)], ids=lambda p: p.stem)
+def _runnable(path):
+    """A golden of a quantized fixture variant needs torchao (it quantizes at load): skipped without it."""
+    quantized = load_fixture(load_golden(path).key.fixture).quantization is not None
+    missing = quantized and importlib.util.find_spec("torchao") is None
+    return pytest.param(path, id=path.stem, marks=pytest.mark.skipif(
+        missing, reason=f"{path.stem} is a quantized fixture: needs torchao (the pte extra), found none: "
+                        "pip install -e .[pte]"))
+
+
+EAGER_CPU = [_runnable(p) for p in PATHS if eager_cpu(p)]
+
+
+@pytest.mark.parametrize("path", EAGER_CPU)
 def test_committed_golden_verifies_exactly(path):
     outcome = gated(path)
     assert outcome.golden_diffs == [], outcome.format()
 
 
-@pytest.mark.parametrize("path", [p for p in PATHS if eager_cpu(p)], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EAGER_CPU)
 def test_deterministic_metrics_match_the_baseline(path):
     outcome = gated(path)
     assert outcome.metric_diffs == [], outcome.format()

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "TRANSFORMERS_VERBOSITY")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(cwd)])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(cwd), *filter(None, [os.environ.get("PYTHONPATH")])])
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=600)
 
