@@ -354,7 +354,7 @@ def test_gate_writes_report_and_junit_when_the_pte_aborts_the_runtime(tmp_path, 
 # --- the .pte and its sidecar: two renames, one consistent pair ------------------------------------
 
 def test_a_stale_sidecar_is_refused_and_a_fresh_one_is_read(tmp_path):
-    from eagle3_check.program.export import read_sidecar, sidecar_path, write_sidecar
+    from eagle3_check.program.sidecar import read_sidecar, sidecar_path, write_sidecar
 
     pte = tmp_path / "m.pte"
     pte.write_bytes(b"old program")
@@ -371,7 +371,7 @@ def test_a_stale_sidecar_is_refused_and_a_fresh_one_is_read(tmp_path):
 
 
 def test_check_pte_refuses_a_stale_sidecar_before_loading(tmp_path, capsys):
-    from eagle3_check.program.export import write_sidecar
+    from eagle3_check.program.sidecar import write_sidecar
 
     pte = tmp_path / "m.pte"
     pte.write_bytes(b"\0\0\0\0ET12 first")

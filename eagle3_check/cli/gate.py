@@ -207,7 +207,7 @@ def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
 
 
 def _sidecar_source(pte: str) -> dict:
-    from eagle3_check.program.export import read_sidecar
+    from eagle3_check.program.sidecar import read_sidecar
 
     source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
     return dict(source) if isinstance(source, dict) else {}

@@ -51,7 +51,7 @@ class ExecGoldenOutcome:
 
 def pte_fixture(pte: Path) -> str | None:
     """The fixture a .pte was exported from, from its sidecar (None when unknown)."""
-    from eagle3_check.program.export import read_sidecar
+    from eagle3_check.program.sidecar import read_sidecar
 
     source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
     fixture = source.get("fixture") if isinstance(source, dict) else None

@@ -38,7 +38,8 @@ from eagle3_check.program.contract import (
     SpeculatorProgram,
     kv_window_for,
 )
-from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX, read_sidecar
+from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX
+from eagle3_check.program.sidecar import read_sidecar
 from eagle3_check.quiet import third_party_quiet
 
 LIST_KEYS = ("get_eos_ids",)
@@ -198,7 +199,7 @@ class PteBackend(SpeculatorProgram):
         return SCALAR_TYPES[code]
 
     def _read_sidecar(self) -> dict:
-        return read_sidecar(self.path) or {}  # a sidecar of another file is an error (export.read_sidecar)
+        return read_sidecar(self.path) or {}  # a sidecar of another file is an error (sidecar.read_sidecar)
 
     def _exported_ranges(self) -> dict[str, tuple[int, int]]:
         """Length ranges per method from the metadata (the runtime only knows the maxima)."""

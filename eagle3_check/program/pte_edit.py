@@ -11,7 +11,8 @@ from pathlib import Path
 
 from eagle3_check.atomic import write_bytes_atomic
 from eagle3_check.errors import InputError
-from eagle3_check.program.export import check_omit, read_sidecar, require_executorch, write_sidecar
+from eagle3_check.program.export import check_omit, require_executorch
+from eagle3_check.program.sidecar import read_sidecar, write_sidecar
 
 
 def omit_metadata(src: str | Path, dst: str | Path, keys: list[str] | tuple[str, ...]) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_check.errors import InputError
-from eagle3_check.program.export import read_sidecar
+from eagle3_check.program.sidecar import read_sidecar
 
 
 def reference_for_pte(pte: str | Path, fixture: str | None, target: str | Path | None,

@@ -20,11 +20,12 @@ import torch
 # these fixtures are never used. program/export.py and program/pte_backend.py import executorch lazily.
 from eagle3_check.atomic import atomic_path, locked
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.program.export import data_path_for, export_eager, sidecar_path
+from eagle3_check.program.export import export_eager
 from eagle3_check.program.pte_backend import PteBackend
+from eagle3_check.program.sidecar import data_path_for, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["program/export.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py"]
+SHAPING = ["program/export.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.cli import main  # noqa: E402
-from eagle3_check.program.export import sidecar_path, write_sidecar  # noqa: E402
 from eagle3_check.program.pte_probe import probe_load  # noqa: E402
+from eagle3_check.program.sidecar import sidecar_path, write_sidecar  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

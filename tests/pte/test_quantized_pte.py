@@ -13,8 +13,8 @@ pytest.importorskip("executorch.runtime", reason="executorch not installed: pip 
 from eagle3_check.cli import main  # noqa: E402
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
-from eagle3_check.program.export import sidecar_path  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
+from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
 from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 

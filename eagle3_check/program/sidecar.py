@@ -1,0 +1,96 @@
+"""The files an export writes beside its `.pte`: the sidecar `<name>.export.json` (what was exported,
+how, from what; linked to the very .pte by its size and sha256) and the `.ptd` external data path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_check.atomic import write_text_atomic
+from eagle3_check.errors import InputError
+
+
+def sidecar_path(pte_path: str | Path) -> Path:
+    """`model.pte` -> `model.export.json`."""
+    p = Path(pte_path)
+    return p.with_name(p.stem + ".export.json")
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def pte_digest(pte_path: str | Path) -> str:
+    """sha256 of the file (kept per path, size and mtime: a multi-GB .pte is hashed once a process)."""
+    p = Path(pte_path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+def write_sidecar(pte_path: str | Path, record: dict) -> Path:
+    """The sidecar of a .pte just written, naming it by size and sha256 (the pair's link).
+
+    The pair is two files, so two renames: the .pte first, then its sidecar. A crash between
+    them leaves the new .pte beside the old sidecar, whose digest no longer matches: `read_sidecar`
+    refuses it instead of trusting it (a stale sidecar could name another fixture's reference)."""
+    p = Path(pte_path)
+    data = {**record, "pte_bytes": p.stat().st_size, "pte_sha256": pte_digest(p)}
+    return write_text_atomic(sidecar_path(p), json.dumps(data, indent=2) + "\n", "export sidecar")
+
+
+def read_sidecar(pte_path: str | Path) -> dict | None:
+    """The sidecar of `pte_path` (None without one), checked to describe this very file: a sidecar
+    whose size or sha256 differs is an error (one written by another export, or a crash between
+    the pair's two renames). Sidecars from before the digest was recorded are read unchecked."""
+    from eagle3_check.inputs import read_json
+
+    pte, side = Path(pte_path), sidecar_path(pte_path)
+    if not side.exists():
+        return None
+    fix = f"re-export {pte.name} with `eagle3-check export` (or delete {side.name})"
+    data = read_json(side, "export sidecar", "a JSON object written by `eagle3-check export`", fix)
+    if not isinstance(data, dict):
+        raise InputError(f"export sidecar {side} holds a JSON {type(data).__name__}", "a JSON object", fix)
+    size, digest = data.get("pte_bytes"), data.get("pte_sha256")
+    if digest is not None and (size != pte.stat().st_size or digest != pte_digest(pte)):
+        raise InputError(f"export sidecar {side} describes another file ({size} bytes, sha256 {str(digest)[:12]}...) "
+                         f"than {pte} ({pte.stat().st_size} bytes, sha256 {pte_digest(pte)[:12]}...)",
+                         "the sidecar written with this .pte", fix)
+    return data
+@dataclass
+class ExportRecord:
+    """What an export produced; written as the sidecar JSON."""
+
+    path: str
+    backend: str  # xnnpack | portable
+    spec: dict
+    metadata: dict[str, Any]  # the constant methods written (after omissions)
+    omitted: list[str]
+    delegated: dict[str, int] = field(default_factory=dict)  # method -> XNNPACK delegate calls
+    portable_ops: dict[str, list[str]] = field(default_factory=dict)  # method -> ops left portable
+    seconds: float = 0.0
+    source: dict = field(default_factory=dict)  # fixture name or target/draft dirs
+    versions: dict = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)  # PHASES in order -> seconds
+    quantization: dict | None = None  # {"tag": get_quantization, "layers": [...]} (program/quantize.py)
+    dtype: str = "float32"  # weights and features
+    target_verify: str = "tokens+positions"  # or kv_window (contract.VERIFY_* forms)
+    data_path: str | None = None  # the .ptd beside the .pte (--external-data), else None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def data_path_for(pte_path: str | Path) -> Path:
+    """`model.pte` -> `model.ptd`, the external data file `export --external-data` writes."""
+    p = Path(pte_path)
+    return p.with_suffix(".ptd")
