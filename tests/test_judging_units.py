@@ -156,6 +156,7 @@ def test_tie_verdict_forensics_and_plural():
     v = judge(_run([5, 8, 4], [1]), scores, STOPS, 3, 256, TOL)
     assert (v.status, v.index, v.got, v.want, v.rank, v.ties, v.tie_at) == (TIE, 1, 8, 6, 2, 2, [1, 2])
     assert v.margin == pytest.approx(t / 2) and (v.expected_len, v.expected_reason) == (3, MAX_NEW)
+    assert (v.tie_margins, v.tie_tolerances) == ([pytest.approx(t / 2)] * 2, [t, t])  # per tie, as at index 1
     assert v.message.startswith("2 ties in 3 tokens (max_new); first at token 1")
     fail = judge(_run([5, 6, 7], [0]), _scores([5, 6, 7, 8]), STOPS, 64, 256, TOL)
     assert (fail.status, fail.expected_len, fail.expected_reason) == (FAIL, 2, None)  # EARLY: no reason fixed

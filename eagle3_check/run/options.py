@@ -149,8 +149,9 @@ def check_options(opts: RunOptions, md: Metadata, vocab_size: int) -> int:
             raise OptionError(
                 f"stop id {sid!r}", f"an integer token id in [0, {vocab_size})", "fix --stop-ids"
             )
-    if not isinstance(opts.bos_id, int) or not (opts.bos_id == -1 or 0 <= opts.bos_id < vocab_size):
-        raise OptionError(f"bos id {opts.bos_id!r}", f"-1 or an id in [0, {vocab_size})", "fix --bos-id")
+    bos = opts.bos_id
+    if isinstance(bos, bool) or not isinstance(bos, int) or not (bos == -1 or 0 <= bos < vocab_size):
+        raise OptionError(f"bos id {bos!r}", f"-1 or an id in [0, {vocab_size})", "fix --bos-id")
     eos = opts.eos_id
     if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not (eos == -1 or 0 <= eos < vocab_size)):
         raise OptionError(f"eos id {eos!r}", f"-1 or an id in [0, {vocab_size})", "fix --eos-id")
