@@ -116,7 +116,6 @@ class PromptItem(Eagle3Item):
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
                                 f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
 
-
     def judge_exec(self, o) -> None:
         """A runner binary's request (`exec_check.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
