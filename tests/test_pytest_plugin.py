@@ -316,3 +316,30 @@ def test_a_runner_binary_path_is_resolved_where_the_option_was_given():
     assert resolve_command("exec:../r '{prompt}'", "/proj/sub") == "exec:/proj/r '{prompt}'"
     assert resolve_command("runner -m {model_path}", "/proj") == "exec:runner -m '{model_path}'"  # on $PATH
     assert resolve_command("/abs/runner 'a b'", "/proj") == "exec:/abs/runner 'a b'"
+
+
+def test_ini_keys_take_the_baseline_and_a_runner_binary_relative_to_the_ini_file(pytester, monkeypatch):
+    """eagle3_runner_bin's program path is the ini file's directory's, wherever pytest is invoked;
+    its arguments and eagle3_request_timeout are kept. Nothing loads: only collected."""
+    (pytester.path / "bin").mkdir()
+    (pytester.path / "model.pte").write_bytes(b"")
+    runner = pytester.path / "bin" / "runner"
+    runner.write_text("#!/bin/sh\n")
+    runner.chmod(0o755)
+    pytester.makeini("[pytest]\neagle3_pte = model.pte\neagle3_fixture = tiny-llama\neagle3_suite = none\n"
+                     "eagle3_prompts = none\neagle3_goldens = none\neagle3_runner_bin = bin/runner --flag '{prompt}'\n"
+                     f"eagle3_request_timeout = 7.5\neagle3_baseline = {BASELINE}\n")
+    pytester.makeconftest('''
+def pytest_collection_finish(session):
+    from eagle3_check.pytest_plugin import STATE
+
+    binary = session.config.stash[STATE].exec_runner
+    print(f"binary: {binary.command.argv} {binary.timeout}")
+''')
+    (pytester.path / "elsewhere").mkdir()
+    monkeypatch.chdir(pytester.path / "elsewhere")
+    result = pytester.runpytest(*PLUGIN, "-c", str(pytester.path / "tox.ini"), "--rootdir", str(pytester.path),
+                                "--collect-only", "-q", "-s")
+    keys = json.loads(BASELINE.read_text())["entries"]
+    assert [line for line in result.outlines if line.startswith("eagle3::")] == [f"eagle3::baseline::{k}" for k in keys]
+    result.stdout.fnmatch_lines([f"binary: ('{runner}', '--flag', '{{prompt}}') 7.5"])
