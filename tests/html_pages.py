@@ -10,7 +10,10 @@ tolerance at a top logit of 1.0, i.e. 4 x 2^-7 = 0.03125; see tests/test_verdict
 
 from __future__ import annotations
 
+import os
+import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 from eagle3_check.gating.check import CheckReport, RequestOutcome
 from eagle3_check.gating.gate_model import GateCheck, GateReport
@@ -129,3 +132,36 @@ class Page(HTMLParser):
                 if name == "style" and value and "url(" in value and "url(#" not in value:
                     bad.append(f"<{tag} style={value}>")
         return bad
+
+
+def self_contained(doc: str) -> None:
+    """Nothing in the page makes a browser fetch: no script, link, external src/href, CSS url()."""
+    page = Page(doc)
+    assert page.external_references() == []
+    style = "".join(re.findall(r"<style>(.*?)</style>", doc, re.S))
+    assert "url(" not in style and "@import" not in style
+    # the only http(s) strings left are the SVG namespace names, which nothing fetches
+    assert set(re.findall(r"https?://[^\s\"'<>]+", doc)) <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+
+
+class Renames:
+    """Records every `os.replace(src, dst)` (installed with monkeypatch): an atomic write shows
+    as a rename of a temp file beside the target onto it."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[Path, Path]] = []
+        real = os.replace
+
+        def replace(src, dst, *a, **kw):
+            self.calls.append((Path(src), Path(dst)))
+            return real(src, dst, *a, **kw)
+
+        monkeypatch.setattr(os, "replace", replace)
+
+    def assert_atomic(self, target: Path) -> None:
+        """`target` was renamed into place from a temp file in its own directory, and no temp
+        file is left there."""
+        sources = [src for src, dst in self.calls if dst == target]
+        assert len(sources) == 1, f"{target} was renamed into place {len(sources)} times: {self.calls}"
+        assert sources[0].parent == target.parent and sources[0] != target and not sources[0].exists()
+        assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # nothing else left there

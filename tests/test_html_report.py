@@ -4,11 +4,10 @@ html.parser, the key numbers are the report's own, and nothing is fetched at vie
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
-from html_pages import TOL, Page, check_report, gate_report, run_for
+from html_pages import TOL, Page, check_report, gate_report, run_for, self_contained
 
 from eagle3_check.cli import main as cli_main
 from eagle3_check.errors import InputError
@@ -19,15 +18,6 @@ from eagle3_check.gating.html_page import write_html
 from eagle3_check.gating.html_report import check_html, gate_html, golden_html, n_alpha
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "results" / "h200.json"
-
-
-def self_contained(doc: str) -> None:
-    page = Page(doc)
-    assert page.external_references() == []
-    style = "".join(re.findall(r"<style>(.*?)</style>", doc, re.S))
-    assert "url(" not in style and "@import" not in style
-    # the only http(s) strings left are the SVG namespace names, which nothing fetches
-    assert set(re.findall(r"https?://[^\s\"'<>]+", doc)) <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
 
 
 @pytest.fixture(scope="module")

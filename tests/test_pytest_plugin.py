@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.gating.golden import golden_root
+from eagle3_check.gating.metrics import default_baseline_path
+from eagle3_check.run.exec_runner import resolve_command
 from eagle3_check.suites import SUITES, all_cases
 
 pytest_plugins = ["pytester"]
@@ -52,6 +54,21 @@ class Lossy:
             tokens[2] = (tokens[2] + 1) % tokenizer.vocab_size
         return dataclasses.replace(r, tokens=tokens)
 '''
+# the reference runner, counting its runs in runs.log: a golden prompt must run once per session
+COUNTING = '''
+from pathlib import Path
+
+from eagle3_check.run.loop import ReferenceRunner
+
+
+class Counting:
+    def run(self, program, tokenizer, prompt, options):
+        with open(Path(__file__).parent / "runs.log", "a") as log:
+            log.write("run\\n")
+        return ReferenceRunner().run(program, tokenizer, prompt, options)
+'''
+BASELINE = default_baseline_path()
+K4 = "tiny-llama__eager__cpu__float32__k4__n48"  # a golden key of tiny-llama in the committed baseline
 # narrow the run: 2 one-token cases, a case that skips on tiny-llama, the 2 prompts, one golden prompt
 SELECT = "one-token/max-new-1 or one-token/max-new-2-full or window-ring or prompts or k4__n48/capital or my_"
 
@@ -198,3 +215,131 @@ def test_the_items_run_under_pytest_xdist(pytester, monkeypatch):
                                 "one-token/max-new-1 or one-token/max-new-2-full or prompts or my_request")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*2 workers [[]6 items[]]*"])
+
+
+def _baseline_copy(pytester, edit) -> list[str]:
+    """The committed metrics baseline, edited by `edit(entries)`, as the user's metrics.json."""
+    data = json.loads(BASELINE.read_text())
+    edit(data["entries"])
+    (pytester.path / "metrics.json").write_text(json.dumps(data, indent=1))
+    return [*PLUGIN, "--eagle3-fixture=tiny-llama", "--eagle3-baseline=metrics.json"]
+
+
+def test_the_baseline_items_pass_on_the_fixture_reusing_the_golden_runs(pytester, warm):
+    """One item per baseline key; the k4 key's metrics are counted over the runs its golden items
+    made: each golden prompt runs once in the session (the counting runner logs every run)."""
+    pytester.makepyfile(counting=COUNTING)
+    pytester.syspathinsert()
+    prompts = json.loads((golden_root() / f"{K4}.json").read_text())["prompts"]
+    result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", f"--eagle3-baseline={BASELINE}",
+                                "--eagle3-runner=counting:Counting", "-k", K4, "-v")
+    result.assert_outcomes(passed=len(prompts) + 1)
+    result.stdout.fnmatch_lines([f"eagle3::goldens::{K4}/{prompts[0]['prompt_id']} PASSED*",
+                                 f"eagle3::baseline::{K4} PASSED*"], consecutive=False)
+    assert (pytester.path / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
+
+
+def test_a_baseline_off_by_one_draft_call_fails_with_the_metric_table(pytester, warm):
+    drafts = json.loads(BASELINE.read_text())["entries"][K4]["draft_forwards"]
+
+    def one_call_less(entries):
+        entries[K4]["draft_forwards"] -= 1
+
+    result = pytester.runpytest(*_baseline_copy(pytester, one_call_less), "-m", "eagle3_baseline", "-k", K4)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "metrics: DIFFER from the baseline (exact gate)",
+        f"  {K4}",
+        "    metric * baseline * now * change",
+        f"    draft forwards * {drafts - 1} * {drafts} * regression",  # the run made one call more
+        "  a regression: find the change that caused it*",
+        "  if the change is intended, refresh: `eagle3-check golden baseline` (baseline */metrics.json)*",
+        "  runner: reference",
+    ])
+    table = [line for line in result.outlines if line.startswith("    ") and "regression" in line]
+    assert len(table) == 1  # nothing else moved: the draft forwards per token are computed, not stored
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_baseline_key_whose_golden_is_absent_or_of_another_fixture_skips_with_the_reason(pytester):
+    args = _baseline_copy(pytester, lambda entries: entries.update({"tiny-llama__eager__cpu__float32__k3__n48":
+                                                                     entries[K4]}))
+    collected = pytester.runpytest(*args, "--collect-only", "-q", "-m", "eagle3_baseline")
+    keys = json.loads((pytester.path / "metrics.json").read_text())["entries"]
+    assert [line for line in collected.outlines if line.startswith("eagle3::")] == \
+        [f"eagle3::baseline::{k}" for k in keys]
+    result = pytester.runpytest(*args, "-m", "eagle3_baseline", "-k", "gemma4__eager__cpu__float32__k2 or "
+                                "tiny-llama__pte or k3__n48", "-rs")
+    result.assert_outcomes(skipped=3)
+    lines = (pytester.path / "metrics.json").read_text().splitlines()
+    at = {k: next(i + 1 for i, line in enumerate(lines) if f'"{k}"' in line) for k in keys}  # where each is written
+    gemma, pte, k3 = "tiny-gemma4__eager__cpu__float32__k2__n48", "tiny-llama__pte__cpu__float32__k4__n48", \
+        "tiny-llama__eager__cpu__float32__k3__n48"
+    result.stdout.fnmatch_lines([  # in the baseline's order, at the key's line
+        f"SKIPPED ?1? metrics.json:{at[gemma]}: baseline {gemma}: a golden of fixture tiny-gemma4; this program is "
+        "tiny-llama",
+        f"SKIPPED ?1? metrics.json:{at[pte]}: baseline {pte}: a .pte golden: pass --pte FILE*",
+        f"SKIPPED ?1? metrics.json:{at[k3]}: baseline {k3}: no golden {k3} among the goldens given ({golden_root()}): "
+        "nothing to count",
+    ])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--eagle3-runner-bin", "./bin"], "--eagle3-runner-bin without --eagle3-pte*"),
+    (["--eagle3-request-timeout", "5"], "--eagle3-request-timeout 5 without --eagle3-runner-bin*"),
+    (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner", "--eagle3-request-timeout=0"],
+     "--eagle3-request-timeout 0; expected a number of seconds > 0. Fix: pass e.g. --eagle3-request-timeout 120"),
+    (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./model.pte"],
+     "--eagle3-runner-bin 'exec:*/model.pte': */model.pte is not an executable file*"),
+    (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner {promt}"],
+     "--eagle3-runner-bin './runner {promt}': placeholder {promt}; expected one of*"),
+    (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner", "--eagle3-runner=x:y"],
+     "--eagle3-runner with --eagle3-runner-bin; expected one runner under test*"),
+    (["--eagle3-baseline", "missing.json"], "--eagle3-baseline */missing.json does not exist*"),
+], ids=["bin-without-pte", "timeout-without-bin", "timeout-0", "not-executable", "bad-placeholder", "two-runners",
+        "missing-baseline"])
+def test_a_wrong_runner_binary_or_baseline_option_is_a_one_line_usage_error(pytester, args, message):
+    """Parsed by run/exec_runner.py, as `check --runner exec:... --request-timeout S` is; nothing loads."""
+    (pytester.path / "model.pte").write_bytes(b"")  # never loaded: the options are checked first
+    runner = pytester.path / "runner"
+    runner.write_text("#!/bin/sh\n")
+    runner.chmod(0o755)
+    args = args if any(a.startswith("--eagle3-pte") for a in args) else ["--eagle3-fixture", "tiny-llama", *args]
+    result = pytester.runpytest(*PLUGIN, *args, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: eagle3: {message}"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_a_runner_binary_path_is_resolved_where_the_option_was_given():
+    assert resolve_command("./bin/runner --flag x", "/proj") == "exec:/proj/bin/runner --flag x"
+    assert resolve_command("exec:../r '{prompt}'", "/proj/sub") == "exec:/proj/r '{prompt}'"
+    assert resolve_command("runner -m {model_path}", "/proj") == "exec:runner -m '{model_path}'"  # on $PATH
+    assert resolve_command("/abs/runner 'a b'", "/proj") == "exec:/abs/runner 'a b'"
+
+
+def test_ini_keys_take_the_baseline_and_a_runner_binary_relative_to_the_ini_file(pytester, monkeypatch):
+    """eagle3_runner_bin's program path is the ini file's directory's, wherever pytest is invoked;
+    its arguments and eagle3_request_timeout are kept. Nothing loads: only collected."""
+    (pytester.path / "bin").mkdir()
+    (pytester.path / "model.pte").write_bytes(b"")
+    runner = pytester.path / "bin" / "runner"
+    runner.write_text("#!/bin/sh\n")
+    runner.chmod(0o755)
+    pytester.makeini("[pytest]\neagle3_pte = model.pte\neagle3_fixture = tiny-llama\neagle3_suite = none\n"
+                     "eagle3_prompts = none\neagle3_goldens = none\neagle3_runner_bin = bin/runner --flag '{prompt}'\n"
+                     f"eagle3_request_timeout = 7.5\neagle3_baseline = {BASELINE}\n")
+    pytester.makeconftest('''
+def pytest_collection_finish(session):
+    from eagle3_check.pytest_plugin import STATE
+
+    binary = session.config.stash[STATE].exec_runner
+    print(f"binary: {binary.command.argv} {binary.timeout}")
+''')
+    (pytester.path / "elsewhere").mkdir()
+    monkeypatch.chdir(pytester.path / "elsewhere")
+    result = pytester.runpytest(*PLUGIN, "-c", str(pytester.path / "tox.ini"), "--rootdir", str(pytester.path),
+                                "--collect-only", "-q", "-s")
+    keys = json.loads(BASELINE.read_text())["entries"]
+    assert [line for line in result.outlines if line.startswith("eagle3::")] == [f"eagle3::baseline::{k}" for k in keys]
+    result.stdout.fnmatch_lines([f"binary: ('{runner}', '--flag', '{{prompt}}') 7.5"])

@@ -47,10 +47,10 @@ def _need_pte(args: argparse.Namespace, command: str) -> None:
 
 
 def _timeout(args: argparse.Namespace, runner) -> None:
-    t = getattr(args, "runner_timeout", None)
+    from eagle3_check.run.exec_runner import request_timeout
+
+    t = request_timeout(getattr(args, "runner_timeout", None))
     if t is not None:
-        if t <= 0:
-            raise InputError(f"--request-timeout {t:g}", "a number of seconds > 0", "pass e.g. --request-timeout 120")
         runner.timeout = t
 
 
@@ -134,7 +134,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     """`golden verify --runner exec:... --pte FILE`."""
     from pathlib import Path
 
-    from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
+    from eagle3_check.gating.exec_golden import METRICS_NOT_GATED, golden_files, verify_exec_goldens
     from eagle3_check.program.pte_backend import PteBackend
     from eagle3_check.tokenizer import Tokenizer
 
@@ -148,7 +148,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:
-        outcome.notes.append("the metrics baseline counts program calls, which a binary does not report: not gated")
+        outcome.notes.append(METRICS_NOT_GATED)
     if args.json:
         from eagle3_check.cli.common import report_provenance
 

@@ -220,12 +220,12 @@ def _exec_runner(args: argparse.Namespace):
     if not args.runner.startswith("exec:"):
         raise InputError(f"gate --runner {args.runner}", "exec:PATH (a runner binary)",
                          "drop --runner to gate with the reference runner, or pass --runner exec:PATH")
+    from eagle3_check.run.exec_runner import request_timeout
+
     runner = load_runner(args.runner)
-    if args.runner_timeout is not None:
-        if args.runner_timeout <= 0:
-            raise InputError(f"--request-timeout {args.runner_timeout:g}", "seconds > 0",
-                             "pass e.g. --request-timeout 120")
-        runner.timeout = args.runner_timeout
+    t = request_timeout(args.runner_timeout)
+    if t is not None:
+        runner.timeout = t
     return runner
 
 

@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle3_check.gating.golden import Golden, GoldenPrompt, load_golden
-from eagle3_check.program.contract import read_metadata
+from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
+from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import OutputError, parse_output
 from eagle3_check.run.exec_runner import ExecRunner, binary_options
-from eagle3_check.run.options import prompt_ids
+from eagle3_check.run.options import RunOptions, prompt_ids
+
+# why a binary's golden runs cannot be gated against the metrics baseline
+METRICS_NOT_GATED = "the metrics baseline counts program calls, which a binary does not report: not gated"
 
 
 @dataclass
@@ -69,30 +72,38 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
     for path in paths:
         golden = load_golden(path)
         key = golden.key
-        why = None
-        if (key.device, key.dtype) != ("cpu", "float32"):
-            why = f"a {key.device} {key.dtype} golden; a .pte runs on CPU float32"
-        elif fixture != key.fixture:
-            why = f"a golden of fixture {key.fixture}; {pte.name} is an export of {fixture or 'an unknown fixture'}"
-        elif not md.k_range[0] <= key.k <= md.k_range[1]:
-            why = f"K = {key.k} is outside {pte.name}'s range {list(md.k_range)}"
-        elif key.k != md.chain_len and not runner.supports_chain():
-            why = f"K = {key.k} is not {pte.name}'s default {md.chain_len} and the binary has no --chain flag"
+        why = exec_unavailable(key, fixture, md, runner, pte)
         if why:
             out.skipped[key.stem] = why
             continue
         golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
         for want in golden.prompts:
-            out.diffs += _compare(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out)
+            out.diffs += compare_prompt(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out.judged_by)
             out.verified[key.stem] = out.verified.get(key.stem, 0) + 1
             if on_prompt:
                 on_prompt(want.prompt_id)
     return out
 
 
-def _compare(stem: str, want: GoldenPrompt, golden: Golden, runner, pte, tokenizer, pieces, options,
-             out: ExecGoldenOutcome) -> list[str]:
+def exec_unavailable(key: GoldenKey, fixture: str | None, md: Metadata, runner: ExecRunner, pte: Path) -> str | None:
+    """Why a golden cannot run through the binary on `pte` (an export of `fixture`), or None."""
+    if (key.device, key.dtype) != ("cpu", "float32"):
+        return f"a {key.device} {key.dtype} golden; a .pte runs on CPU float32"
+    if fixture != key.fixture:
+        return f"a golden of fixture {key.fixture}; {pte.name} is an export of {fixture or 'an unknown fixture'}"
+    if not md.k_range[0] <= key.k <= md.k_range[1]:
+        return f"K = {key.k} is outside {pte.name}'s range {list(md.k_range)}"
+    if key.k != md.chain_len and not runner.supports_chain():
+        return f"K = {key.k} is not {pte.name}'s default {md.chain_len} and the binary has no --chain flag"
+    return None
+
+
+def compare_prompt(stem: str, want: GoldenPrompt, golden: Golden, runner: ExecRunner, pte: Path, tokenizer,
+                   pieces: BytePieces, options: RunOptions, judged_by: dict[str, int]) -> list[str]:
+    """One golden prompt through the binary (with the golden's options as the binary gets them,
+    `binary_options`), compared exactly: one line per difference ([] when identical); the
+    judging mode (ids | bytes) is counted in `judged_by`."""
     where = f"{stem} '{want.prompt_id}'"
     if prompt_ids(tokenizer, want.prompt_text, golden.run_options()) != want.prompt_ids:
         return [f"{where}: the golden's prompt ids are not this tokenizer's encoding of its text"]
@@ -105,7 +116,7 @@ def _compare(stem: str, want: GoldenPrompt, golden: Golden, runner, pte, tokeniz
     except OutputError as e:
         return [f"{where}: output: {e}"]
     mode = "ids" if got.ids is not None else "bytes"
-    out.judged_by[mode] = out.judged_by.get(mode, 0) + 1
+    judged_by[mode] = judged_by.get(mode, 0) + 1
     diffs = []
     if got.ids is not None and got.ids != want.tokens:
         i = next((i for i, (a, b) in enumerate(zip(got.ids, want.tokens)) if a != b), min(len(got.ids), len(want.tokens)))

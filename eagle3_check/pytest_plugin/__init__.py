@@ -7,8 +7,8 @@ only pytest: nothing of eagle3_check loads until an option turns the plugin on (
 collected and the fixtures skip, naming the option they need.
 
 What lives here: the options, markers, collection hook and fixtures (`__init__`), the lazily
-built program, tokenizer, reference and runner of one test session (`state`), and the test
-items with their failure texts (`items`).
+built program, tokenizer, reference and runner of one test session (`state`), a runner binary
+under test (`binary`), and the test items with their failure texts (`items`).
 
 May import: program, run, reference, suites, gating (lazily, inside functions: test_layout checks that the
 package's module level imports nothing of eagle3_check but the leaves)
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-# key: (metavar, help, is a path). `--eagle3-KEY` on the command line, `eagle3_KEY` in the ini file.
-OPTIONS: dict[str, tuple[str, str, bool]] = {
+CMD = "command"  # an option whose value is a command line: its program path is resolved like a path
+# key: (metavar, help, is a path (or CMD)). `--eagle3-KEY` on the command line, `eagle3_KEY` in the ini file.
+OPTIONS: dict[str, tuple[str, str, bool | str]] = {
     "pte": ("FILE", "the ExecuTorch speculator program to test (turns the plugin on)", True),
     "fixture": ("NAME", "an embedded fixture: without --eagle3-pte its eager program is tested (turns the "
                 "plugin on); with it, its reference and tokenizer (default: the fixture the .pte's export "
@@ -34,6 +35,13 @@ OPTIONS: dict[str, tuple[str, str, bool]] = {
     "goldens": ("PATH", "a golden file or directory (default: golden/ beside the package, when present; "
                 "'none': no golden items)", True),
     "runner": ("MODULE:FACTORY", "the runner under test (default: the reference runner)", False),
+    "runner_bin": ("CMD", "a runner binary under test instead (the seed runner's flags and output; `exec:` "
+                   "optional): one process per request on --eagle3-pte's file, judged as `eagle3-check check "
+                   "--runner exec:CMD` judges it", CMD),
+    "request_timeout": ("S", "seconds one request of --eagle3-runner-bin may take (default 300); over it the "
+                        "process group is killed and the item fails", False),
+    "baseline": ("FILE", "a metrics baseline (bench/baselines/metrics.json): one item per key in it, gated "
+                 "exactly over the runs of that key's golden", True),
     "reference": ("hf|self", "greedy reference: hf (Transformers, the default) or self (the program's own "
                   "target methods: the fair one for a quantized .pte)", False),
     "max_new_tokens": ("N", "max new tokens of each prompt-set item and of eagle3_check_request (default 64)",
@@ -44,6 +52,7 @@ MARKERS = {
     "eagle3_suite": "an eagle3_check edge-suite case",
     "eagle3_prompt": "one request of the eagle3_check prompt-set check",
     "eagle3_golden": "one prompt of an eagle3_check golden, re-run and compared exactly",
+    "eagle3_baseline": "one golden key of an eagle3_check metrics baseline, its golden's runs counted exactly",
 }
 NONE = "none"  # a value that turns a group of items off
 STATE = pytest.StashKey[object]()
@@ -61,14 +70,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def read_settings(config: pytest.Config) -> dict[str, str | None]:
     """Each key's value: the command line's, else the ini file's (None: unset). Paths are made
-    absolute against where they were given: the invocation directory, or the ini file's."""
+    absolute against where they were given: the invocation directory, or the ini file's; for a
+    command (CMD) that directory is kept as `KEY_dir` (its program path is resolved when parsed)."""
     out: dict[str, str | None] = {}
     for key, (_, _, is_path) in OPTIONS.items():
         value, base = config.getoption(f"eagle3_{key}"), Path(config.invocation_params.dir)
         if value is None:
             value = str(config.getini(f"eagle3_{key}") or "").strip() or None
             base = config.inipath.parent if config.inipath else config.rootpath
-        if value is not None and is_path and value != NONE:
+        if is_path == CMD:
+            out[f"{key}_dir"] = str(base)
+        elif value is not None and is_path and value != NONE:
             value = str(base / value)
         out[key] = value
     return out
@@ -87,6 +99,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[STATE] = Eagle3State.from_settings(settings)
     except Eagle3CheckError as e:
         raise pytest.UsageError(f"eagle3: {e}") from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        state.close()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect
@@ -141,10 +159,10 @@ def eagle3_reference(request):
 @pytest.fixture
 def eagle3_check_request(request):
     """`eagle3_check_request(text, **run_options) -> Verdict`: runs one request through the runner
-    under test and judges every emitted position against the
-    reference, as `eagle3-check check` does. Options are `RunOptions` fields (max_new_tokens,
-    chain_len, stop_ids, raw, ...). `verdict.status` is pass, tie or fail; `verdict.message` the
-    forensics."""
+    under test (the runner binary's `ExecVerdict` with --eagle3-runner-bin) and judges every emitted
+    position against the reference, as `eagle3-check check` does. Options are `RunOptions` fields
+    (max_new_tokens, chain_len, stop_ids, raw, ...). `verdict.status` is pass, tie or fail;
+    `verdict.message` the forensics."""
     from eagle3_check.errors import Eagle3CheckError
 
     state = _state(request)

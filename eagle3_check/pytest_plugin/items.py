@@ -5,12 +5,15 @@ Node ids (the `-k` names), under one `eagle3` node per session:
     eagle3::suites::acceptance/full                           an edge case (`check --suite`)
     eagle3::prompts::hi                                       one request of the prompt-set check
     eagle3::goldens::tiny-llama__eager__cpu__float32__k4__n48/hi   one prompt of a golden
+    eagle3::baseline::tiny-llama__eager__cpu__float32__k4__n48     one key of the metrics baseline
 
-Markers: `eagle3` on every item, plus `eagle3_suite`, `eagle3_prompt` or `eagle3_golden`. A case
-that skips skips with its reason; a failure's text is the verdict's forensics (no traceback); a
-user error (a program that does not load, a bad prompt) is its one line. An item's location (in
-skip lines and failure headers) is where it is written down: the case in its suite module, the
-prompt in its prompt set, the prompt in its golden file.
+Markers: `eagle3` on every item, plus `eagle3_suite`, `eagle3_prompt`, `eagle3_golden` or
+`eagle3_baseline`. A case that skips skips with its reason; a failure's text is the verdict's
+forensics (no traceback); a user error (a program that does not load, a bad prompt) is its one
+line. An item's location (in skip lines and failure headers) is where it is written down: the
+case in its suite module, the prompt in its prompt set, the prompt in its golden file, the key in
+the baseline. With a runner binary (--eagle3-runner-bin) the same items run through it and are
+judged by `gating/exec_*`; a failure also shows the binary's exit and the end of its stderr.
 """
 
 from __future__ import annotations
@@ -68,17 +71,25 @@ class SuiteItem(Eagle3Item):
         self.case = case
 
     def runtest(self):
-        from eagle3_check.suites.execute import run_case
+        state = self.state
+        if state.exec_runner is not None:
+            from eagle3_check.gating.exec_suites import run_exec_case
 
-        result = run_case(self.case, self.state.suite_env, self.state.runner)
+            result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
+        else:
+            from eagle3_check.suites.execute import run_case
+
+            result = run_case(self.case, state.suite_env, state.runner)
         self.user_properties.append(("status", str(result.status)))
         if result.status == SKIP:
             self.skip(result.message)
         if result.status == FAIL:
             d = result.details
-            stats = ", ".join(f"{k} {d[k]}" for k in ("L", "K", "tokens", "rounds", "accepted", "stop") if k in d)
+            keys = ("L", "K", "tokens", "rounds", "accepted", "stop", "judged_by", "returncode")
+            stats = ", ".join(f"{k} {d[k]}" for k in keys if k in d)
             raise Eagle3Failure(f"{self.case.name} FAIL ({self.case.what}): {result.message}\n"
-                                f"  {stats}\n  setup: {self.case.describe()}\n  runner: {self.state.runner_name}")
+                                f"  {stats}\n  setup: {self.case.describe()}\n  runner: {state.runner_name}"
+                                + stderr_tail(d.get("stderr")))
         if result.status == TIE:
             self.user_properties.append(("ties", result.details.get("ties")))
 
@@ -92,6 +103,8 @@ class PromptItem(Eagle3Item):
 
     def runtest(self):
         o = self.state.check_request(self.prompt.text, prompt_id=self.prompt.id)
+        if self.state.exec_runner is not None:
+            return self.judge_exec(o)
         v, r = o.verdict, o.run
         allowed = int(self.state.tie_budget * v.judged + 1e-9)  # the report's budget rule, per request
         self.user_properties += [("ties", v.ties), ("tau", r.tau)]
@@ -103,6 +116,23 @@ class PromptItem(Eagle3Item):
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
                                 f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
 
+    def judge_exec(self, o) -> None:
+        """A runner binary's request (`exec_check.ExecOutcome`): its verdict, exit and stderr."""
+        v, out, proc = o.verdict, o.output, o.process
+        allowed = int(self.state.tie_budget * v.judged + 1e-9)
+        self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]
+        exit_ = "timeout" if proc.returncode is None else proc.returncode
+        stats = (f"L {o.prompt_len}, " + (f"{out.tokens} tokens, {out.rounds} rounds, tau {out.tau:.3f}, K {out.k}, "
+                                          if out else "no output, ")
+                 + f"judged by {v.mode or 'nothing'}, exit {exit_}; positions {v.judged} judged, {v.ties} tie, "
+                 f"{v.fails} fail")
+        tail = f"\n  runner: {self.state.runner_name}" + stderr_tail(proc.stderr_tail())
+        if v.status == FAIL:
+            raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.message}\n  {stats}{tail}")
+        if v.ties > allowed:
+            raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
+                                f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}{tail}")
+
 
 class GoldenItem(Eagle3Item):
     kind = "golden"
@@ -112,12 +142,46 @@ class GoldenItem(Eagle3Item):
         self.golden, self.prompt, self.why = golden, prompt, why
 
     def runtest(self):
-        if self.why:
-            self.skip(f"golden {self.golden.key.stem}: {self.why}")
-        diffs = self.state.golden_diffs(self.golden, self.prompt)
+        state = self.state
+        if not self.why and state.exec_runner is not None:
+            from eagle3_check.pytest_plugin.binary import golden_why
+
+            self.why = golden_why(state, self.golden)
+        why = self.why
+        if why:
+            self.skip(f"golden {self.golden.key.stem}: {why}")
+        diffs = state.golden_diffs(self.golden, self.prompt)
         if diffs:
             raise Eagle3Failure("\n".join([f"golden {self.golden.key.stem} '{self.prompt.prompt_id}' differs:",
-                                           *(f"  {d.message}" for d in diffs), f"  runner: {self.state.runner_name}"]))
+                                           *(f"  {d}" for d in diffs), f"  runner: {state.runner_name}"]))
+
+
+class BaselineItem(Eagle3Item):
+    """One key of the metrics baseline: the counts over its golden's runs (the golden items' own
+    runs, made once) must equal the baseline's exactly (`gating.metrics`)."""
+
+    kind = "baseline"
+
+    def __init__(self, *, stem, **kw):
+        super().__init__(**kw)
+        self.stem = stem
+
+    def runtest(self):
+        from eagle3_check.gating.metrics import format_metric_diffs
+
+        golden, why = self.state.baseline_golden(self.stem)
+        if why:
+            self.skip(f"baseline {self.stem}: {why}")
+        diffs = self.state.metric_diffs(golden)
+        if diffs:
+            raise Eagle3Failure(format_metric_diffs(diffs, self.state.baseline_path)
+                                + f"\n  runner: {self.state.runner_name}")
+
+
+def stderr_tail(stderr: str | None, lines: int = 5) -> str:
+    """The last lines of a runner binary's stderr, indented under a failure ('' when it has none)."""
+    kept = [line for line in (stderr or "").splitlines() if line.strip()][-lines:]
+    return "".join(f"\n  stderr: {line[:200]}" for line in kept)
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -149,7 +213,7 @@ def _suite_sources() -> list[tuple[Path, str]]:
 
 
 def collect(session: pytest.Session, state) -> list[Eagle3Item]:
-    """Every item of this session: the edge cases, then the prompts, then the golden prompts."""
+    """Every item of this session: the edge cases, the prompts, the golden prompts, the baseline keys."""
     root = Eagle3Node.from_parent(session, name="eagle3", nodeid="eagle3")
     out: list[Eagle3Item] = []
     cases = state.cases()
@@ -168,6 +232,10 @@ def collect(session: pytest.Session, state) -> list[Eagle3Item]:
         out += [GoldenItem.from_parent(group, name=f"{g.key.stem}/{p.prompt_id}", state=state, golden=g, prompt=p,
                                        why=why, source=path, needle=f'"prompt_id": "{p.prompt_id}"')
                 for path, g, why in goldens for p in g.prompts]
+    if state.baseline:
+        group = Eagle3Node.from_parent(root, name="baseline")
+        out += [BaselineItem.from_parent(group, name=stem, state=state, stem=stem, source=state.baseline_path,
+                                         needle=f'"{stem}"') for stem in state.baseline]
     # counted like collected items ("collected N items"): the terminal counts collect reports
     session.ihook.pytest_collectreport(report=pytest.CollectReport(root.nodeid, "passed", None, out))
     return out

@@ -8,12 +8,18 @@ The program is the `.pte` (`--eagle3-pte`, CPU float32), or without one the embe
 eager program (CPU float32). The reference and tokenizer of a `.pte` are the ones `check --pte`
 uses (`program.pte_source`): `--eagle3-target`/`--eagle3-tokenizer`, else the
 fixture (`--eagle3-fixture`, else the one its export sidecar names).
+
+The runner under test is in-process (`--eagle3-runner`, default the reference runner) or a
+runner binary (`--eagle3-runner-bin`, `exec_runner`) that runs the `.pte` file itself, judged by
+`gating/exec_*` as `check --runner exec:` judges it. A golden prompt runs once per session: its
+golden item and the metrics-baseline item of its key share the run (`golden_run`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from functools import cached_property
 from pathlib import Path
 
@@ -25,15 +31,18 @@ NONE = "none"
 
 
 class Eagle3State:
-    def __init__(self, settings: dict[str, str | None]):
+    def __init__(self, settings: dict[str, str | None], exec_runner=None):
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
+        self.exec_runner = exec_runner  # run.exec_runner.ExecRunner with --eagle3-runner-bin, else None
+        self._runs: dict[tuple[str, str], object] = {}  # (golden stem, prompt id) -> RunResult
+        self._tmp: tempfile.TemporaryDirectory | None = None
 
     @classmethod
     def from_settings(cls, s: dict[str, str | None]) -> Eagle3State:
         """Checks every option before anything loads; a one-line error names the first wrong one."""
         for key, want in (("pte", "is_file"), ("target", "is_dir"), ("tokenizer", "is_file"),
-                          ("prompts", "is_file"), ("goldens", "exists")):
+                          ("prompts", "is_file"), ("goldens", "exists"), ("baseline", "is_file")):
             v = s[key]
             if v and v != NONE and not getattr(Path(v), want)():
                 kind = {"is_file": "an existing file", "is_dir": "an existing directory"}.get(want, "an existing path")
@@ -47,11 +56,13 @@ class Eagle3State:
             raise OptionError(f"--eagle3-reference {s['reference']}", "hf or self", "pass hf or self")
         if (s["runner"] or "").startswith("exec:"):
             raise OptionError(f"--eagle3-runner {s['runner']}", "an in-process runner module:factory",
-                              "judge runner binaries with `eagle3-check check --runner exec:PATH`")
+                              "pass a runner binary as --eagle3-runner-bin CMD")
         n = s["max_new_tokens"]
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise OptionError(f"--eagle3-max-new-tokens {n}", "an integer >= 1", "pass e.g. 64")
-        return cls(s)
+        from eagle3_check.pytest_plugin.binary import exec_runner_from
+
+        return cls(s, exec_runner_from(s))
 
     # --- what the program is judged with ---------------------------------------------------
 
@@ -139,7 +150,19 @@ class Eagle3State:
 
     @property
     def runner_name(self) -> str:
-        return self.settings["runner"] or "reference"
+        return self.exec_runner.spec if self.exec_runner else self.settings["runner"] or "reference"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """A directory for this session's scratch files (a binary's `.pte` copies without a key)."""
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="eagle3-plugin-")
+        return Path(self._tmp.name)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
     # --- what is collected ------------------------------------------------------------------
 
@@ -172,25 +195,60 @@ class Eagle3State:
         name = self.settings["suite"] or "edge"
         return [] if name == NONE else suite_cases(name)
 
-    def goldens(self) -> list:
-        """[(path, Golden, why it cannot run here or None)] of this program's fixture."""
+    @cached_property
+    def _golden_files(self) -> list:
+        """[(path, Golden)] of every golden given (--eagle3-goldens, default golden/), any fixture."""
         from eagle3_check.gating.golden import golden_root, load_golden
-        from eagle3_check.gating.golden_check import golden_paths, unavailable
+        from eagle3_check.gating.golden_check import golden_paths
 
         g = self.settings["goldens"]
-        if g == NONE or self.fixture is None or (g is None and not golden_root().is_dir()):
+        if g == NONE or (g is None and not golden_root().is_dir()):
             return []
-        out = []
-        for path in golden_paths([g] if g else []):
-            golden = load_golden(path)
-            key = golden.key
-            if key.fixture != self.fixture_name:
-                continue
-            why = unavailable(key, self.settings["pte"])
-            if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", DTYPE):
-                why = f"a golden for {key.device} {key.dtype}; this eager program runs cpu {DTYPE}"
-            out.append((path, golden, why))
-        return out
+        return [(path, load_golden(path)) for path in golden_paths([g] if g else [])]
+
+    def goldens(self) -> list:
+        """[(path, Golden, why it cannot run here or None)] of this program's fixture."""
+        if self.fixture is None:
+            return []
+        return [(path, g, self._unavailable(g.key)) for path, g in self._golden_files
+                if g.key.fixture == self.fixture_name]
+
+    def _unavailable(self, key) -> str | None:
+        from eagle3_check.gating.golden_check import unavailable
+
+        why = unavailable(key, self.settings["pte"])
+        if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", DTYPE):
+            why = f"a golden for {key.device} {key.dtype}; this eager program runs cpu {DTYPE}"
+        return why
+
+    @cached_property
+    def baseline_path(self) -> Path | None:
+        b = self.settings["baseline"]
+        return Path(b) if b else None
+
+    @cached_property
+    def baseline(self) -> dict[str, dict]:
+        """The metrics baseline's entries (golden key stem -> metrics); {} without --eagle3-baseline."""
+        from eagle3_check.gating.metrics import load_baseline
+
+        return load_baseline(self.baseline_path) if self.baseline_path else {}
+
+    def baseline_golden(self, stem: str) -> tuple:
+        """(Golden or None, why the key's metrics cannot be gated here or None)."""
+        from eagle3_check.gating.golden import golden_root
+
+        g = self.settings["goldens"]
+        where = "--eagle3-goldens none" if g == NONE else g or str(golden_root())
+        golden = next((gold for _, gold in self._golden_files if gold.key.stem == stem), None)
+        if golden is None:
+            return None, f"no golden {stem} among the goldens given ({where}): nothing to count"
+        if golden.key.fixture != self.fixture_name:
+            return golden, f"a golden of fixture {golden.key.fixture}; this program is {self.fixture_name}"
+        if self.exec_runner is not None:
+            from eagle3_check.gating.exec_golden import METRICS_NOT_GATED
+
+            return golden, METRICS_NOT_GATED
+        return golden, self._unavailable(golden.key)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -219,25 +277,58 @@ class Eagle3State:
         return RunOptions(**{"max_new_tokens": self.max_new, **fields})
 
     def check_request(self, prompt, prompt_id: str = "request", **fields):
-        """One request through the runner under test, judged as `check` judges it: a RequestOutcome."""
+        """One request through the runner under test, judged as `check` judges it: a RequestOutcome
+        (an `exec_check.ExecOutcome` for a runner binary)."""
         from eagle3_check.fixtures.registry import Prompt
-        from eagle3_check.gating.check import run_check
 
         if "stop_ids" in fields:
             fields["stop_ids"] = tuple(fields["stop_ids"])
-        report = run_check(self.program, self.tokenizer, self.reference, [Prompt(prompt_id, prompt)],
-                           self.options(**fields), self.tolerance, runner=self.runner, tie_budget=self.tie_budget)
+        prompts, options = [Prompt(prompt_id, prompt)], self.options(**fields)
+        if self.exec_runner is not None:
+            from eagle3_check.gating.exec_check import run_exec_check
+
+            report = run_exec_check(self.exec_runner, self.program, self.tokenizer, self.reference, prompts, options,
+                                    tolerance=self.tolerance, tie_budget=self.tie_budget)
+            return report.outcomes[0]
+        from eagle3_check.gating.check import run_check
+
+        report = run_check(self.program, self.tokenizer, self.reference, prompts, options, self.tolerance,
+                           runner=self.runner, tie_budget=self.tie_budget)
         return report.outcomes[0]
 
-    def golden_diffs(self, golden, prompt) -> list:
-        """One golden prompt re-run with the golden's options and compared exactly: its GoldenDiffs."""
-        from eagle3_check.gating.golden_diff import diff_golden
+    def golden_run(self, golden, prompt):
+        """One golden prompt run with the golden's options, once per session (a RunResult)."""
         from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
 
-        opts = golden.run_options()
-        try:
-            run = guarded_run(self.runner, self.program, self.tokenizer, list(prompt.prompt_ids), opts)
-        except RunCrash as e:
-            run = crashed_run(list(prompt.prompt_ids), golden.key.k, opts.max_new_tokens)
-            run.notes.append(str(e))
-        return diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]))
+        key = (golden.key.stem, prompt.prompt_id)
+        if key not in self._runs:
+            opts = golden.run_options()
+            try:
+                run = guarded_run(self.runner, self.program, self.tokenizer, list(prompt.prompt_ids), opts)
+            except RunCrash as e:
+                run = crashed_run(list(prompt.prompt_ids), golden.key.k, opts.max_new_tokens)
+                run.notes.append(str(e))
+            self._runs[key] = run
+        return self._runs[key]
+
+    def golden_diffs(self, golden, prompt) -> list[str]:
+        """One golden prompt re-run and compared exactly: one line per difference ([]: identical)."""
+        if self.exec_runner is not None:
+            from eagle3_check.pytest_plugin.binary import golden_diffs
+
+            return golden_diffs(self, golden, prompt)
+        from eagle3_check.gating.golden_diff import diff_golden
+
+        run = self.golden_run(golden, prompt)
+        diffs = diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]))
+        return [d.message for d in diffs]
+
+    def metric_diffs(self, golden) -> list:
+        """The metrics of the golden's runs (shared with its golden items) against the baseline's
+        entry of its key: one MetricDiff per differing metric ([]: identical)."""
+        from eagle3_check.gating.metrics import compare_metrics, compute_metrics
+        from eagle3_check.run.crash import CRASHED
+
+        runs = [self.golden_run(golden, p) for p in golden.prompts]
+        now = compute_metrics([r for r in runs if r.stop_reason != CRASHED], golden.key.k)
+        return compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem))

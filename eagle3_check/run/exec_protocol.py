@@ -109,19 +109,20 @@ class ExecCommand:
     argv: tuple[str, ...]
 
     @classmethod
-    def parse(cls, spec: str) -> ExecCommand:
+    def parse(cls, spec: str, flag: str = "--runner") -> ExecCommand:
+        """`flag` is the option that gave `spec`, named in its errors."""
         tail = spec[len("exec:"):] if spec.startswith("exec:") else spec
         try:
             argv = tuple(shlex.split(tail))
         except ValueError as e:
-            raise InputError(f"--runner {spec!r} ({e})", "exec:PATH [ARGS] with balanced quotes",
-                             "quote the command line once, e.g. --runner 'exec:./runner --flag x'") from None
+            raise InputError(f"{flag} {spec!r} ({e})", "exec:PATH [ARGS] with balanced quotes",
+                             f"quote the command line once, e.g. {flag} 'exec:./runner --flag x'") from None
         if not argv:
-            raise InputError(f"--runner {spec!r}", "exec:PATH (a runner binary)", "e.g. --runner exec:./eagle3_runner")
+            raise InputError(f"{flag} {spec!r}", "exec:PATH (a runner binary)", f"e.g. {flag} exec:./eagle3_runner")
         for arg in argv:
             for name in re.findall(r"\{(\w*)\}", arg):
                 if name not in PLACEHOLDERS:
-                    raise InputError(f"--runner {spec!r}: placeholder {{{name}}}", f"one of {PLACEHOLDERS}",
+                    raise InputError(f"{flag} {spec!r}: placeholder {{{name}}}", f"one of {PLACEHOLDERS}",
                                      "fix the placeholder name, or drop the placeholders to get the seed's flags")
         return cls(argv)
 

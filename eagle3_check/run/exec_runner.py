@@ -11,7 +11,9 @@ binary prints; `exec_check`, `exec_suites` and `exec_golden` judge that.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -63,15 +65,16 @@ def _last_line(stderr: bytes) -> str:
 class ExecRunner:
     """A runner binary; `execute` runs one request."""
 
-    def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S, flag: str = "--runner"):
+        """`flag` is the option that gave `spec`, named in its errors."""
         self.spec = spec
-        self.command = ExecCommand.parse(spec)
+        self.command = ExecCommand.parse(spec, flag)
         self.timeout = timeout
         self._chain: bool | None = None
         exe = self.command.argv[0]
         if os.sep in exe and not os.access(exe, os.X_OK):
-            raise InputError(f"--runner {spec!r}: {exe} is not an executable file", "a runner binary",
-                             "build the runner, or give its path (exec:/path/to/runner)")
+            raise InputError(f"{flag} {spec!r}: {exe} is not an executable file", "a runner binary",
+                             f"build the runner, or give its path ({flag} /path/to/runner)")
 
     @property
     def name(self) -> str:
@@ -110,6 +113,40 @@ class ExecRunner:
             out, err = proc.communicate()
             code = None
         return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
+
+
+def request_timeout(value: str | float | None, flag: str = "--request-timeout") -> float | None:
+    """A per-request timeout as given (a number, or its text from an ini file): seconds > 0, or
+    None when not given. One rule for `--request-timeout` and `--eagle3-request-timeout`."""
+    if value is None:
+        return None
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        shown = f"{value:g}" if isinstance(value, float | int) else str(value)
+        raise InputError(f"{flag} {shown}", "a number of seconds > 0", f"pass e.g. {flag} 120")
+    return t
+
+
+def exec_runner(spec: str, timeout: str | float | None = None, flag: str = "--runner",
+                timeout_flag: str = "--request-timeout") -> ExecRunner:
+    """A runner binary from its command line (`exec:PATH [ARGS]`, or `PATH [ARGS]`) and its
+    per-request timeout (None: DEFAULT_TIMEOUT_S); errors name the options that gave them."""
+    t = request_timeout(timeout, timeout_flag)
+    return ExecRunner(spec, DEFAULT_TIMEOUT_S if t is None else t, flag)
+
+
+def resolve_command(spec: str, base: str | Path, flag: str = "--runner") -> str:
+    """`exec:PATH [ARGS]` with a relative PATH that names a file (holds a `/`) made absolute
+    against `base` (where the option was given: the invocation directory, or an ini file's);
+    a bare name (looked up on $PATH) and the arguments are kept. Example, base /proj:
+    `./bin/runner --flag x` -> `exec:/proj/bin/runner --flag x`."""
+    argv = list(ExecCommand.parse(spec, flag).argv)
+    if os.sep in argv[0] and not os.path.isabs(argv[0]):
+        argv[0] = os.path.normpath(os.path.join(base, argv[0]))
+    return "exec:" + shlex.join(argv)
 
 
 def binary_options(options: RunOptions, md) -> RunOptions:

@@ -1,0 +1,57 @@
+"""A runner binary under test (`--eagle3-runner-bin CMD`, `--eagle3-request-timeout S`).
+
+The options are parsed by `run.exec_runner` (`resolve_command`, `exec_runner`: the parser of
+`check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
+`--eagle3-pte`. Its suite cases and prompts are judged by `gating.exec_suites` / `exec_check`
+(items.py); its golden prompts here, by `gating.exec_golden`, with that module's rules for which
+goldens a binary can run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle3_check.errors import InputError, OptionError
+
+FLAG, TIMEOUT_FLAG = "--eagle3-runner-bin", "--eagle3-request-timeout"
+
+
+def exec_runner_from(s: dict[str, str | None]):
+    """The runner binary the settings name (parsed and checked now, before anything loads), or None."""
+    from eagle3_check.run.exec_runner import exec_runner, resolve_command
+
+    if not s["runner_bin"]:
+        if s["request_timeout"] is not None:
+            raise OptionError(f"{TIMEOUT_FLAG} {s['request_timeout']} without {FLAG}", "a runner binary to time",
+                              f"pass {FLAG} CMD, or drop the timeout")
+        return None
+    if not s["pte"]:
+        raise InputError(f"{FLAG} without --eagle3-pte", "the .pte file the binary runs",
+                         "pass --eagle3-pte FILE (export one with `eagle3-check export -o FILE.pte`)")
+    if s["runner"]:
+        raise OptionError(f"--eagle3-runner with {FLAG}", "one runner under test", "drop one of them")
+    return exec_runner(resolve_command(s["runner_bin"], s["runner_bin_dir"], FLAG), s["request_timeout"], FLAG,
+                       TIMEOUT_FLAG)
+
+
+def golden_why(state, golden) -> str | None:
+    """Why the binary cannot run this golden on the .pte (K outside its range, no --chain), or None."""
+    from eagle3_check.gating.exec_golden import exec_unavailable
+    from eagle3_check.program.contract import read_metadata
+
+    md = read_metadata(state.program.metadata())
+    return exec_unavailable(golden.key, state.fixture_name, md, state.exec_runner, Path(state.settings["pte"]))
+
+
+def golden_diffs(state, golden, prompt) -> list[str]:
+    """One golden prompt through the binary, compared exactly: one line per difference."""
+    from eagle3_check.gating.exec_golden import compare_prompt
+    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.run.byte_pieces import BytePieces
+    from eagle3_check.run.exec_runner import binary_options
+
+    md = read_metadata(state.program.metadata())
+    golden.check_vocab(md.vocab_size or state.tokenizer.vocab_size)
+    pieces = BytePieces.from_tokenizer_json(state.tokenizer.path)
+    return compare_prompt(golden.key.stem, prompt, golden, state.exec_runner, Path(state.settings["pte"]),
+                          state.tokenizer, pieces, binary_options(golden.run_options(), md), {})
