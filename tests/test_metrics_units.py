@@ -6,7 +6,9 @@ that tells it from another JSON. Fast: mutation testing runs these for every mut
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 
 import pytest
 from test_metrics import WORKED, run
@@ -251,6 +253,20 @@ def test_write_baseline_into_a_missing_directory_is_refused_naming_the_baseline(
     with pytest.raises(InputError) as e:
         write_baseline(path, {"a": compute_metrics(WORKED, 4)})
     assert str(e.value).startswith(f"metrics baseline {path}: directory {path.parent} does not exist;")
+
+
+def test_a_full_disk_keeps_the_old_baseline_and_names_it(tmp_path, monkeypatch):
+    path = write_baseline(tmp_path / "metrics.json", {"a": compute_metrics(WORKED, 4)})
+    before = path.read_text()
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(InputError) as e:
+        write_baseline(path, {"b": compute_metrics(WORKED, 4)})
+    assert str(e.value).startswith(f"writing metrics baseline {path}: no space left on device;")
+    assert path.read_text() == before
 
 
 def test_load_baseline_of_a_missing_file_names_it_and_the_command(tmp_path):
