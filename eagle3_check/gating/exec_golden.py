@@ -18,7 +18,7 @@ from eagle3_check.gating.golden import Golden, GoldenPrompt, load_golden
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, binary_options
+from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_data
 from eagle3_check.run.options import prompt_ids
 
 
@@ -65,6 +65,8 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
                                    "seed-format binary: not compared"])
     fixture = pte_fixture(pte)
     md = read_metadata(program.metadata())
+    data = program_data(program)
+    runner.check_data(data)  # a template with no place for the .ptd: refused before any golden
     pieces = BytePieces.from_tokenizer_json(tokenizer.path)
     for path in paths:
         golden = load_golden(path)
@@ -84,19 +86,19 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
         golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
         for want in golden.prompts:
-            out.diffs += _compare(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out)
+            out.diffs += _compare(key.stem, want, golden, runner, pte, data, tokenizer, pieces, options, out)
             out.verified[key.stem] = out.verified.get(key.stem, 0) + 1
             if on_prompt:
                 on_prompt(want.prompt_id)
     return out
 
 
-def _compare(stem: str, want: GoldenPrompt, golden: Golden, runner, pte, tokenizer, pieces, options,
+def _compare(stem: str, want: GoldenPrompt, golden: Golden, runner, pte, data, tokenizer, pieces, options,
              out: ExecGoldenOutcome) -> list[str]:
     where = f"{stem} '{want.prompt_id}'"
     if prompt_ids(tokenizer, want.prompt_text, golden.run_options()) != want.prompt_ids:
         return [f"{where}: the golden's prompt ids are not this tokenizer's encoding of its text"]
-    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options)
+    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options, data)
     why = proc.failure(runner.timeout)
     if why:
         return [f"{where}: {why}"]
