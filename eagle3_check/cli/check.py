@@ -326,15 +326,17 @@ def suite_main(args: argparse.Namespace, runner) -> int:
         one_thread_for_tiny_models(args.device)
         envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
-    bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
-               disable=args.no_progress or args.json)
-    reports = []
+    reports, bar = [], None
     for make_env in envs:
         env, info = make_env()
-        report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+        if bar is None:  # after the first program loads: an error loading it is the only line on stderr
+            bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
+                       disable=args.no_progress or args.json)
+        report = run_suite(args.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner, reference=args.reference)
         reports.append(report)
-    bar.close()
+    if bar is not None:
+        bar.close()
     passed = all(r.passed for r in reports)
     write_suites_junit(args, reports)
     if args.json:

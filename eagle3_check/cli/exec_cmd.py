@@ -140,7 +140,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     from pathlib import Path
 
     from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
-    from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.tokenizer import Tokenizer
 
     _need_pte(args, "golden verify")
@@ -149,7 +149,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.gating.exec_golden import pte_fixture
 
     pte = Path(args.pte)
-    program = PteBackend(pte, getattr(args, "data_path", None))
+    program = load_probed(pte, getattr(args, "data_path", None))  # a load that aborts the runtime: one line
     tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:

@@ -62,3 +62,14 @@ def test_cli_refuses_a_template_without_a_place_for_the_data_file(ptd_pte_path, 
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert p.stderr.count("\n") == 1 and "no {data_path} placeholder" in p.stderr, p.stderr
     assert not _argvs(tmp_path)  # refused before any request
+
+
+def test_gate_all_k_probes_with_the_data_file(ptd_pte_path):
+    """`gate --all-k` probes the load first: without the .ptd the probe failed and every K but the
+    default was silently dropped."""
+    from eagle3_check.cli.gate import _all_k
+    from eagle3_check.program.contract import read_metadata
+
+    ptd = data_path_for(ptd_pte_path)
+    lo, hi = read_metadata(PteBackend(ptd_pte_path, ptd).metadata()).k_range
+    assert hi > lo and _all_k(str(ptd_pte_path), str(ptd)) == list(range(lo, hi + 1))
