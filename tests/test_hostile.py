@@ -351,6 +351,26 @@ def test_gate_writes_report_and_junit_when_the_pte_aborts_the_runtime(tmp_path, 
     assert any("SIGABRT" in (m or "") for m in failures)
 
 
+@pytest.mark.parametrize("argv", [
+    ["check", "--pte", "{pte}", "--max-new-tokens", "4"],
+    ["run", "--pte", "{pte}", "--prompt", "hi"],
+    ["golden", "record", "--pte", "{pte}", "--only", "capital", "--dir", "{tmp}"],
+], ids=["check", "run", "golden-record"])
+def test_check_and_run_refuse_a_pte_that_aborts_the_runtime_in_one_line(tmp_path, capsys, monkeypatch, argv):
+    """`check`, `run`, `golden record` load a --pte through the gate's probe (`load_probed`): exit 2, one line."""
+    pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
+    from eagle3_check.program import pte_probe
+
+    monkeypatch.setattr(pte_probe, "_CODE", "import os, sys\nsys.stderr.write('terminate called\\n')\nos.abort()\n")
+    pte = tmp_path / "x.pte"
+    pte.write_bytes(b"\0\0\0\0ET12" + b"\0" * 64)
+    assert main([a.format(pte=pte, tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: --pte {pte}: the ExecuTorch runtime ended the process "
+                                                   "while loading it (signal SIGABRT: terminate called)"), err
+    assert "Fix: re-export it with `eagle3-check export`" in err
+
+
 # --- the .pte and its sidecar: two renames, one consistent pair ------------------------------------
 
 def test_a_stale_sidecar_is_refused_and_a_fresh_one_is_read(tmp_path):
@@ -442,6 +462,8 @@ COVERED = {
     "runner hangs inside a program call": "tests/test_timeout.py::test_a_run_stuck_inside_a_program_call_leaves_the_program_busy_until_it_returns",
     "runner calls the program out of protocol": "tests/test_isolation.py::test_a_runner_that_calls_the_program_out_of_protocol_fails",
     "corrupt method section aborts the runtime": "tests/pte/test_gate_abort.py::test_gate_reports_a_pte_whose_method_aborts_the_runtime",
+    "check / run / golden on a .pte that aborts the runtime":
+        "tests/pte/test_gate_abort.py::test_a_pte_that_aborts_the_runtime_is_one_error_line",
 }
 
 

@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: the fixture's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     add_html_arg(p)
+    p.add_argument("--junit", default=None, metavar="FILE",
+                   help="also write JUnit XML here: one testsuite per K (or per suite report), one testcase per "
+                   "prompt (or case) with the verdict's message and time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--runner", default=None, metavar="MODULE:FACTORY",
                    help="the runner to judge: a no-argument factory returning an object with "
@@ -96,7 +99,12 @@ def main(args: argparse.Namespace) -> int:
 
     if args.list:
         refuse_html(args, "--list")
+        refuse_junit(args, "--list")
         return list_main(args)
+    if args.junit:
+        from eagle3_check.atomic import check_writable
+
+        check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
     runner_name = args.runner = args.runner or default_runner(args.device)
     runner = load_runner(runner_name)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
@@ -135,9 +143,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_report(args: argparse.Namespace, report, health, options, fixture: str | None, program=None) -> int:
-    """The check's outputs: --html page, JSON (with provenance and, when known, the program spec) or table."""
+    """The check's outputs: --html page, --junit XML, JSON (with provenance and, when known, the program
+    spec) or table."""
     from eagle3_check.gating.check import format_table
 
+    if args.junit:
+        from eagle3_check.gating.check_junit import check_suite, write_check_junit
+
+        write_check_junit(args.junit, [check_suite(report)])
     if args.html:
         from eagle3_check.gating.html_report import check_html
 
@@ -313,16 +326,19 @@ def suite_main(args: argparse.Namespace, runner) -> int:
         one_thread_for_tiny_models(args.device)
         envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
-    bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
-               disable=args.no_progress or args.json)
-    reports = []
+    reports, bar = [], None
     for make_env in envs:
         env, info = make_env()
-        report = run_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
+        if bar is None:  # after the first program loads: an error loading it is the only line on stderr
+            bar = tqdm(total=len(cases) * len(envs), desc=f"suite {args.suite}", unit="case", file=sys.stderr,
+                       disable=args.no_progress or args.json)
+        report = run_suite(args.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner, reference=args.reference)
         reports.append(report)
-    bar.close()
+    if bar is not None:
+        bar.close()
     passed = all(r.passed for r in reports)
+    write_suites_junit(args, reports)
     if args.json:
         print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports],
                           "provenance": report_provenance(args, args.fixture)}, indent=2))
@@ -330,6 +346,22 @@ def suite_main(args: argparse.Namespace, runner) -> int:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
                            + format_suite_table(r) for r in reports))
     return 0 if passed else 1
+
+
+def refuse_junit(args: argparse.Namespace, where: str) -> None:
+    """--junit where no check runs: a one-line error, never a silently missing file."""
+    if getattr(args, "junit", None):
+        from eagle3_check.errors import OptionError
+
+        raise OptionError(f"--junit with {where}", "a check that judges prompts or cases", "drop --junit")
+
+
+def write_suites_junit(args: argparse.Namespace, reports: list) -> None:
+    """`check --suite ... --junit FILE`: one testsuite per suite report."""
+    if args.junit:
+        from eagle3_check.gating.check_junit import suite_suite, write_check_junit
+
+        write_check_junit(args.junit, [suite_suite(r) for r in reports])
 
 
 def ordered_cases(args: argparse.Namespace, cases: list) -> list:

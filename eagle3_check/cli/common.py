@@ -159,7 +159,7 @@ def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokeniz
 
 
 def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
-    from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.tokenizer import Tokenizer
 
     if args.draft:
@@ -172,7 +172,7 @@ def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
     if args.device != "cpu":
         raise InputError(f"--device {args.device} with --pte", "cpu (a .pte runs on CPU here)", "drop --device")
     fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
-    program = PteBackend(args.pte, getattr(args, "data_path", None))
+    program = load_probed(args.pte, getattr(args, "data_path", None))  # a load that aborts the runtime: one line
     if args.dtype not in ("float32", program.dtype):  # float32 is the flag's default: the program's dtype wins
         raise InputError(f"--dtype {args.dtype} with --pte {args.pte}", f"the program's own dtype, {program.dtype}",
                          "drop --dtype (it is read from the .pte)")

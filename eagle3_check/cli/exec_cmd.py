@@ -83,6 +83,10 @@ def check_main(args: argparse.Namespace, runner) -> int:
         bar.close()
     report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
                        ties="per position where the binary prints [ids]; bytes are judged exactly")
+    if args.junit:
+        from eagle3_check.gating.check_junit import exec_check_suite, write_check_junit
+
+        write_check_junit(args.junit, [exec_check_suite(report)])
     if args.json:
         from eagle3_check.cli.common import report_provenance
 
@@ -108,7 +112,7 @@ def _reference(args: argparse.Namespace, setup):
 def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     from tqdm import tqdm
 
-    from eagle3_check.cli.check import ordered_cases
+    from eagle3_check.cli.check import ordered_cases, write_suites_junit
     from eagle3_check.gating.exec_suites import run_exec_suite
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.report import format_suite_table
@@ -120,6 +124,7 @@ def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     report = run_exec_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
     bar.close()
     report.info.update(info, runner=args.runner, reference=args.reference)
+    write_suites_junit(args, [report])
     if args.json:
         from eagle3_check.cli.common import report_provenance
 
@@ -135,7 +140,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     from pathlib import Path
 
     from eagle3_check.gating.exec_golden import METRICS_NOT_GATED, golden_files, verify_exec_goldens
-    from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.tokenizer import Tokenizer
 
     _need_pte(args, "golden verify")
@@ -144,7 +149,7 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.gating.exec_golden import pte_fixture
 
     pte = Path(args.pte)
-    program = PteBackend(pte, getattr(args, "data_path", None))
+    program = load_probed(pte, getattr(args, "data_path", None))  # a load that aborts the runtime: one line
     tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:

@@ -236,7 +236,7 @@ def _all_k(pte: str, data_path: str | None) -> list[int] | None:
     from eagle3_check.program.pte_backend import PteBackend
     from eagle3_check.program.pte_probe import probe_load
 
-    if probe_load(pte):  # a .pte that aborts the runtime: the gate's load check reports it
+    if probe_load(pte, data_path=data_path):  # a .pte that aborts the runtime: the gate's load check reports it
         return None
     try:
         lo, hi = read_metadata(PteBackend(pte, data_path).metadata()).k_range

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -51,10 +52,11 @@ class RequestOutcome:
     run: RunResult
     verdict: Verdict
     reference: dict | None = None  # `reference_json` of the scores the verdict read (None: not scored)
+    seconds: float = 0.0  # wall time of the request: the run, its audit and the reference's scoring
 
     def to_json(self) -> dict:
         return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json(),
-                "reference": self.reference}
+                "reference": self.reference, "seconds": round(self.seconds, 3)}
 
 
 def reference_json(scores) -> dict:
@@ -196,12 +198,14 @@ def run_check(
     prompts = list(prompts)
     requests = request_ids(tokenizer, prompts, options, md)
     for p, want_ids in zip(prompts, requests):
+        t0 = time.perf_counter()
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program
         try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
             run = guarded_run(runner, rec, tokenizer, p.text, options, what=f"'{p.id}'")
         except RunCrash as e:
-            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)))
+            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)),
+                                     seconds=time.perf_counter() - t0)
             report.outcomes.append(outcome)
             if on_request:
                 on_request(outcome)
@@ -218,7 +222,8 @@ def run_check(
             if verdict.status != FAIL and verdict.expected_reason and run.stop_reason != verdict.expected_reason:
                 verdict = dataclasses.replace(verdict, status=FAIL, message=(
                     f"stop reason: runner says '{run.stop_reason}', the rules fix '{verdict.expected_reason}'"))
-        outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores))
+        outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores),
+                                 time.perf_counter() - t0)
         report.outcomes.append(outcome)
         if on_request:
             on_request(outcome)

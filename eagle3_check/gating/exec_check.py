@@ -21,7 +21,13 @@ from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import ExecOutput, OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, ProcessRun, binary_options, program_file
+from eagle3_check.run.exec_runner import (
+    ExecRunner,
+    ProcessRun,
+    binary_options,
+    program_data,
+    program_file,
+)
 from eagle3_check.run.options import (
     RunOptions,
     check_options,
@@ -127,7 +133,8 @@ def run_exec_check(
     """Runs every prompt through the binary on `program`'s .pte and judges it. `reference` has
     `greedy(ids, n, stop_ids)` and `score(ids, tokens)` (HF or self); with `tolerance`, a binary
     that prints its ids is judged per position (ties within `tie_budget`), else exactly."""
-    model = program_file(program)
+    model, data = program_file(program), program_data(program)
+    runner.check_data(data)  # a template with no place for the .ptd: refused before any request
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
     k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
@@ -144,7 +151,7 @@ def run_exec_check(
         req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
-        proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md))
+        proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md), data)
         verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req,
                                      lambda toks, ids=ids: reference.score(ids, toks), tolerance)
         outcome = ExecOutcome(p.id, len(ids), verdict, out, proc)

@@ -18,7 +18,7 @@ from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_gol
 from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.run.byte_pieces import BytePieces
 from eagle3_check.run.exec_protocol import OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, binary_options
+from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_data
 from eagle3_check.run.options import RunOptions, prompt_ids
 
 # why a binary's golden runs cannot be gated against the metrics baseline
@@ -68,6 +68,8 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
                                    "seed-format binary: not compared"])
     fixture = pte_fixture(pte)
     md = read_metadata(program.metadata())
+    data = program_data(program)
+    runner.check_data(data)  # a template with no place for the .ptd: refused before any golden
     pieces = BytePieces.from_tokenizer_json(tokenizer.path)
     for path in paths:
         golden = load_golden(path)
@@ -79,7 +81,8 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
         golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
         for want in golden.prompts:
-            out.diffs += compare_prompt(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out.judged_by)
+            out.diffs += compare_prompt(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out.judged_by,
+                                        data)
             out.verified[key.stem] = out.verified.get(key.stem, 0) + 1
             if on_prompt:
                 on_prompt(want.prompt_id)
@@ -100,14 +103,15 @@ def exec_unavailable(key: GoldenKey, fixture: str | None, md: Metadata, runner: 
 
 
 def compare_prompt(stem: str, want: GoldenPrompt, golden: Golden, runner: ExecRunner, pte: Path, tokenizer,
-                   pieces: BytePieces, options: RunOptions, judged_by: dict[str, int]) -> list[str]:
+                   pieces: BytePieces, options: RunOptions, judged_by: dict[str, int],
+                   data: Path | None = None) -> list[str]:
     """One golden prompt through the binary (with the golden's options as the binary gets them,
-    `binary_options`), compared exactly: one line per difference ([] when identical); the
-    judging mode (ids | bytes) is counted in `judged_by`."""
+    `binary_options`, and the program's `.ptd` when it has one), compared exactly: one line per
+    difference ([] when identical); the judging mode (ids | bytes) is counted in `judged_by`."""
     where = f"{stem} '{want.prompt_id}'"
     if prompt_ids(tokenizer, want.prompt_text, golden.run_options()) != want.prompt_ids:
         return [f"{where}: the golden's prompt ids are not this tokenizer's encoding of its text"]
-    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options)
+    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options, data)
     why = proc.failure(runner.timeout)
     if why:
         return [f"{where}: {why}"]

@@ -22,10 +22,18 @@ from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.gating.exec_check import byte_pieces_or_none, judge_process
 from eagle3_check.gating.exec_judge import FAIL, PASS, TIE, Request
 from eagle3_check.run.exec_protocol import OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_file
+from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_data, program_file
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.suites.case import Case
-from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, case_setup
+from eagle3_check.suites.execute import (
+    SKIP,
+    CaseResult,
+    SuiteEnv,
+    WholeRun,
+    about_the_run,
+    case_error,
+    case_setup,
+)
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.report import SuiteReport
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
@@ -58,6 +66,7 @@ def _unforced_positions(case: Case, k: int) -> tuple[int | None, list[int]]:
 def run_exec_suite(name: str, cases: list[Case], env: SuiteEnv, runner: ExecRunner,
                    on_case: Callable[[CaseResult], None] | None = None) -> SuiteReport:
     report = SuiteReport(name)
+    runner.check_data(program_data(env.program_for({})))  # before any case: a template with no place for the .ptd
     with tempfile.TemporaryDirectory(prefix="eagle3-exec-") as tmp:
         for case in cases:
             result = run_exec_case(case, env, runner, Path(tmp))
@@ -83,12 +92,17 @@ def _judge(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResu
         return _run(case, env, runner, tmp)
     except CaseSkip as s:
         return CaseResult(case.name, SKIP, str(s))
+    except WholeRun as w:  # the program file, the binary or its command line: every case would hit it
+        raise w.error from None
+    except Eagle3CheckError as e:  # this case's prompt, reference run, metadata copy: this case fails
+        return case_error(case, e)
 
 
 def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
-    model = program_file(base)
+    with about_the_run():
+        model = program_file(base)
     if options.chunked_prefill:
         raise CaseSkip("chunked prefill: a runner binary gets no option for it")
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
@@ -96,7 +110,7 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     if case.drop_key:
         model = _without(model, case.drop_key, tmp)
     if case.expect.error:
-        return _run_error(case, env, runner, model, options, md, k)
+        return _run_error(case, env, runner, (model, program_data(base)), options, md, k)
     max_new, stop_idx = _unforced_positions(case, k)
     if max_new is not None:
         options.max_new_tokens = max_new
@@ -106,7 +120,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     text, options = _as_text(prompt, ids, options, env.tokenizer)
     stops = stop_set(env.tokenizer, md, options).ids
     req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops)
-    proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md))
+    with about_the_run():  # the binary cannot start, its command line has no place for an input
+        proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md), program_data(base))
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
                                  req, lambda toks: env.score(ids, toks, base), env.tolerance)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
@@ -153,8 +168,9 @@ def _as_text(prompt, ids: list[int], options: RunOptions, tokenizer) -> tuple[st
     return text, raw
 
 
-def _run_error(case, env, runner, model, options, md, k) -> CaseResult:
-    """Cases that must end in a clean error: a status >= 1 and no summary line."""
+def _run_error(case, env, runner, files, options, md, k) -> CaseResult:
+    """Cases that must end in a clean error: a status >= 1 and no summary line. `files`: (the .pte, its
+    .ptd or None)."""
     L = case.prompt.resolve_length(md, k)
     if L is not None and L < 1 and case.prompt.anchor is not None:
         raise CaseSkip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
@@ -163,7 +179,8 @@ def _run_error(case, env, runner, model, options, md, k) -> CaseResult:
                                  env.tokenizer)
     else:
         text = case.prompt.text or env.prompts[0]
-    proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md))
+    with about_the_run():  # the binary cannot start, its command line has no place for an input
+        proc = runner.execute(files[0], env.tokenizer.path, text, binary_options(options, md), files[1])
     details = {"L": L, "K": k, "returncode": proc.returncode, "stderr": proc.stderr_tail()[-800:]}
     last = (proc.stderr_tail().strip().splitlines() or ["(no stderr)"])[-1][:200]
     if proc.timed_out or proc.returncode < 0:

@@ -75,9 +75,9 @@ def program_for_key(key: GoldenKey, pte: str | Path | None = None, data_path: st
         raise InputError(f"golden {key.stem}: {why}", "a golden this machine can run", "verify it elsewhere")
     fx = load_fixture(key.fixture)
     if key.backend == "pte":
-        from eagle3_check.program.pte_backend import PteBackend
+        from eagle3_check.program.pte_probe import load_probed
 
-        return PteBackend(pte, data_path), Tokenizer.load(fx.tokenizer_path)
+        return load_probed(pte, data_path), Tokenizer.load(fx.tokenizer_path)  # probed: a corrupt file is one line
     return EagerBackend.from_fixture(fx, key.device, key.dtype), Tokenizer.load(fx.tokenizer_path)
 
 

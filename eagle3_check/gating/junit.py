@@ -41,11 +41,12 @@ class JUnitSuite:
     cases: list[JUnitCase] = field(default_factory=list)
 
 
-def _class_name(suite: str) -> str:
-    return "gate." + re.sub(r"[^0-9A-Za-z]+", "_", suite).strip("_").lower()
+def _class_name(suite: str, prefix: str = "gate") -> str:
+    return prefix + "." + re.sub(r"[^0-9A-Za-z]+", "_", suite).strip("_").lower()
 
 
-def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
+def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate", prefix: str = "gate") -> str:
+    """`prefix`: the first part of each case's classname (gate, check)."""
     root = ET.Element("testsuites", name=name)
     totals = {"tests": 0, "failures": 0, "skipped": 0, "time": 0.0}
     for s in suites:
@@ -58,7 +59,7 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
         if ties:  # ties pass, but are never counted as identical: a property of the suite
             ET.SubElement(ET.SubElement(el, "properties"), "property", name="ties", value=str(ties))
         for c in s.cases:
-            tc = ET.SubElement(el, "testcase", classname=_class_name(s.name), name=c.name, time=f"{c.seconds:.3f}")
+            tc = ET.SubElement(el, "testcase", classname=_class_name(s.name, prefix), name=c.name, time=f"{c.seconds:.3f}")
             props = {"status": c.status, **c.properties} if c.status == TIE or c.properties else {}
             if props:
                 pe = ET.SubElement(tc, "properties")
@@ -83,5 +84,6 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate") -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | Path, suites: list[JUnitSuite], name: str = "eagle3-check gate") -> None:
-    write_text_atomic(path, to_xml(suites, name), "JUnit report")
+def write_junit(path: str | Path, suites: list[JUnitSuite], name: str = "eagle3-check gate",
+                prefix: str = "gate") -> None:
+    write_text_atomic(path, to_xml(suites, name, prefix), "JUnit report")

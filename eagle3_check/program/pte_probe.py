@@ -7,6 +7,13 @@ that failure in them, so it loads the program (every method and the metadata) in
 (`probe_load`): a child that dies, by a signal or an error exit, gives the load's FAIL reason;
 one that succeeds lets the gate load the program in-process. The result is kept per file
 (path, size, mtime), so `--all-k` and the load check probe once.
+
+`check --pte`, `run --pte`, `golden record/verify --pte` load through `load_probed`: a child that
+died is one `InputError` line naming the file and the fix (exit 2, as other bad input); a child
+that ended with the harness's own error leaves it to the in-process load, which raises the same
+error with its type. The child costs one Python start, the runtime's import and one load; this
+process imports the runtime meanwhile, so on a machine with a free core the wait is mostly hidden
+(measured: README, "Hostile input").
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from eagle3_check.errors import InputError
 
 PROBE_TIMEOUT_S = 600.0
 _CODE = (
@@ -29,7 +38,7 @@ _CODE = (
     "    sys.exit(2)\n"
     "print('loaded')\n"
 )
-_SEEN: dict[tuple, str | None] = {}
+_SEEN: dict[tuple, str | InputError | None] = {}
 
 
 def _key(p: Path) -> tuple:
@@ -37,33 +46,69 @@ def _key(p: Path) -> tuple:
     return (str(p.resolve()), st.st_size, st.st_mtime_ns)
 
 
+def _probe(path: str | Path, timeout: float, data_path: str | Path | None) -> str | InputError | None:
+    """None: loads; an InputError: the child died or hung; a str: the child's own one-line error."""
+    p = Path(path)
+    key = (*_key(p), str(data_path))
+    if key not in _SEEN:
+        _SEEN[key] = _finish(_start(p, data_path), p, timeout)
+    return _SEEN[key]
+
+
+def _start(p: Path, data_path: str | Path | None) -> subprocess.Popen:
+    """The child that loads `p` (every method, the metadata), started and left running."""
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding the eagle3_check package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-c", _CODE, str(p), *([str(data_path)] if data_path else [])],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def _finish(proc: subprocess.Popen, p: Path, timeout: float) -> str | InputError | None:
+    """Waits for the child (killed after `timeout` s) and reads how it ended."""
+    try:
+        out, err_bytes = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return InputError(f"--pte {p}: loading it took longer than {timeout:g} s in a child process",
+                          "a program that loads", "check the file (re-export it with `eagle3-check export`)")
+    err = err_bytes.decode("utf-8", "replace").strip().splitlines()
+    last = next((line for line in reversed(err) if line.strip()), "")
+    if proc.returncode == 0 and out.strip().endswith(b"loaded"):
+        return None
+    if proc.returncode == 2 and last.startswith("error: "):
+        return last.removeprefix("error: ")  # the harness's own one-line error about the file
+    how = f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+    return InputError(f"--pte {p}: the ExecuTorch runtime ended the process while loading it ({how}: "
+                      f"{last[:160] or 'no message'})", "a program whose methods load",
+                      "re-export it with `eagle3-check export`; the file is corrupt")
+
+
 def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None) -> str | None:
     """None if the `.pte` (with its `.ptd`, when given) loads (every method, the metadata) in a child
     process; else the one-line reason: the child's own error, or how it died (signal, exit code)
     with the end of its stderr."""
+    why = _probe(path, timeout, data_path)
+    return None if why is None else str(why)
+
+
+def load_probed(path: str | Path, data_path: str | Path | None = None, timeout: float = PROBE_TIMEOUT_S):
+    """`PteBackend(path, data_path)`, probed in a child first: a program whose load ends the
+    process (or hangs) is an `InputError` naming the file and the fix, never a dead harness."""
+    from eagle3_check.program.pte_backend import PteBackend, _runtime
+
     p = Path(path)
-    key = (*_key(p), str(data_path))
-    if key in _SEEN:
-        return _SEEN[key]
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding the eagle3_check package
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CODE, str(p), *([str(data_path)] if data_path else [])], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        why = f"--pte {p}: loading it took longer than {timeout:g} s in a child process"
-    else:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        last = next((line for line in reversed(err) if line.strip()), "")
-        if proc.returncode == 0 and proc.stdout.strip().endswith(b"loaded"):
-            why = None
-        elif proc.returncode == 2 and last.startswith("error: "):
-            why = last.removeprefix("error: ")
-        else:
-            how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-                   else f"exit code {proc.returncode}")
-            why = (f"--pte {p}: the ExecuTorch runtime ended the process while loading it ({how}: "
-                   f"{last[:160] or 'no message'}); expected a program whose methods load. "
-                   "Fix: re-export it with `eagle3-check export`; the file is corrupt")
-    _SEEN[key] = why
-    return why
+    if p.is_file():  # a missing file: PteBackend's own error names it
+        key = (*_key(p), str(data_path))
+        if key not in _SEEN:
+            child = _start(p, data_path)
+            try:
+                _runtime()  # this process imports the runtime (most of the cost) while the child loads the file
+            except BaseException:
+                child.kill()
+                child.communicate()
+                raise
+            _SEEN[key] = _finish(child, p, timeout)
+        if isinstance(_SEEN[key], InputError):
+            raise _SEEN[key]
+    return PteBackend(path, data_path)

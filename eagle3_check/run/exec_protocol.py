@@ -2,11 +2,14 @@
 
 Command line: `exec:PATH [ARGS]`. Each ARG may hold placeholders ({model_path},
 {tokenizer_path}, {prompt}, {max_new_tokens}, {bos_id}, {eos_id}, {chain}, {chat_prefix},
-{chat_suffix}, {stop_ids}, {stop_token}, {raw_prompt}); without any, the seed's own flags
-are appended (`--model_path=... --tokenizer_path=... --prompt=... --max_new_tokens=...
+{chat_suffix}, {stop_ids}, {stop_token}, {raw_prompt}, {data_path}); without any, the seed's own
+flags are appended (`--model_path=... --tokenizer_path=... --prompt=... --max_new_tokens=...
 --bos_id=... --eos_id=... --chat_prefix=... --chat_suffix=... --stop_ids=...
---stop_token=... --raw_prompt=...`, and `--chain=K` only when K is asked for: the runner-PR
-binary has no `--chain` flag).
+--stop_token=... --raw_prompt=...`, `--chain=K` only when K is asked for: the runner-PR
+binary has no `--chain` flag, and `--data_path=FILE.ptd` only when the program has an external
+data file, as the seed's main.cpp takes it). A template given a `.ptd` must place {data_path}
+(else the binary would load the program without its weights): refused with one line
+(`ExecCommand.check_data`); {data_path} without a `.ptd` is empty.
 
 Stdout (the seed's main.cpp), parsed exactly; anything else is an `OutputError`:
 
@@ -32,7 +35,8 @@ from eagle3_check.errors import InputError
 from eagle3_check.run.options import RunOptions
 
 PLACEHOLDERS = ("model_path", "tokenizer_path", "prompt", "max_new_tokens", "bos_id", "eos_id", "chain",
-                "chat_prefix", "chat_suffix", "stop_ids", "stop_token", "raw_prompt")
+                "chat_prefix", "chat_suffix", "stop_ids", "stop_token", "raw_prompt", "data_path")
+_OPTIONAL = ("chain", "raw_prompt", "data_path")  # the seed's flags appended apart (see `request`)
 _HEADER = re.compile(rb"Prompt tokens: (\d+), chain K=(\d+), max_new=(-?\d+)\n")
 _TIMING = re.compile(rb"\n\[timing\] verify=(\d+)ms draft=(\d+)ms over (\d+) rounds "
                      rb"\((\d+\.\d) / (\d+\.\d) ms per round\)\n\n--- EAGLE-3 speculative decode ---\n")
@@ -130,8 +134,19 @@ class ExecCommand:
     def templated(self) -> bool:
         return any("{" in a for a in self.argv[1:])
 
-    def request(self, model: str, tokenizer: str, prompt: str, options: RunOptions) -> list[str]:
-        """argv for one request (prompt is text; the binary encodes it itself)."""
+    def check_data(self, data_path: str | None) -> None:
+        """A template that has no {data_path} cannot pass the program's `.ptd`: refused."""
+        if data_path and self.templated and not any("{data_path}" in a for a in self.argv[1:]):
+            raise InputError(f"--data-path {data_path} with the runner template {shlex.join(self.argv)!r}, which has "
+                             "no {data_path} placeholder", "a runner command that passes the program's data file",
+                             "add e.g. --data_path={data_path} to the template (the seed's flag), or drop the "
+                             "placeholders to get the seed's flags")
+
+    def request(self, model: str, tokenizer: str, prompt: str, options: RunOptions,
+                data_path: str | None = None) -> list[str]:
+        """argv for one request (prompt is text; the binary encodes it itself); `data_path`: the
+        program's external data file (.ptd), None when its weights are inside the .pte."""
+        self.check_data(data_path)
         values = {
             "model_path": model, "tokenizer_path": tokenizer, "prompt": prompt,
             "max_new_tokens": str(options.max_new_tokens), "bos_id": str(options.bos_id),
@@ -139,12 +154,14 @@ class ExecCommand:
             "chain": "" if options.chain_len is None else str(options.chain_len),
             "chat_prefix": options.chat_prefix, "chat_suffix": options.chat_suffix,
             "stop_ids": ",".join(str(i) for i in options.stop_ids), "stop_token": options.stop_token or "",
-            "raw_prompt": "true" if options.raw else "false",
+            "raw_prompt": "true" if options.raw else "false", "data_path": data_path or "",
         }
         if self.templated:
             return [self.argv[0], *(re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], a) for a in self.argv[1:])]
-        flags = [f"--{name}={values[name]}" for name in PLACEHOLDERS if name not in ("chain", "raw_prompt")]
+        flags = [f"--{name}={values[name]}" for name in PLACEHOLDERS if name not in _OPTIONAL]
         flags.append(f"--raw_prompt={values['raw_prompt']}")
         if options.chain_len is not None:
             flags.append(f"--chain={options.chain_len}")
+        if data_path:
+            flags.append(f"--data_path={data_path}")
         return [*self.argv, *flags]

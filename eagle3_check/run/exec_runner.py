@@ -2,7 +2,8 @@
 
 One process per request, its stdout and stderr read as bytes, a per-request timeout (the
 whole process group is killed), stderr kept for the verdict. The binary gets the program
-file (`--pte`), the tokenizer file and the request as the seed's flags (`exec_protocol`).
+file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
+`--data_path`), the tokenizer file and the request as the seed's flags (`exec_protocol`).
 
 A binary cannot be handed a wrapped program, so what the harness learns is only what the
 binary prints; `exec_check`, `exec_suites` and `exec_golden` judge that.
@@ -96,8 +97,15 @@ class ExecRunner:
                     pass
         return self._chain
 
-    def execute(self, model: str | Path, tokenizer: str | Path, prompt: str, options: RunOptions) -> ProcessRun:
-        argv = self.command.request(str(model), str(tokenizer), prompt, options)
+    def check_data(self, data_path: str | Path | None) -> None:
+        """Refuses (InputError) a templated command with no place for the program's `.ptd`."""
+        self.command.check_data(str(data_path) if data_path else None)
+
+    def execute(self, model: str | Path, tokenizer: str | Path, prompt: str, options: RunOptions,
+                data_path: str | Path | None = None) -> ProcessRun:
+        """One request; `data_path`: the program's external data file (`program_data`), passed as the
+        seed's `--data_path` (or the template's {data_path})."""
+        argv = self.command.request(str(model), str(tokenizer), prompt, options, str(data_path) if data_path else None)
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -167,3 +175,15 @@ def program_file(program) -> Path:
         p = getattr(p, "inner", None)
     raise InputError(f"a {type(program).__name__} program with an exec runner", "a .pte program file",
                      "pass --pte FILE (export one with `eagle3-check export -o FILE.pte`)")
+
+
+def program_data(program) -> Path | None:
+    """The external data file (.ptd) the program was loaded with (through wrappers), or None when
+    its weights are inside the .pte: a binary must be given it too (`--data_path`)."""
+    p = program
+    while p is not None:
+        path = getattr(p, "data_path", None)
+        if path is not None:
+            return Path(path)
+        p = getattr(p, "inner", None)
+    return None

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eagle3_check.errors import OptionError
+
 STOP, MAX_NEW, CONTEXT, EARLY = "stop", "max_new", "context", "stopped early"
 
 
@@ -92,3 +94,29 @@ def prefill_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_
         out.append(step)
         remaining -= step
     return out
+
+
+def runnable_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_window: int | None) -> list[int]:
+    """`prefill_chunks`, refused with a one-line OptionError when a chunk falls below the program's
+    declared min prefill: its prefill cannot take that call (a `.pte` refuses it), so neither the
+    self reference nor a case can run the request on this program.
+
+    The tail rule shortens a chunk to remaining - min_prefill; that is below min_prefill unless
+    chunk >= 2 * min_prefill - 1 (a shortened step is remaining - min with remaining > chunk, so at
+    least chunk - min + 1). Worked example: L = 33, max_prefill 32, min_prefill 9 -> chunk 16;
+    remaining 33: 16 leaves 17 -> 16; remaining 17: 16 would leave 1 < 9 -> 17 - 9 = 8; then 9:
+    plan [16, 8, 9], the 8 is refused (chunk 16 < 2 * 9 - 1 = 17)."""
+    plan = prefill_chunks(prompt_len, max_prefill, min_prefill, sliding_window)
+    short = next((c for c in plan if c < min_prefill), None)
+    if short is None:
+        return plan
+    chunk = prefill_chunk_size(max_prefill, sliding_window)
+    source = "the sliding window" if sliding_window else "max prefill // 2"
+    raise OptionError(
+        f"chunked prefill of L = {prompt_len} plans chunks {plan}: the {short}-token chunk is below the program's "
+        f"declared min prefill {min_prefill} (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
+        f"(remaining - min prefill) with chunk {chunk} ({source})",
+        f"every chunk within the program's prefill range [{min_prefill}, {max_prefill}]",
+        f"export prefill with min 1 (export --min-prefill 1), or with a chunk size of at least 2 x min prefill - 1 "
+        f"= {2 * min_prefill - 1} (max prefill >= {2 * (2 * min_prefill - 1)} without a sliding window) so that no "
+        "tail falls under the min")

@@ -16,17 +16,25 @@ A `SuiteEnv` holds what cases need and nothing case-specific: a program factory 
 program; the eager one builds and caches small programs, a fixed one returns its program),
 a tokenizer, a reference (`greedy(ids, n, stop_ids)` for forcing and prompt picking,
 `score(ids, tokens)` for the verdict; HF or self) and the prompt set.
+
+Errors: an `Eagle3CheckError` raised while one case is set up or run (its K and options, its
+prompt, its chunk plan, the self/HF reference run for it, its stops) fails that case alone, with
+the error's one line, and the suite goes on. Errors about the whole run are raised where the
+run's own inputs are used: the program factory (`env.program_for`: the user's fixture, target,
+device, dtype, memory) and, for a runner binary, the binary and its command line; those are
+wrapped in `about_the_run()` and end the suite as the error they are (the CLI's exit 2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_check.errors import ContractViolation, Eagle3CheckError
+from eagle3_check.errors import Eagle3CheckError, first_line
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
 from eagle3_check.reference.self_ref import SelfReference, self_score
 from eagle3_check.reference.tolerance import Tolerance
@@ -35,7 +43,7 @@ from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.run.rules import runnable_chunks
 from eagle3_check.run.watchdog import RequestTimeout, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.audit import result_problems
@@ -182,15 +190,40 @@ def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseRes
     return result
 
 
+class WholeRun(Exception):
+    """An `Eagle3CheckError` about the whole run met inside a case (`about_the_run`): `_judge`
+    re-raises the error itself, so the suite ends with its one line instead of failing a case."""
+
+    def __init__(self, error: Eagle3CheckError):
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextlib.contextmanager
+def about_the_run():
+    """Marks code that uses the run's own inputs (the program factory, a runner binary): an
+    `Eagle3CheckError` raised there is about every case, so it ends the suite (`WholeRun`)."""
+    try:
+        yield
+    except Eagle3CheckError as e:
+        raise WholeRun(e) from e
+
+
+def case_error(case: Case, e: Eagle3CheckError) -> CaseResult:
+    """A case whose set-up or run raised a user-facing error: it fails with the error's one line
+    (type and message, e.g. "OptionError: chunked prefill of L = 33 plans chunks [16, 8, 9]: ...")."""
+    return CaseResult(case.name, FAIL, f"{type(e).__name__}: {first_line(e)}", {"error": type(e).__name__})
+
+
 def _judge(case: Case, env: SuiteEnv, runner: Runner | None) -> CaseResult:
     try:
         return _run(case, env, runner or ReferenceRunner())
     except CaseSkip as s:
         return CaseResult(case.name, SKIP, str(s))
-    except ContractViolation as e:  # the program broke the contract (e.g. in the reference): a finding
-        return CaseResult(case.name, FAIL, crash_reason(e))
-    except Eagle3CheckError:
-        raise
+    except WholeRun as w:  # the program factory refused the user's fixture, device, dtype, ...
+        raise w.error from None
+    except Eagle3CheckError as e:  # this case's prompt, chunk plan, reference run, ... or a contract
+        return case_error(case, e)  # violation by the program (a finding): this case fails, the suite goes on
     except Exception as e:  # a crashing program or runner fails its case; the suite goes on
         return CaseResult(case.name, FAIL, crash_reason(e))
 
@@ -210,7 +243,8 @@ def case_setup(case: Case, env: SuiteEnv) -> CaseSetup:
     """The case's program, metadata, K and options; CaseSkip where this run cannot take it."""
     if case.fixture and case.fixture != env.fixture:
         raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
-    base = env.program_for(dict(case.spec))
+    with about_the_run():  # the user's fixture/target, device, dtype and memory: the same for every case
+        base = env.program_for(dict(case.spec))
     md = read_metadata(base.metadata())
     k_req = _resolve_k(case, md)
     lo, hi = md.k_range
@@ -237,6 +271,9 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     base_stops = stop_set(env.tokenizer, md, options).ids
     prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, accepts)
     options, patch = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
+    # the plan the call audit expects; a chunk below the program's min prefill fails the case here
+    chunks = runnable_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+        if options.chunked_prefill else None
     tokenizer = patch.tokenizer(env.tokenizer)  # a variant whose EOS differs from the program's
     if patch.changes_program:
         program = _PatchedMetadata(base, patch=patch)
@@ -254,8 +291,6 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     verdict = judge(run, env.score(ids, run.tokens, base), stops, options.max_new_tokens,
                     md.max_seq_len, env.tolerance)
     # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
-    chunks = prefill_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
-        if options.chunked_prefill else None
     structural = call_problems(rec, run, md.max_seq_len, chunks)
     structural += result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len)
     if run.prompt_ids != ids:

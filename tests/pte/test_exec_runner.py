@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -94,11 +95,15 @@ def test_cli_check_with_the_fake_executable(pte_path, tmp_path):
     prompts.write_text(json.dumps({"prompts": [{"id": p.id, "text": p.text} for p in PROMPT]}))
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "eagle3_check.cli", "check", "--pte", str(pte_path), "--prompts", str(prompts),
-           "--max-new-tokens", "8", "--runner", "exec:fixtures/fake_runners/fake_seed_runner", "--json"]
+           "--max-new-tokens", "8", "--runner", "exec:fixtures/fake_runners/fake_seed_runner", "--json",
+           "--junit", str(tmp_path / "check.xml")]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     report = json.loads(p.stdout)
     assert report["passed"] and report["info"]["judged_by"] == {"bytes": 1}
+    (suite,) = ET.parse(tmp_path / "check.xml").getroot().findall("testsuite")  # check --junit, through a binary
+    assert suite.get("name") == f"check K={report['k']}" and suite.get("tests") == "1" and suite.get("failures") == "0"
+    assert [tc.get("name") for tc in suite.iter("testcase")] == [p.id for p in PROMPT]
 
 
 def test_exec_needs_a_pte(tmp_path):

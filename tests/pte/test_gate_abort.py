@@ -1,13 +1,19 @@
 """A `.pte` whose method section is corrupt ends the ExecuTorch runtime's process (SIGABRT from a
 UnicodeDecodeError thrown into C++ while it logs the method): `gate` loads it in a child process
-first (program/pte_probe.py), so its report and JUnit are still written, with the load FAIL."""
+first (program/pte_probe.py), so its report and JUnit are still written, with the load FAIL;
+`check`, `run` and `golden record/verify` with --pte (in-process or through a runner binary) load
+through the same probe, so the file is one error line and exit 2, as other bad input."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +55,38 @@ def test_the_probe_passes_the_good_export(pte_path, tmp_path):
     good = tmp_path / "good.pte"
     shutil.copy(pte_path, good)
     assert probe_load(good) is None
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PTE_GOLDEN = "golden/tiny-llama__pte__cpu__float32__k4__n48.json"
+FAKE = "exec:fixtures/fake_runners/fake_seed_runner"
+COMMANDS = [  # (id, argv after the subcommand with {bad} for the file, {tmp} for a scratch dir)
+    ("check", ["check", "--pte", "{bad}", "--max-new-tokens", "4"]),
+    ("check-suite", ["check", "--pte", "{bad}", "--suite", "budget"]),
+    ("check-exec", ["check", "--pte", "{bad}", "--max-new-tokens", "4", "--runner", FAKE]),
+    ("run", ["run", "--pte", "{bad}", "--prompt", "hi", "--max-new-tokens", "4"]),
+    ("golden-record", ["golden", "record", "--pte", "{bad}", "--only", "capital", "--dir", "{tmp}"]),
+    ("golden-verify", ["golden", "verify", PTE_GOLDEN, "--pte", "{bad}", "--no-baseline"]),
+    ("golden-verify-exec", ["golden", "verify", PTE_GOLDEN, "--pte", "{bad}", "--runner", FAKE]),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_pte(pte_path, tmp_path_factory):
+    return _corrupt(pte_path, tmp_path_factory.mktemp("abort") / "bad.pte")
+
+
+@pytest.mark.parametrize("argv", [c[1] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
+def test_a_pte_that_aborts_the_runtime_is_one_error_line(bad_pte, tmp_path, argv):
+    """In a process of its own: were the probe skipped, the in-process load would end it (rc -6)."""
+    argv = [a.format(bad=bad_pte, tmp=tmp_path) for a in argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHON": sys.executable}
+    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert lines[0].startswith(f"error: --pte {bad_pte}: the ExecuTorch runtime ended the process while loading it "
+                               "(signal SIGABRT"), lines[0]
+    assert "Fix: re-export it with `eagle3-check export`" in lines[0], lines[0]
+    assert not p.stdout.strip(), p.stdout[-500:]  # no partial report
