@@ -99,7 +99,7 @@ def test_the_report_info_and_the_request_details(tokenizer, tmp_path):
     assert hf == own["reference"]  # the HF reference here is the toy itself
     assert "reference" not in report.check("self reference vs HF reference").details
     without = run_gate(_inputs(tokenizer), toy)
-    assert "reference" not in without.check("runner vs HF reference").details
+    assert without.info["pte"] is None and "reference" not in without.check("runner vs HF reference").details
 
 
 def test_progress_names_each_check_and_counts_its_cases(tokenizer):
@@ -131,7 +131,9 @@ def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
 def test_a_plugin_runner_is_the_one_judged(tokenizer):
     toy = ToyProgram()
     lossy = factory("emit_past_max_new")()
-    report = run_gate(_inputs(tokenizer, plugin=lossy, hf_reference=SelfReference(toy)), toy)
+    report = run_gate(_inputs(tokenizer, plugin=lossy, suite="chain/lo", hf_reference=SelfReference(toy)), toy)
+    suite = report.check("edge suites")
+    assert suite.status == FAIL and suite.cases[0].status == FAIL, suite.message
     for name in REQUESTS[:2]:  # one token past max new tokens, judged against both references
         chk = report.check(name)
         assert (chk.status, chk.message) == (FAIL, "0 identical, 0 tie, 2 fail of 2 requests; first failure: hi: "
