@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import torch
-from test_gate_run_units import PROMPTS, Bf16Toy
+from test_gate_run_units import PROMPTS, Bf16Toy, OtherTarget
 from test_gating import KEY, setup
 
 from eagle3_check.gating.check import reference_json
@@ -172,6 +172,17 @@ def test_a_program_that_changed_on_one_request_fails_that_case_and_the_metrics(t
     assert str(baseline) in diffs
     assert (base.status, base.message) == (FAIL, diffs)
     assert [(c.name, c.status, c.message) for c in base.cases] == [(KEY.stem, FAIL, diffs)]
+
+
+def test_every_difference_of_a_request_is_in_its_case(tokenizer, tmp_path):
+    _, path, _ = _recorded(tmp_path, tokenizer)
+    other = OtherTarget(max_seq_len=128, max_prefill=64)  # other tokens, so other rounds too
+    want = gate_goldens([path], build=lambda k: (other, tokenizer))
+    hi = [d.message for d in want.golden_diffs if d.prompt_id == "hi"]
+    assert len(hi) == 2
+    golden = run_gate(_inputs(tokenizer, golden=path), other).check("golden")
+    assert (golden.cases[0].name, golden.cases[0].status, golden.cases[0].message) == (
+        f"{KEY.stem} hi", FAIL, f"{hi[0]}; {hi[1]}")
 
 
 def test_goldens_of_another_fixture_skip_and_a_pte_golden_runs_on_the_given_program(tokenizer, tmp_path):

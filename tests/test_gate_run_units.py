@@ -120,12 +120,13 @@ def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
     assert over.check("self reference vs HF reference").message == (
         "0 identical, 2 tie, 0 fail of 2 prompts: 2 tie positions exceed the tie budget of 0 (0.0% of 24); "
         f"first tie: hi: self vs HF: 1 ties in 12 tokens; first {tie}")
-    within = run_gate(_inputs(tokenizer, hf_reference=TieAt(toy), tie_budget=0.5), toy)
-    assert [(c.status, c.message) for c in within.checks[3:6]] == [
+    within = run_gate(_inputs(tokenizer, hf_reference=TieAt(toy), tie_budget=1.0, suite="chain/lo"), toy)
+    assert [(c.status, c.message) for c in within.checks[2:6]] == [
+        (PASS, "0 passed, 1 tie, 0 fail of 1 cases (1 tie positions, budget 1)"),  # a case counts as one position
         (PASS, "2/2 requests identical"),
-        (PASS, "0 identical, 2 tie, 0 fail of 2 requests (2 tie positions, budget 12)"),
-        (PASS, "0 identical, 2 tie, 0 fail of 2 prompts (2 tie positions, budget 12)")]
-    assert within.info["tie_budget"] == 0.5 and within.passed
+        (PASS, "0 identical, 2 tie, 0 fail of 2 requests (2 tie positions, budget 24)"),
+        (PASS, "0 identical, 2 tie, 0 fail of 2 prompts (2 tie positions, budget 24)")]
+    assert within.info["tie_budget"] == 1.0 and within.passed
 
 
 def test_a_plugin_runner_is_the_one_judged(tokenizer):
@@ -158,9 +159,9 @@ def test_the_edge_suites_judge_against_hf_with_the_gates_fixture(tokenizer):
 def test_a_quantized_program_is_judged_against_itself_and_its_drift_measured(tokenizer):
     """A quantized toy whose draft is always wrong, against the plain toy as HF and as its
     full-precision twin: lossless, identical to HF, but its tau drop fails the drift check."""
-    q, fp = QuantToy(wrong_at=set(range(64))), ToyProgram()
+    q, fp, asked = QuantToy(wrong_at=set(range(64))), ToyProgram(), []
     inputs = _inputs(tokenizer, suite="chain/lo", hf_reference=SelfReference(OtherTarget()),
-                     full_precision=lambda md: fp)
+                     full_precision=lambda md: asked.append(md) or fp)
     report = run_gate(inputs, q)
     assert [c.name for c in report.checks[3:6]] == [*REQUESTS[:2], DRIFT]
     assert report.check("edge suites").status == PASS  # against the program itself, not HF
@@ -169,6 +170,7 @@ def test_a_quantized_program_is_judged_against_itself_and_its_drift_measured(tok
     assert report.check("runner vs HF reference").message == (
         "quantized program (int4-weight g32): the runner is judged against the self reference; its target's "
         "distance from HF is the drift check")
+    assert asked == [q.metadata()]  # the twin is built from the program's metadata
     fp_tau = run_gate(_inputs(tokenizer), fp).tau  # the twin's own tau, on the same prompts and K
     drift = report.check(DRIFT)
     d = drift.details["drift"]

@@ -107,13 +107,13 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     ref = SELF if program_quantization(program.metadata()) is not None else hf
     env = SuiteEnv.fixed(program, inputs.tokenizer, ref, [p.text for p in inputs.prompts], inputs.tolerance,
                          fixture=inputs.fixture)
-    todo = suite_cases(inputs.suite)
-    done = []
+    todo, done = suite_cases(inputs.suite), 0
 
     def on_case(result) -> None:
-        done.append(result)
+        nonlocal done
+        done += 1
         if inputs.on_step:
-            inputs.on_step("edge suites", len(done), len(todo))
+            inputs.on_step("edge suites", done, len(todo))
 
     rep = run_suite(inputs.suite, todo, env, inputs.plugin, on_case=on_case)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
@@ -130,12 +130,13 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
     from eagle3_check.gating.metrics import is_metrics_baseline
 
     metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
-    total, done = total_prompts([inputs.golden]), []
+    total, done = total_prompts([inputs.golden]), 0
 
     def on_prompt(pid) -> None:
-        done.append(pid)
+        nonlocal done
+        done += 1
         if inputs.on_step:
-            inputs.on_step("golden", len(done), total)
+            inputs.on_step("golden", done, total)
 
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
                        pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
