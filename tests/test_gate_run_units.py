@@ -107,6 +107,10 @@ def test_progress_names_each_check_and_counts_its_cases(tokenizer):
     run_gate(_inputs(tokenizer, suite="chain/lo", hf_reference=SelfReference(toy),
                      on_step=lambda *s: steps.append(s)), toy)
     assert steps == [("edge suites", 1, 1), ("requests", 1, 2), ("requests", 2, 2)]
+    steps.clear()
+    run_gate(_inputs(tokenizer, suite="metadata", hf_reference=SelfReference(toy),
+                     on_step=lambda *s: steps.append(s)), toy)
+    assert steps[:4] == [("edge suites", n, 4) for n in (1, 2, 3, 4)]  # the metadata suite's four cases
 
 
 def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
