@@ -5,7 +5,7 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
 2. metadata  - required keys, consistent ranges, vocab sizes vs tokenizer and target
                (`metadata_check.validate_metadata`);
 3. edge suites - the case registry of issue 4 (`eagle3_check.suites`) on this program;
-               skipped while that package is absent;
+               skipped with --suite none or without a reference target;
 4. runner vs self reference - bit-identical tokens (the lossless check, quantized or not);
 5. runner vs HF reference   - bit-identical, with top-1/top-2 margin forensics;
 6. self reference vs HF reference - the program's target equals the HF target;
@@ -52,17 +52,16 @@ from eagle3_check.status import PASS, SKIP
 __all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "run_gate"]
 
 
-
-def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[list[GateCheck], float | None]:
-    """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K."""
-    _dtype_defaults(inputs, program)
-    md = read_metadata(program.metadata())
-    ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
+def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf,
+                  ks: list[int]) -> tuple[list[GateCheck], float | None]:
+    """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K (after `run_gate`'s
+    load check, which set the tie tolerance and budget)."""
     step = inputs.on_step
     rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
                       on_request=(lambda d, t: step("requests", d, t)) if step else None,
                       runner=inputs.plugin)
-    checks = [summarize("runner vs self reference", rc.vs_self, "requests", tie_budget=inputs.tie_budget)]
+    # no tie budget: the self reference has no logits, so its verdicts are never ties (reference/self_ref.py)
+    checks = [summarize("runner vs self reference", rc.vs_self, "requests")]
     quant = program_quantization(program.metadata())
     if hf is None:
         checks += [skip_check("runner vs HF reference", "no reference target given (--target or --fixture)"),
@@ -80,8 +79,6 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf) -> tuple[l
     return checks, rc.tau
 
 
-
-
 def drift_check(program, inputs: GateInputs, quantization: str, rc, ks: list[int]) -> GateCheck:
     """Self reference vs HF full precision for a quantized program (`gating/drift.py`): one JUnit
     case per prompt (its agreement and first divergence), failing only past the thresholds."""
@@ -96,31 +93,27 @@ def drift_check(program, inputs: GateInputs, quantization: str, rc, ks: list[int
 
 def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     """The edge-suite registry (issue 4) on this one program: `SuiteEnv.fixed` ignores spec
-    wishes, so cases needing another export shape skip. Skipped while the registry is absent."""
+    wishes, so cases needing another export shape skip."""
     _dtype_defaults(inputs, program)
     if not inputs.suite:
         return skip_check("edge suites", "disabled (--suite none)")
-    try:
-        from eagle3_check.suites import suite_cases
-        from eagle3_check.suites.execute import SuiteEnv
-        from eagle3_check.suites.report import run_suite
-    except ImportError:
-        return skip_check("edge suites", "edge-suite registry (eagle3_check.suites) not installed")
     if hf is None:
         return skip_check("edge suites", "no reference target given (--target or --fixture)")
-    from eagle3_check.suites.execute import SELF
+    from eagle3_check.suites import suite_cases
+    from eagle3_check.suites.execute import SELF, SuiteEnv
+    from eagle3_check.suites.report import run_suite
 
     # A quantized program is judged against its own greedy decoding (DESIGN §3), not HF's.
     ref = SELF if program_quantization(program.metadata()) is not None else hf
     env = SuiteEnv.fixed(program, inputs.tokenizer, ref, [p.text for p in inputs.prompts], inputs.tolerance,
                          fixture=inputs.fixture)
-    todo = suite_cases(inputs.suite)
-    done = []
+    todo, done = suite_cases(inputs.suite), 0
 
     def on_case(result) -> None:
-        done.append(result)
+        nonlocal done
+        done += 1
         if inputs.on_step:
-            inputs.on_step("edge suites", len(done), len(todo))
+            inputs.on_step("edge suites", done, len(todo))
 
     rep = run_suite(inputs.suite, todo, env, inputs.plugin, on_case=on_case)
     cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
@@ -133,21 +126,17 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
     The gating outcome (runs and, for a metrics baseline, metric diffs) goes into `keep`."""
     if inputs.golden is None:
         return skip_check("golden", "no --golden given")
-    try:
-        from eagle3_check.gating.golden_check import gate_goldens
-    except ImportError:
-        return GateCheck("golden", FAIL, f"--golden {inputs.golden} given but eagle3_check.gating.golden_check is not "
-                         "installed; expected it. Fix: drop --golden or update eagle3_check")
-    from eagle3_check.gating.golden_check import total_prompts
+    from eagle3_check.gating.golden_check import gate_goldens, total_prompts
     from eagle3_check.gating.metrics import is_metrics_baseline
 
     metrics = inputs.baseline if inputs.baseline and is_metrics_baseline(inputs.baseline) else None
-    total, done = total_prompts([inputs.golden]), []
+    total, done = total_prompts([inputs.golden]), 0
 
     def on_prompt(pid) -> None:
-        done.append(pid)
+        nonlocal done
+        done += 1
         if inputs.on_step:
-            inputs.on_step("golden", len(done), total)
+            inputs.on_step("golden", done, total)
 
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
                        pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
@@ -194,8 +183,7 @@ def baseline_check(inputs: GateInputs, tau: float | None, ks: list[int], golden_
 def program_dtype(program) -> str:
     """The dtype a program computes in: a `.pte` reads it from its feature output (`PteBackend.dtype`),
     an eager program from its weights; float32 when the program does not say."""
-    dtype = getattr(program, "dtype", "float32")
-    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    return str(getattr(program, "dtype", "float32")).removeprefix("torch.")  # torch.bfloat16 -> "bfloat16"
 
 
 def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:
@@ -275,14 +263,14 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
             add(chk)
         report.info["runner"] = inputs.runner.name
         return report
+    md = read_metadata(program.metadata())
+    ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     add(timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
-    checks, tau = _run_requests(program, inputs, hf)
+    checks, tau = _run_requests(program, inputs, hf, ks)
     for chk in checks:  # each second counted once (gate_requests.py says whose case pays for what)
         chk.seconds = sum(c.seconds for c in chk.cases)
         add(chk)
     report.tau = tau
-    md = read_metadata(program.metadata())
-    ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     report.info["k"] = ks[0] if len(ks) == 1 else ks
     report.info.update(k_range=list(md.k_range), k_source=md.k_source)
     kept: dict = {}
