@@ -77,6 +77,15 @@ def test_a_file_the_probe_refuses_is_never_loaded_here(tokenizer, tmp_path, monk
     assert _rows(report) == [("load", FAIL, "it died: SIGABRT"), *[(n, SKIP, "program did not load") for n in NAMES[1:]]]
 
 
+def test_a_missing_program_file_fails_the_load_with_the_one_line_error(tokenizer, tmp_path):
+    """Not probed (there is nothing to load in a child): the backend's own error names the path."""
+    report = run_gate(_inputs(tokenizer, pte=tmp_path / "nope.pte"))
+    load = report.checks[0]
+    assert load.status == FAIL and "crashed" not in load.message and "Traceback" not in load.message
+    assert load.message.startswith(f"--pte {tmp_path / 'nope.pte'} does not exist"), load.message
+    assert [c.status for c in report.checks[1:]] == [SKIP] * 7
+
+
 def test_metadata_problems_are_one_case_each_and_the_details_keep_the_raw_metadata(tokenizer, fixture):
     toy = ToyProgram(vocab_size=256)  # the target (and the tokenizer) name 512 ids
     report = run_gate(_inputs(tokenizer, target_dir=fixture.target_dir), toy)

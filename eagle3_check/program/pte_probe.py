@@ -87,7 +87,10 @@ def _finish(proc: subprocess.Popen, p: Path, timeout: float) -> str | InputError
 def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None) -> str | None:
     """None if the `.pte` (with its `.ptd`, when given) loads (every method, the metadata) in a child
     process; else the one-line reason: the child's own error, or how it died (signal, exit code)
-    with the end of its stderr."""
+    with the end of its stderr. A path that is not a regular file is not probed: `PteBackend`'s
+    own one-line error names it."""
+    if not Path(path).is_file():
+        return None
     why = _probe(path, timeout, data_path)
     return None if why is None else str(why)
 
