@@ -6,9 +6,10 @@ positions) wrapped in `RecordingProgram`, so the index arithmetic is exact and v
 
 import pytest
 
+from eagle3_check.errors import OptionError
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import expected_length
+from eagle3_check.run.rules import expected_length, runnable_chunks
 from eagle3_check.suites import toy
 from eagle3_check.suites.instrument import RecordingProgram
 
@@ -187,3 +188,32 @@ def test_expected_length_worked_example():
     ref = list(range(200, 240))
     exp = expected_length(ref, frozenset(), 100, 10, 4, 20, [4, 1])
     assert (exp.length, exp.reason) == (8, "context")
+
+
+# runnable_chunks: the chunk plan, or one line when the tail rule plans a chunk under the program's min
+# (worked example in its docstring: L = 33, max 32, min 9 -> chunk 16 -> [16, 8, 9]).
+_FIX = ("Fix: export prefill with min 1 (export --min-prefill 1), or with a chunk size of at least 2 x min prefill "
+        "- 1 = 17 (max prefill >= 34 without a sliding window) so that no tail falls under the min")
+
+
+@pytest.mark.parametrize("args, plan", [
+    pytest.param((40, 32, 9, None), [16, 15, 9], id="tail-shortened-but-within-min"),
+    pytest.param((33, 34, 9, None), [17, 16], id="chunk-2min-1-never-short"),
+    pytest.param((9, 32, 9, None), [9], id="one-chunk-at-min"),
+])
+def test_runnable_chunks_returns_the_plan_when_every_chunk_fits(args, plan):
+    assert runnable_chunks(*args) == plan
+
+
+@pytest.mark.parametrize("args, head", [
+    pytest.param((33, 32, 9, None), "chunked prefill of L = 33 plans chunks [16, 8, 9]: the 8-token chunk is below the "
+                 "program's declared min prefill 9 (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
+                 "(remaining - min prefill) with chunk 16 (max prefill // 2)", id="half-max-prefill"),
+    pytest.param((20, 32, 9, 6), "chunked prefill of L = 20 plans chunks [6, 5, 9]: the 6-token chunk is below the "
+                 "program's declared min prefill 9 (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
+                 "(remaining - min prefill) with chunk 6 (the sliding window)", id="sliding-window"),
+])
+def test_runnable_chunks_names_the_short_chunk_the_range_and_the_fix(args, head):
+    with pytest.raises(OptionError) as e:
+        runnable_chunks(*args)
+    assert str(e.value) == f"{head}; expected every chunk within the program's prefill range [9, 32]. {_FIX}"
