@@ -301,6 +301,23 @@ def assert_clean_error(capsys, rc: int, named: str, root: Path | None = None, be
     return line
 
 
+@pytest.mark.parametrize("name, content, named", [
+    pytest.param("empty.pte", b"", "empty.pte is empty", id="empty"),
+    pytest.param("nope.pte", None, "nope.pte does not exist", id="missing"),
+])
+def test_a_bad_pte_file_is_named_before_executorch_is_needed(capsys, bad, monkeypatch, name, content, named):
+    """Without executorch (the runtime import fails) a missing or empty .pte is still named as such:
+    the load probe leaves those files to the backend's own checks, which run before the import."""
+    def no_runtime():
+        raise OptionError("executorch is not importable (stubbed)", "the executorch package", "install it")
+
+    monkeypatch.setattr("eagle3_check.program.pte_backend._runtime", no_runtime)
+    path = bad.file(name, content) if content is not None else str(bad.root / name)
+    before = sorted(bad.root.rglob("*"))
+    rc = main(["run", "--prompt", "Hi", "--pte", path])
+    assert_clean_error(capsys, rc, named, bad.root, before)
+
+
 @pytest.mark.parametrize("argv, named", CLI_CASES)
 def test_cli_bad_input(capsys, bad, argv, named):
     args = argv(bad)

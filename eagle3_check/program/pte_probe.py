@@ -41,6 +41,12 @@ _CODE = (
 _SEEN: dict[tuple, str | InputError | None] = {}
 
 
+def _probeable(p: Path) -> bool:
+    """A missing, special or empty file is not probed: `PteBackend`'s own one-line error names it
+    (before executorch is even imported)."""
+    return p.is_file() and p.stat().st_size > 0
+
+
 def _key(p: Path) -> tuple:
     st = p.stat()
     return (str(p.resolve()), st.st_size, st.st_mtime_ns)
@@ -87,9 +93,8 @@ def _finish(proc: subprocess.Popen, p: Path, timeout: float) -> str | InputError
 def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None) -> str | None:
     """None if the `.pte` (with its `.ptd`, when given) loads (every method, the metadata) in a child
     process; else the one-line reason: the child's own error, or how it died (signal, exit code)
-    with the end of its stderr. A path that is not a regular file is not probed: `PteBackend`'s
-    own one-line error names it."""
-    if not Path(path).is_file():
+    with the end of its stderr. A path `_probeable` turns down is not probed."""
+    if not _probeable(Path(path)):
         return None
     why = _probe(path, timeout, data_path)
     return None if why is None else str(why)
@@ -101,7 +106,7 @@ def load_probed(path: str | Path, data_path: str | Path | None = None, timeout: 
     from eagle3_check.program.pte_backend import PteBackend, _runtime
 
     p = Path(path)
-    if p.is_file():  # a missing file: PteBackend's own error names it
+    if _probeable(p):
         key = (*_key(p), str(data_path))
         if key not in _SEEN:
             child = _start(p, data_path)
