@@ -1,7 +1,7 @@
 """A runner binary is given the program's external data file (`--data-path FILE.ptd`) as the seed's
 `--data_path=FILE` (its main.cpp hands that file to the Module), or through the template's
 {data_path}; a template with no place for it is refused with one line before any request runs.
-The end-to-end run with an `export --external-data` program is tests/pte/test_exec_data_path.py."""
+The end-to-end run with an `export --external-data` program is tests/pte/test_exec_data_path_pte.py."""
 
 from __future__ import annotations
 

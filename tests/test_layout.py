@@ -161,3 +161,13 @@ def test_the_rules_see_lazy_imports():
     src = MODULES["gating.gate"].read_text()
     assert "\n    from eagle3_check.suites" in src  # a lazy import (inside a function) the gate really has
     assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["gating.gate"])})
+
+
+def test_test_file_basenames_are_unique():
+    """tests/ has no __init__.py files, so pytest imports each test file by its basename: two files of one
+    name (tests/x.py and tests/pte/x.py) make the second an import-file-mismatch error of the whole run."""
+    tests = Path(__file__).resolve().parent
+    names: dict[str, list[str]] = {}
+    for p in sorted(tests.rglob("test_*.py")):
+        names.setdefault(p.name, []).append(str(p.relative_to(tests)))
+    assert {n: ps for n, ps in names.items() if len(ps) > 1} == {}
