@@ -165,3 +165,11 @@ class Renames:
         assert len(sources) == 1, f"{target} was renamed into place {len(sources)} times: {self.calls}"
         assert sources[0].parent == target.parent and sources[0] != target and not sources[0].exists()
         assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # nothing else left there
+
+    def written_page(self, target: Path) -> Page:
+        """The page at `target`, checked written atomically (`assert_atomic`) and self-contained."""
+        self.assert_atomic(target)
+        doc = target.read_text()
+        self_contained(doc)
+        assert "<script" not in doc.lower()
+        return Page(doc)
