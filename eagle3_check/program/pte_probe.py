@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from eagle3_check.errors import InputError
@@ -52,12 +53,22 @@ def _key(p: Path) -> tuple:
     return (str(p.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def _probe(path: str | Path, timeout: float, data_path: str | Path | None) -> str | InputError | None:
-    """None: loads; an InputError: the child died or hung; a str: the child's own one-line error."""
+def _probe(path: str | Path, timeout: float, data_path: str | Path | None,
+           meanwhile: Callable[[], object] | None = None) -> str | InputError | None:
+    """None: loads; an InputError: the child died or hung; a str: the child's own one-line error.
+    `meanwhile` runs in this process while the child loads (the child is killed if it raises)."""
     p = Path(path)
     key = (*_key(p), str(data_path))
     if key not in _SEEN:
-        _SEEN[key] = _finish(_start(p, data_path), p, timeout)
+        child = _start(p, data_path)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:
+                child.kill()
+                child.communicate()
+                raise
+        _SEEN[key] = _finish(child, p, timeout)
     return _SEEN[key]
 
 
@@ -105,18 +116,9 @@ def load_probed(path: str | Path, data_path: str | Path | None = None, timeout: 
     process (or hangs) is an `InputError` naming the file and the fix, never a dead harness."""
     from eagle3_check.program.pte_backend import PteBackend, _runtime
 
-    p = Path(path)
-    if _probeable(p):
-        key = (*_key(p), str(data_path))
-        if key not in _SEEN:
-            child = _start(p, data_path)
-            try:
-                _runtime()  # this process imports the runtime (most of the cost) while the child loads the file
-            except BaseException:
-                child.kill()
-                child.communicate()
-                raise
-            _SEEN[key] = _finish(child, p, timeout)
-        if isinstance(_SEEN[key], InputError):
-            raise _SEEN[key]
+    if _probeable(Path(path)):
+        # this process imports the runtime (most of the cost) while the child loads the file
+        why = _probe(path, timeout, data_path, meanwhile=_runtime)
+        if isinstance(why, InputError):
+            raise why
     return PteBackend(path, data_path)
