@@ -67,8 +67,21 @@ class Counting:
             log.write("run\\n")
         return ReferenceRunner().run(program, tokenizer, prompt, options)
 '''
+# a user's runner that hangs (sleeps past the limit before its first program call)
+SLEEPY = '''
+import time
+
+from eagle3_check.run.loop import ReferenceRunner
+
+
+class Sleepy:
+    def run(self, program, tokenizer, prompt, options):
+        time.sleep(3)
+        return ReferenceRunner().run(program, tokenizer, prompt, options)
+'''
 BASELINE = default_baseline_path()
 K4 = "tiny-llama__eager__cpu__float32__k4__n48"  # a golden key of tiny-llama in the committed baseline
+K2 = "tiny-llama__eager__cpu__float32__k2__n48"  # another
 # narrow the run: 2 one-token cases, a case that skips on tiny-llama, the 2 prompts, one golden prompt
 SELECT = "one-token/max-new-1 or one-token/max-new-2-full or window-ring or prompts or k4__n48/capital or my_"
 
@@ -217,6 +230,60 @@ def test_the_items_run_under_pytest_xdist(pytester, monkeypatch):
     result.stdout.fnmatch_lines(["*2 workers [[]6 items[]]*"])
 
 
+def _golden_prompts(stem: str) -> list[str]:
+    return [p["prompt_id"] for p in json.loads((golden_root() / f"{stem}.json").read_text())["prompts"]]
+
+
+def test_under_xdist_loadgroup_a_baseline_key_and_its_golden_prompts_share_a_worker(pytester, monkeypatch):
+    """`pytest -n 2 --dist loadgroup`: each golden prompt of a baseline key runs once in the whole
+    run (the counting runner logs every run; on the tree before workers.py it logged 12 runs for
+    these 8 prompts: the baseline item re-ran on its worker the prompts another worker had run)."""
+    pytest.importorskip("xdist", reason="pytest-xdist not installed: pip install -e .[dev]")
+    pytester.makepyfile(counting=COUNTING)
+    # the workers get this process's sys.path as it was when xdist was imported: the project's
+    # conftest puts the project (counting.py) on it
+    pytester.makeconftest("import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n")
+    paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    prompts = _golden_prompts(K4) + _golden_prompts(K2)
+    result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", f"--eagle3-baseline={BASELINE}",
+                                "--eagle3-runner=counting:Counting", "-k", f"{K4} or {K2}", "-n", "2",
+                                "--dist", "loadgroup")
+    result.assert_outcomes(passed=len(prompts) + 2)
+    assert (pytester.path / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
+
+
+@pytest.mark.parametrize("nodeid, group", [
+    (f"eagle3::goldens::{K4}/capital", f"eagle3-{K4}"),
+    (f"eagle3::goldens::{K4}/soup@eagle3-{K4}", f"eagle3-{K4}"),  # the suffix xdist appends under pytest < 9.2
+    (f"eagle3::baseline::{K4}", f"eagle3-{K4}"),
+    (f"eagle3::goldens::{K2}/capital", None),  # no baseline item needs it
+    ("eagle3::prompts::hi", None),
+    (f"test_user.py::test_goldens::{K4}/x", None),
+], ids=["golden-prompt", "golden-prompt-suffixed", "baseline-item", "golden-without-baseline", "prompt", "user-test"])
+def test_the_xdist_group_of_an_item_is_its_baseline_key(nodeid, group):
+    from eagle3_check.pytest_plugin.workers import group_of
+
+    assert group_of(nodeid, {K4}) == group
+
+
+def test_the_xdist_group_marks_name_the_baseline_keys(pytester):
+    """The items of a baseline key carry xdist_group("eagle3-<stem>"): the mark xdist groups by itself
+    (under pytest < 9.2); the other golden items carry none."""
+    pytester.makeconftest('''
+def pytest_collection_finish(session):
+    for item in session.items:
+        print("group:", item.nodeid, [m.args for m in item.iter_markers("xdist_group")])
+''')
+    one_key = _baseline_copy(pytester, lambda entries: [entries.pop(k) for k in list(entries) if k != K4])
+    result = pytester.runpytest(*one_key, "--eagle3-suite=none", "--eagle3-prompts=none", "--collect-only", "-s",
+                                "-k", f"{K4} or {K2}")
+    groups = {line.split()[1]: line.split(" ", 2)[2] for line in result.outlines if line.startswith("group: ")}
+    want = {f"eagle3::goldens::{stem}/{p}": f"[('eagle3-{K4}',)]" if stem == K4 else "[]"
+            for stem in (K4, K2) for p in _golden_prompts(stem)}
+    assert groups == {**want, f"eagle3::baseline::{K4}": f"[('eagle3-{K4}',)]"}
+
+
 def _baseline_copy(pytester, edit) -> list[str]:
     """The committed metrics baseline, edited by `edit(entries)`, as the user's metrics.json."""
     data = json.loads(BASELINE.read_text())
@@ -289,9 +356,17 @@ def test_a_baseline_key_whose_golden_is_absent_or_of_another_fixture_skips_with_
 
 @pytest.mark.parametrize("args, message", [
     (["--eagle3-runner-bin", "./bin"], "--eagle3-runner-bin without --eagle3-pte*"),
-    (["--eagle3-request-timeout", "5"], "--eagle3-request-timeout 5 without --eagle3-runner-bin*"),
+    (["--eagle3-request-timeout", "abc"],  # in-process runners take the timeout too: same rule
+     "--eagle3-request-timeout abc; expected a number of seconds > 0. Fix: pass e.g. --eagle3-request-timeout 120"),
     (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner", "--eagle3-request-timeout=0"],
      "--eagle3-request-timeout 0; expected a number of seconds > 0. Fix: pass e.g. --eagle3-request-timeout 120"),
+    (["--eagle3-data-path=model.ptd"], "--eagle3-data-path */model.ptd without --eagle3-pte; expected "
+     "--eagle3-data-path with the .pte it belongs to. Fix: add --eagle3-pte FILE.pte, or drop --eagle3-data-path"),
+    (["--eagle3-pte=model.pte", "--eagle3-data-path=missing.ptd"],
+     "--eagle3-data-path */missing.ptd does not exist; expected an existing file*"),
+    (["--eagle3-pte=model.pte", "--eagle3-data-path=model.ptd", "--eagle3-runner-bin=./runner -m {model_path}"],
+     "--eagle3-data-path */model.ptd with the runner template *, which has no {data_path} placeholder; expected a "
+     "runner command that passes the program's data file. Fix: add e.g. --data_path={data_path} to the template*"),
     (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./model.pte"],
      "--eagle3-runner-bin 'exec:*/model.pte': */model.pte is not an executable file*"),
     (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner {promt}"],
@@ -299,11 +374,13 @@ def test_a_baseline_key_whose_golden_is_absent_or_of_another_fixture_skips_with_
     (["--eagle3-pte=model.pte", "--eagle3-runner-bin=./runner", "--eagle3-runner=x:y"],
      "--eagle3-runner with --eagle3-runner-bin; expected one runner under test*"),
     (["--eagle3-baseline", "missing.json"], "--eagle3-baseline */missing.json does not exist*"),
-], ids=["bin-without-pte", "timeout-without-bin", "timeout-0", "not-executable", "bad-placeholder", "two-runners",
-        "missing-baseline"])
-def test_a_wrong_runner_binary_or_baseline_option_is_a_one_line_usage_error(pytester, args, message):
-    """Parsed by run/exec_runner.py, as `check --runner exec:... --request-timeout S` is; nothing loads."""
+], ids=["bin-without-pte", "timeout-not-a-number", "timeout-0", "ptd-without-pte", "missing-ptd",
+        "template-without-data-path", "not-executable", "bad-placeholder", "two-runners", "missing-baseline"])
+def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_error(pytester, args, message):
+    """Parsed by run/exec_runner.py, as `check --runner exec:... --request-timeout S --data-path F` is;
+    nothing loads."""
     (pytester.path / "model.pte").write_bytes(b"")  # never loaded: the options are checked first
+    (pytester.path / "model.ptd").write_bytes(b"")
     runner = pytester.path / "runner"
     runner.write_text("#!/bin/sh\n")
     runner.chmod(0o755)
@@ -314,6 +391,47 @@ def test_a_wrong_runner_binary_or_baseline_option_is_a_one_line_usage_error(pyte
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
+@pytest.mark.parametrize("runner, timeout", [
+    ("reference", None), ("eagle3_check.mutants:emit_past_max_new", None), ("reference", "7.5"),
+    ("eagle3_check.mutants:emit_past_max_new", "12"),
+], ids=["reference-unlimited", "plug-in-default", "reference-given", "plug-in-given"])
+def test_the_request_timeout_limits_an_in_process_runner_as_check_does(pytester, runner, timeout):
+    """--eagle3-request-timeout follows `check --request-timeout` (cli.exec_cmd.time_limited): a limit
+    given applies to any runner; without one a plug-in gets 300 s and the reference runner none."""
+    import argparse
+
+    from eagle3_check.cli.exec_cmd import time_limited
+    from eagle3_check.run.watchdog import with_limit
+
+    pytester.makeconftest('''
+def pytest_collection_finish(session):
+    from eagle3_check.pytest_plugin import STATE
+    from eagle3_check.run.watchdog import limit_flag, with_limit
+
+    runner = session.config.stash[STATE].runner
+    print(f"limit: {with_limit(runner)[1]} {limit_flag(runner)}")
+''')
+    args = [f"--eagle3-runner={runner}", *([f"--eagle3-request-timeout={timeout}"] if timeout else [])]
+    result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", *args, "--collect-only", "-q", "-s")
+    cli = time_limited(argparse.Namespace(runner=runner, runner_timeout=float(timeout) if timeout else None), object())
+    seconds = with_limit(cli)[1]
+    flag = "--request-timeout" if seconds is None else "--eagle3-request-timeout"  # the plugin names its own flag
+    result.stdout.fnmatch_lines([f"limit: {seconds} {flag}"])
+
+
+def test_an_in_process_runner_over_the_request_timeout_fails_its_item(pytester, warm):
+    """The hanging runner is abandoned (run/watchdog.py) and the item fails with the limit named."""
+    pytester.makepyfile(sleepy=SLEEPY)
+    pytester.syspathinsert()
+    result = pytester.runpytest(*_project(pytester), "--eagle3-runner=sleepy:Sleepy", "--eagle3-request-timeout=0.3",
+                                "-k", "prompts and hi")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["prompt 'hi' FAIL: timeout: request 'hi' timed out after 0.3 s "
+                                 "(--eagle3-request-timeout 0.3); the run was abandoned. Fix: * or pass a larger "
+                                 "--eagle3-request-timeout*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 def test_a_runner_binary_path_is_resolved_where_the_option_was_given():
     assert resolve_command("./bin/runner --flag x", "/proj") == "exec:/proj/bin/runner --flag x"
     assert resolve_command("exec:../r '{prompt}'", "/proj/sub") == "exec:/proj/r '{prompt}'"
@@ -322,22 +440,26 @@ def test_a_runner_binary_path_is_resolved_where_the_option_was_given():
 
 
 def test_ini_keys_take_the_baseline_and_a_runner_binary_relative_to_the_ini_file(pytester, monkeypatch):
-    """eagle3_runner_bin's program path is the ini file's directory's, wherever pytest is invoked;
-    its arguments and eagle3_request_timeout are kept. Nothing loads: only collected."""
+    """eagle3_runner_bin's program path and eagle3_data_path are the ini file's directory's, wherever
+    pytest is invoked; the binary's arguments and eagle3_request_timeout are kept. Nothing loads: only
+    collected."""
     (pytester.path / "bin").mkdir()
     (pytester.path / "model.pte").write_bytes(b"")
+    (pytester.path / "model.ptd").write_bytes(b"")
     runner = pytester.path / "bin" / "runner"
     runner.write_text("#!/bin/sh\n")
     runner.chmod(0o755)
     pytester.makeini("[pytest]\neagle3_pte = model.pte\neagle3_fixture = tiny-llama\neagle3_suite = none\n"
-                     "eagle3_prompts = none\neagle3_goldens = none\neagle3_runner_bin = bin/runner --flag '{prompt}'\n"
+                     "eagle3_prompts = none\neagle3_goldens = none\neagle3_runner_bin = bin/runner --flag '{prompt}' "
+                     "--data_path={data_path}\neagle3_data_path = model.ptd\n"
                      f"eagle3_request_timeout = 7.5\neagle3_baseline = {BASELINE}\n")
     pytester.makeconftest('''
 def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
 
-    binary = session.config.stash[STATE].exec_runner
-    print(f"binary: {binary.command.argv} {binary.timeout}")
+    state = session.config.stash[STATE]
+    binary = state.exec_runner
+    print(f"binary: {binary.command.argv} {binary.timeout} {state.settings['data_path']}")
 ''')
     (pytester.path / "elsewhere").mkdir()
     monkeypatch.chdir(pytester.path / "elsewhere")
@@ -345,4 +467,5 @@ def pytest_collection_finish(session):
                                 "--collect-only", "-q", "-s")
     keys = json.loads(BASELINE.read_text())["entries"]
     assert [line for line in result.outlines if line.startswith("eagle3::")] == [f"eagle3::baseline::{k}" for k in keys]
-    result.stdout.fnmatch_lines([f"binary: ('{runner}', '--flag', '{{prompt}}') 7.5"])
+    result.stdout.fnmatch_lines([f"binary: ('{runner}', '--flag', '{{prompt}}', '--data_path={{data_path}}') 7.5 "
+                                 f"{pytester.path / 'model.ptd'}"])

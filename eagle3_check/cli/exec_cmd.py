@@ -31,13 +31,9 @@ def time_limited(args: argparse.Namespace, runner):
     """The in-process runner under a per-request limit (`watchdog.TimeLimited`): --request-timeout
     when given; else a plug-in gets the default (300 s) and our own runners (reference, device),
     which may take long on a large model on CPU, run unlimited."""
-    from eagle3_check.run.plugin import ALIASES
-    from eagle3_check.run.watchdog import DEFAULT_REQUEST_TIMEOUT, TimeLimited
+    from eagle3_check.run.watchdog import time_limited as limited
 
-    t = getattr(args, "runner_timeout", None)
-    if t is None and (args.runner in ALIASES or args.runner in ALIASES.values()):
-        return runner
-    return TimeLimited(runner, DEFAULT_REQUEST_TIMEOUT if t is None else t)
+    return limited(runner, args.runner, getattr(args, "runner_timeout", None))
 
 
 def _need_pte(args: argparse.Namespace, command: str) -> None:

@@ -8,7 +8,8 @@ collected and the fixtures skip, naming the option they need.
 
 What lives here: the options, markers, collection hook and fixtures (`__init__`), the lazily
 built program, tokenizer, reference and runner of one test session (`state`), a runner binary
-under test (`binary`), and the test items with their failure texts (`items`).
+under test (`binary`), the test items with their failure texts (`items`), and the pytest-xdist
+scheduler that keeps a baseline key's items on one worker (`workers`).
 
 May import: program, run, reference, suites, gating (lazily, inside functions: test_layout checks that the
 package's module level imports nothing of eagle3_check but the leaves)
@@ -24,6 +25,8 @@ CMD = "command"  # an option whose value is a command line: its program path is 
 # key: (metavar, help, is a path (or CMD)). `--eagle3-KEY` on the command line, `eagle3_KEY` in the ini file.
 OPTIONS: dict[str, tuple[str, str, bool | str]] = {
     "pte": ("FILE", "the ExecuTorch speculator program to test (turns the plugin on)", True),
+    "data_path": ("FILE.ptd", "the .pte's external data file (an export with --external-data): loaded with it, "
+                  "and passed to --eagle3-runner-bin as the seed's --data_path (or its {data_path})", True),
     "fixture": ("NAME", "an embedded fixture: without --eagle3-pte its eager program is tested (turns the "
                 "plugin on); with it, its reference and tokenizer (default: the fixture the .pte's export "
                 "sidecar names)", False),
@@ -38,8 +41,9 @@ OPTIONS: dict[str, tuple[str, str, bool | str]] = {
     "runner_bin": ("CMD", "a runner binary under test instead (the seed runner's flags and output; `exec:` "
                    "optional): one process per request on --eagle3-pte's file, judged as `eagle3-check check "
                    "--runner exec:CMD` judges it", CMD),
-    "request_timeout": ("S", "seconds one request of --eagle3-runner-bin may take (default 300); over it the "
-                        "process group is killed and the item fails", False),
+    "request_timeout": ("S", "seconds one request may take, as `check --request-timeout` (default: 300 for a "
+                        "plug-in --eagle3-runner or a binary, none for the reference runner); over it the item "
+                        "fails (an in-process runner is abandoned, a binary's process group killed)", False),
     "baseline": ("FILE", "a metrics baseline (bench/baselines/metrics.json): one item per key in it, gated "
                  "exactly over the runs of that key's golden", True),
     "reference": ("hf|self", "greedy reference: hf (Transformers, the default) or self (the program's own "
@@ -89,6 +93,8 @@ def read_settings(config: pytest.Config) -> dict[str, str | None]:
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    if not config.pluginmanager.hasplugin("xdist"):  # the items' xdist_group mark, known under --strict-markers
+        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's --dist loadgroup group (unused here)")
     settings = read_settings(config)
     if not (settings["pte"] or settings["fixture"]):
         return  # off: nothing below runs, nothing of eagle3_check is imported
@@ -119,6 +125,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.extend(collect(session, state))
     except Eagle3CheckError as e:
         raise pytest.UsageError(f"eagle3: {e}") from None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`: a baseline key's golden prompts and its baseline item on one worker (workers.py)."""
+    state = config.stash.get(STATE, None)
+    if state is None or config.getvalue("dist") != "loadgroup":
+        return None  # xdist's own scheduler
+    from eagle3_check.errors import Eagle3CheckError
+    from eagle3_check.pytest_plugin.workers import make_scheduler
+
+    try:
+        stems = set(state.baseline)
+    except Eagle3CheckError:  # a bad baseline: the workers' collection reports it
+        return None
+    return make_scheduler(config, log, stems)
 
 
 def _state(request: pytest.FixtureRequest):

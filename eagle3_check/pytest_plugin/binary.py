@@ -2,7 +2,8 @@
 
 The options are parsed by `run.exec_runner` (`resolve_command`, `exec_runner`: the parser of
 `check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
-`--eagle3-pte`. Its suite cases and prompts are judged by `gating.exec_suites` / `exec_check`
+`--eagle3-pte`, and gets its `.ptd` (`--eagle3-data-path`) as the seed's `--data_path` (a template
+without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are judged by `gating.exec_suites` / `exec_check`
 (items.py); its golden prompts here, by `gating.exec_golden`, with that module's rules for which
 goldens a binary can run.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from eagle3_check.errors import InputError, OptionError
 
-FLAG, TIMEOUT_FLAG = "--eagle3-runner-bin", "--eagle3-request-timeout"
+FLAG, TIMEOUT_FLAG, DATA_FLAG = "--eagle3-runner-bin", "--eagle3-request-timeout", "--eagle3-data-path"
 
 
 def exec_runner_from(s: dict[str, str | None]):
@@ -21,17 +22,16 @@ def exec_runner_from(s: dict[str, str | None]):
     from eagle3_check.run.exec_runner import exec_runner, resolve_command
 
     if not s["runner_bin"]:
-        if s["request_timeout"] is not None:
-            raise OptionError(f"{TIMEOUT_FLAG} {s['request_timeout']} without {FLAG}", "a runner binary to time",
-                              f"pass {FLAG} CMD, or drop the timeout")
         return None
     if not s["pte"]:
         raise InputError(f"{FLAG} without --eagle3-pte", "the .pte file the binary runs",
                          "pass --eagle3-pte FILE (export one with `eagle3-check export -o FILE.pte`)")
     if s["runner"]:
         raise OptionError(f"--eagle3-runner with {FLAG}", "one runner under test", "drop one of them")
-    return exec_runner(resolve_command(s["runner_bin"], s["runner_bin_dir"], FLAG), s["request_timeout"], FLAG,
-                       TIMEOUT_FLAG)
+    runner = exec_runner(resolve_command(s["runner_bin"], s["runner_bin_dir"], FLAG), s["request_timeout"], FLAG,
+                         TIMEOUT_FLAG)
+    runner.check_data(s["data_path"], DATA_FLAG)  # a template with no {data_path}: refused as `check` refuses it
+    return runner
 
 
 def golden_why(state, golden) -> str | None:
@@ -48,10 +48,11 @@ def golden_diffs(state, golden, prompt) -> list[str]:
     from eagle3_check.gating.exec_golden import compare_prompt
     from eagle3_check.program.contract import read_metadata
     from eagle3_check.run.byte_pieces import BytePieces
-    from eagle3_check.run.exec_runner import binary_options
+    from eagle3_check.run.exec_runner import binary_options, program_data
 
     md = read_metadata(state.program.metadata())
     golden.check_vocab(md.vocab_size or state.tokenizer.vocab_size)
     pieces = BytePieces.from_tokenizer_json(state.tokenizer.path)
     return compare_prompt(golden.key.stem, prompt, golden, state.exec_runner, Path(state.settings["pte"]),
-                          state.tokenizer, pieces, binary_options(golden.run_options(), md), {})
+                          state.tokenizer, pieces, binary_options(golden.run_options(), md), {},
+                          program_data(state.program))

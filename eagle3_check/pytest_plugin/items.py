@@ -14,6 +14,11 @@ line. An item's location (in skip lines and failure headers) is where it is writ
 case in its suite module, the prompt in its prompt set, the prompt in its golden file, the key in
 the baseline. With a runner binary (--eagle3-runner-bin) the same items run through it and are
 judged by `gating/exec_*`; a failure also shows the binary's exit and the end of its stderr.
+
+A golden prompt runs once per process (`state.golden_run`), shared by its golden item and the
+baseline item of its key. Under pytest-xdist each worker is a process: both kinds of item of a
+baseline key carry `xdist_group("eagle3-<stem>")`, and `--dist loadgroup` sends them to one worker
+(workers.py), so no worker re-runs a prompt another one ran (`-n` alone, `--dist load`, does not).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.pytest_plugin.workers import XDIST_GROUP
 from eagle3_check.status import FAIL, SKIP, TIE
 
 
@@ -140,6 +146,7 @@ class GoldenItem(Eagle3Item):
     def __init__(self, *, golden, prompt, why, **kw):
         super().__init__(**kw)
         self.golden, self.prompt, self.why = golden, prompt, why
+        self.stem = golden.key.stem
 
     def runtest(self):
         state = self.state
@@ -236,6 +243,9 @@ def collect(session: pytest.Session, state) -> list[Eagle3Item]:
         group = Eagle3Node.from_parent(root, name="baseline")
         out += [BaselineItem.from_parent(group, name=stem, state=state, stem=stem, source=state.baseline_path,
                                          needle=f'"{stem}"') for stem in state.baseline]
+    for item in out:  # `pytest -n N --dist loadgroup`: a baseline key's golden prompts and its item on one
+        if getattr(item, "stem", None) in state.baseline:  # worker, which runs each prompt once for both
+            item.add_marker(pytest.mark.xdist_group(f"{XDIST_GROUP}{item.stem}"))
     # counted like collected items ("collected N items"): the terminal counts collect reports
     session.ihook.pytest_collectreport(report=pytest.CollectReport(root.nodeid, "passed", None, out))
     return out

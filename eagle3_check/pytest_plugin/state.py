@@ -31,22 +31,28 @@ NONE = "none"
 
 
 class Eagle3State:
-    def __init__(self, settings: dict[str, str | None], exec_runner=None):
+    def __init__(self, settings: dict[str, str | None], exec_runner=None, timeout: float | None = None):
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
         self.exec_runner = exec_runner  # run.exec_runner.ExecRunner with --eagle3-runner-bin, else None
+        self.timeout = timeout  # --eagle3-request-timeout in seconds (None: not given)
         self._runs: dict[tuple[str, str], object] = {}  # (golden stem, prompt id) -> RunResult
         self._tmp: tempfile.TemporaryDirectory | None = None
 
     @classmethod
     def from_settings(cls, s: dict[str, str | None]) -> Eagle3State:
         """Checks every option before anything loads; a one-line error names the first wrong one."""
-        for key, want in (("pte", "is_file"), ("target", "is_dir"), ("tokenizer", "is_file"),
+        for key, want in (("pte", "is_file"), ("data_path", "is_file"), ("target", "is_dir"), ("tokenizer", "is_file"),
                           ("prompts", "is_file"), ("goldens", "exists"), ("baseline", "is_file")):
             v = s[key]
             if v and v != NONE and not getattr(Path(v), want)():
                 kind = {"is_file": "an existing file", "is_dir": "an existing directory"}.get(want, "an existing path")
-                raise InputError(f"--eagle3-{key} {v} does not exist", kind, f"fix the path given to --eagle3-{key}")
+                flag = f"--eagle3-{key.replace('_', '-')}"
+                raise InputError(f"{flag} {v} does not exist", kind, f"fix the path given to {flag}")
+        if s["data_path"] and not s["pte"]:  # as `check --data-path` without --pte
+            raise InputError(f"--eagle3-data-path {s['data_path']} without --eagle3-pte",
+                             "--eagle3-data-path with the .pte it belongs to",
+                             "add --eagle3-pte FILE.pte, or drop --eagle3-data-path")
         if s["target"] and s["fixture"]:
             raise InputError("--eagle3-fixture with --eagle3-target", "one or the other", "drop one of them")
         if s["target"] and not s["pte"]:
@@ -60,9 +66,11 @@ class Eagle3State:
         n = s["max_new_tokens"]
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise OptionError(f"--eagle3-max-new-tokens {n}", "an integer >= 1", "pass e.g. 64")
-        from eagle3_check.pytest_plugin.binary import exec_runner_from
+        from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG, exec_runner_from
+        from eagle3_check.run.exec_runner import request_timeout
 
-        return cls(s, exec_runner_from(s))
+        timeout = request_timeout(s["request_timeout"], TIMEOUT_FLAG)  # `check --request-timeout`'s rule
+        return cls(s, exec_runner_from(s), timeout)
 
     # --- what the program is judged with ---------------------------------------------------
 
@@ -92,7 +100,7 @@ class Eagle3State:
         if self.settings["pte"]:
             from eagle3_check.program.pte_backend import PteBackend
 
-            return PteBackend(self.settings["pte"])
+            return PteBackend(self.settings["pte"], self.settings["data_path"])
         return self.program_for({})
 
     def program_for(self, spec: dict[str, int]):
@@ -144,9 +152,14 @@ class Eagle3State:
 
     @cached_property
     def runner(self):
+        """The in-process runner, under `check --request-timeout`'s rule (`watchdog.time_limited`):
+        --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner."""
+        from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG
         from eagle3_check.run.plugin import load_runner
+        from eagle3_check.run.watchdog import time_limited
 
-        return load_runner(self.settings["runner"] or "reference")
+        spec = self.settings["runner"] or "reference"
+        return time_limited(load_runner(spec), spec, self.timeout, TIMEOUT_FLAG)
 
     @property
     def runner_name(self) -> str:

@@ -23,7 +23,13 @@ import copy
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.result import RunResult
-from eagle3_check.run.watchdog import RequestTimeout, captured_stdout, run_limited, with_limit
+from eagle3_check.run.watchdog import (
+    RequestTimeout,
+    captured_stdout,
+    limit_flag,
+    run_limited,
+    with_limit,
+)
 
 CRASHED = "crashed"  # the stop reason of the empty RunResult that stands in for a crashed run
 
@@ -49,6 +55,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     captured, within the runner's time limit (`what` names the request in a timeout); any
     exception or SystemExit, a timeout, a non-RunResult return, output on stdout or a field of
     the wrong type is turned into `RunCrash` with the one-line reason."""
+    flag = limit_flag(runner)
     runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
     own_prompt = list(prompt) if isinstance(prompt, (list, tuple)) else prompt
@@ -56,7 +63,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     try:
         with captured_stdout() as printed:  # stdout is the report's channel (--json)
             run = run_limited(lambda prog: runner.run(prog, tokenizer, own_prompt, own_options), program,
-                              seconds, name)
+                              seconds, name, flag)
     except RequestTimeout as e:
         raise RunCrash(str(e)) from None
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the code under test raises is a finding

@@ -134,10 +134,10 @@ class ExecCommand:
     def templated(self) -> bool:
         return any("{" in a for a in self.argv[1:])
 
-    def check_data(self, data_path: str | None) -> None:
-        """A template that has no {data_path} cannot pass the program's `.ptd`: refused."""
+    def check_data(self, data_path: str | None, flag: str = "--data-path") -> None:
+        """A template that has no {data_path} cannot pass the program's `.ptd` (given by `flag`): refused."""
         if data_path and self.templated and not any("{data_path}" in a for a in self.argv[1:]):
-            raise InputError(f"--data-path {data_path} with the runner template {shlex.join(self.argv)!r}, which has "
+            raise InputError(f"{flag} {data_path} with the runner template {shlex.join(self.argv)!r}, which has "
                              "no {data_path} placeholder", "a runner command that passes the program's data file",
                              "add e.g. --data_path={data_path} to the template (the seed's flag), or drop the "
                              "placeholders to get the seed's flags")

@@ -97,9 +97,9 @@ class ExecRunner:
                     pass
         return self._chain
 
-    def check_data(self, data_path: str | Path | None) -> None:
-        """Refuses (InputError) a templated command with no place for the program's `.ptd`."""
-        self.command.check_data(str(data_path) if data_path else None)
+    def check_data(self, data_path: str | Path | None, flag: str = "--data-path") -> None:
+        """Refuses (InputError) a templated command with no place for the program's `.ptd` (`flag`'s)."""
+        self.command.check_data(str(data_path) if data_path else None, flag)
 
     def execute(self, model: str | Path, tokenizer: str | Path, prompt: str, options: RunOptions,
                 data_path: str | Path | None = None) -> ProcessRun:

@@ -15,9 +15,11 @@ A subprocess was the alternative: it can be killed, but the program (an eager mo
 cannot be shared with a child without re-building it per request (fork after CUDA is unsafe).
 Runner binaries (`--runner exec:PATH`) are processes already: their process group is killed.
 
-`TimeLimited(runner, seconds)` asks for a limit (the CLI wraps a plug-in runner in one: 300 s, or
---request-timeout); a bare runner (the library's default, our own reference runner) runs
-unlimited in the caller's thread. `with_limit(runner)` unwraps it.
+`TimeLimited(runner, seconds)` asks for a limit; a bare runner (the library's default, our own
+reference runner) runs unlimited in the caller's thread. `with_limit(runner)` unwraps it.
+`time_limited(runner, spec, seconds)` is the one rule of `check --request-timeout` and the pytest
+plugin's `--eagle3-request-timeout`: a limit given applies to any in-process runner; without one a
+plug-in gets 300 s and our own runners (reference, device: long on a large model on CPU) none.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from eagle3_check.program.contract import ProgramWrapper
 
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds a plug-in's request may take by default (CPU fixtures: < 1 s)
+FLAG = "--request-timeout"  # the option named in a timeout's message (the plugin's: --eagle3-request-timeout)
 GRACE_S = 2.0  # after a timeout, how long an abandoned program call gets to return
 _ABANDONED: weakref.WeakSet = weakref.WeakSet()  # threads of abandoned runs (their stdout is dropped);
 # Thread objects, not idents: an ident is reused by a later thread, whose output must not be dropped
@@ -54,6 +57,7 @@ class TimeLimited:
 
     runner: object
     seconds: float
+    flag: str = FLAG  # the option that gave the limit, named in a timeout's message
 
     def run(self, program, tokenizer, prompt, options):
         return self.runner.run(program, tokenizer, prompt, options)
@@ -64,6 +68,21 @@ def with_limit(runner) -> tuple[object, float | None]:
     if isinstance(runner, TimeLimited):
         return runner.runner, runner.seconds
     return runner, None
+
+
+def limit_flag(runner) -> str:
+    """The option a `TimeLimited` runner's limit came from (FLAG for any other runner)."""
+    return runner.flag if isinstance(runner, TimeLimited) else FLAG
+
+
+def time_limited(runner, spec: str, seconds: float | None, flag: str = FLAG):
+    """`runner` (loaded from `spec`) under the per-request limit the options give: `seconds` when
+    given, else DEFAULT_REQUEST_TIMEOUT for a plug-in and none for our own runners (`ALIASES`)."""
+    from eagle3_check.run.plugin import ALIASES
+
+    if seconds is None and (spec in ALIASES or spec in ALIASES.values()):
+        return runner
+    return TimeLimited(runner, DEFAULT_REQUEST_TIMEOUT if seconds is None else seconds, flag)
 
 
 class Revocable(ProgramWrapper):
@@ -150,11 +169,12 @@ def captured_stdout() -> Iterator[io.StringIO]:
             sys.stdout = prev
 
 
-def run_limited(fn: Callable[[Revocable], object], program, seconds: float | None, what: str) -> object:
+def run_limited(fn: Callable[[Revocable], object], program, seconds: float | None, what: str,
+                flag: str = FLAG) -> object:
     """`fn(handle)` in a daemon worker thread, `handle` a `Revocable` over `program`; returns its
     result or raises what it raised (SystemExit included). After `seconds`, raises RequestTimeout
-    and abandons the worker (see the module doc). A program left busy by an earlier timeout raises
-    RequestTimeout at once, without running `fn`."""
+    (naming `flag`, the option that gave the limit) and abandons the worker (see the module doc).
+    A program left busy by an earlier timeout raises RequestTimeout at once, without running `fn`."""
     if seconds is None:  # no limit: the caller's own thread, as a plain call
         return fn(program)
     busy = busy_reason(program)
@@ -177,7 +197,7 @@ def run_limited(fn: Callable[[Revocable], object], program, seconds: float | Non
     worker.join(seconds)
     if worker.is_alive():
         _ABANDONED.add(worker)
-        why = f"request {what} timed out after {seconds:g} s (--request-timeout {seconds:g})"
+        why = f"request {what} timed out after {seconds:g} s ({flag} {seconds:g})"
         handle.revoked = f"{why}; this run was abandoned"
         method = handle.in_call
         deadline = time.monotonic() + GRACE_S
@@ -188,7 +208,7 @@ def run_limited(fn: Callable[[Revocable], object], program, seconds: float | Non
                 _BUSY[root_of(program)] = f"{why} inside the program's {handle.in_call}, which has not returned"
         where = f" inside {method}" if method else ""
         raise RequestTimeout(f"timeout: {why}{where}; the run was abandoned. Fix: make the runner return "
-                             "within the limit (a loop that never ends?) or pass a larger --request-timeout")
+                             f"within the limit (a loop that never ends?) or pass a larger {flag}")
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["value"]

@@ -44,7 +44,7 @@ from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
 from eagle3_check.run.rules import runnable_chunks
-from eagle3_check.run.watchdog import RequestTimeout, run_limited, with_limit
+from eagle3_check.run.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.case import Case
@@ -347,7 +347,8 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
     rec = RecordingProgram(program)
     inner, seconds = with_limit(runner)  # a hang here is a finding too, never the end of the suite
     try:
-        run = run_limited(lambda prog: inner.run(prog, env.tokenizer, prompt, options), rec, seconds, case.name)
+        run = run_limited(lambda prog: inner.run(prog, env.tokenizer, prompt, options), rec, seconds, case.name,
+                          limit_flag(runner))
     except RequestTimeout as e:
         return CaseResult(case.name, FAIL, str(e), {"L": L, "K": k})
     except Eagle3CheckError as e:
