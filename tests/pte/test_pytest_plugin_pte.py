@@ -4,6 +4,7 @@ export sidecar names; the `.pte` golden applies (and the eager ones of the same 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -84,3 +85,65 @@ def test_a_runner_binary_runs_the_items(pytester, pte_program, hf_reference, pte
     result.stdout.fnmatch_lines(lines, consecutive=False)
     out = result.stdout.str()
     assert "Traceback" not in out and "eagle3_check/pytest_plugin" not in out
+
+
+# --eagle3-data-path: an `export --external-data` program (weights in the .ptd beside the .pte)
+PTD_SELECT = f"one-token/max-new-2-full or (prompts and hi) or {PTE_GOLDEN}/capital or my_request"
+
+
+def _ptd_args(ptd_pte_path, *extra: str) -> list[str]:
+    return ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", f"--eagle3-pte={ptd_pte_path}",
+            "--eagle3-max-new-tokens=8", *extra, "-k", PTD_SELECT, "-v"]
+
+
+def test_a_pte_with_external_data_runs_with_its_data_path(pytester, pte_program, hf_reference, ptd_pte_path):
+    """In process: the program is loaded with the .ptd and every item passes (the .pte golden too:
+    the same weights, placed outside the .pte)."""
+    from eagle3_check.program.sidecar import data_path_for
+
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest(*_ptd_args(ptd_pte_path, f"--eagle3-data-path={data_path_for(ptd_pte_path)}"))
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([f"eagle3::goldens::{PTE_GOLDEN}/capital PASSED*"], consecutive=False)
+
+
+def test_a_pte_that_needs_its_data_path_fails_each_item_with_the_clis_line(pytester, pte_program, hf_reference,
+                                                                            ptd_pte_path, tmp_path):
+    """Without --eagle3-data-path every item (and the user's fixture) fails with the one line
+    `check --pte` gives for the same program, never a traceback."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    cli = subprocess.run([sys.executable, "-m", "eagle3_check.cli", "check", "--pte", str(ptd_pte_path),
+                          "--max-new-tokens", "4"], cwd=root, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli.stderr
+    line = cli.stderr.strip().removeprefix("error: ")
+    assert "cannot be loaded" in line and "--data-path FILE.ptd" in line, line
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest(*_ptd_args(ptd_pte_path))
+    result.assert_outcomes(failed=3, errors=1)  # the user's test errors in its fixture's setup
+    out = result.stdout.str()
+    # the failure reports, not the short summary (which CI=true prints in full too)
+    report = result.outlines[:next(i for i, text in enumerate(result.outlines) if "short test summary" in text)]
+    assert report.count(f"error: {line}") == 3, out[-3000:]
+    assert sum(text.endswith(f"eagle3: {line}") for text in report) == 1, out[-3000:]
+    assert "Traceback" not in out and "eagle3_check/pytest_plugin" not in out
+
+
+def test_a_runner_binary_gets_the_data_path(pytester, pte_program, hf_reference, ptd_pte_path, tmp_path,
+                                            monkeypatch):
+    """--eagle3-runner-bin on the .ptd program: every request's argv carries the seed's --data_path
+    (the fake seed runner loads the program with it and exits 1 without it)."""
+    from eagle3_check.program.sidecar import data_path_for
+
+    monkeypatch.setenv("FAKE_RUNNER_ARGV", str(tmp_path))
+    ptd = data_path_for(ptd_pte_path)
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest(*_ptd_args(ptd_pte_path, f"--eagle3-data-path={ptd}",
+                                           f"--eagle3-runner-bin={sys.executable} {FAKE} --fake_ids=true"))
+    result.assert_outcomes(passed=4)
+    argvs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("argv-*.json"))]
+    assert len(argvs) >= 4 and all(f"--data_path={ptd}" in a and f"--model_path={ptd_pte_path}" in a
+                                   for a in argvs), argvs
