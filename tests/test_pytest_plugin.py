@@ -269,7 +269,8 @@ def test_the_xdist_group_of_an_item_is_its_baseline_key(nodeid, group):
 
 def test_the_xdist_group_marks_name_the_baseline_keys(pytester):
     """The items of a baseline key carry xdist_group("eagle3-<stem>"): the mark xdist groups by itself
-    (under pytest < 9.2); the other golden items carry none."""
+    (under pytest < 9.2); the other golden items carry none. Without pytest-xdist the plugin declares
+    the mark itself (--strict-markers) and its xdist hook is optional."""
     pytester.makeconftest('''
 def pytest_collection_finish(session):
     for item in session.items:
@@ -277,7 +278,8 @@ def pytest_collection_finish(session):
 ''')
     one_key = _baseline_copy(pytester, lambda entries: [entries.pop(k) for k in list(entries) if k != K4])
     result = pytester.runpytest(*one_key, "--eagle3-suite=none", "--eagle3-prompts=none", "--collect-only", "-s",
-                                "-k", f"{K4} or {K2}")
+                                "-k", f"{K4} or {K2}", "-p", "no:xdist", "--strict-markers")
+    assert result.ret == pytest.ExitCode.OK
     groups = {line.split()[1]: line.split(" ", 2)[2] for line in result.outlines if line.startswith("group: ")}
     want = {f"eagle3::goldens::{stem}/{p}": f"[('eagle3-{K4}',)]" if stem == K4 else "[]"
             for stem in (K4, K2) for p in _golden_prompts(stem)}

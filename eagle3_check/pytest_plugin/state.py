@@ -4,15 +4,17 @@
 wrong option is a one-line usage error before collection; the program loads when the first item
 or fixture needs it (once per process: under pytest-xdist once per worker).
 
-The program is the `.pte` (`--eagle3-pte`, CPU float32), or without one the embedded fixture's
-eager program (CPU float32). The reference and tokenizer of a `.pte` are the ones `check --pte`
-uses (`program.pte_source`): `--eagle3-target`/`--eagle3-tokenizer`, else the
-fixture (`--eagle3-fixture`, else the one its export sidecar names).
+The program is the `.pte` (`--eagle3-pte`, CPU float32; with `--eagle3-data-path`, loaded with
+its `.ptd`), or without one the embedded fixture's eager program (CPU float32). The reference and
+tokenizer of a `.pte` are the ones `check --pte` uses (`program.pte_source`):
+`--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
+export sidecar names).
 
-The runner under test is in-process (`--eagle3-runner`, default the reference runner) or a
-runner binary (`--eagle3-runner-bin`, `exec_runner`) that runs the `.pte` file itself, judged by
-`gating/exec_*` as `check --runner exec:` judges it. A golden prompt runs once per session: its
-golden item and the metrics-baseline item of its key share the run (`golden_run`).
+The runner under test is in-process (`--eagle3-runner`, default the reference runner; limited per
+request as `check --request-timeout` limits it, `watchdog.time_limited`) or a runner binary
+(`--eagle3-runner-bin`, `exec_runner`) that runs the `.pte` file itself, judged by `gating/exec_*`
+as `check --runner exec:` judges it. A golden prompt runs once per session: its golden item and
+the metrics-baseline item of its key share the run (`golden_run`).
 """
 
 from __future__ import annotations
