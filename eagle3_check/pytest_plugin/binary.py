@@ -3,9 +3,9 @@
 The options are parsed by `run.exec_runner` (`resolve_command`, `exec_runner`: the parser of
 `check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
 `--eagle3-pte`, and gets its `.ptd` (`--eagle3-data-path`) as the seed's `--data_path` (a template
-without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are judged by `gating.exec_suites` / `exec_check`
-(items.py); its golden prompts here, by `gating.exec_golden`, with that module's rules for which
-goldens a binary can run.
+without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are
+judged by `gating.exec_suites` / `exec_check` (items.py); its golden prompts here, by
+`gating.exec_golden`, with that module's rules for which goldens a binary can run.
 """
 
 from __future__ import annotations
