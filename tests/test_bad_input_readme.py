@@ -53,3 +53,19 @@ def test_bad_input_is_one_line(capsys, tmp_path, argv, named):
     before = sorted(tmp_path.rglob("*"))
     line = assert_clean_error(capsys, main(args), named.format(d=tmp_path), tmp_path, before)
     assert "Traceback" not in line
+
+
+def test_a_tiny_memory_budget_names_real_sizes(capsys, tmp_path):
+    """`check --max-memory 0.000001` said "needs about 0.00 GiB ... but 0.00 GiB is the budget":
+    sizes under 0.01 GiB now keep three significant digits."""
+    line = assert_clean_error(capsys, main(["check", "--max-memory", "0.000001"]), "GiB is the --max-memory budget")
+    assert "0.00 GiB" not in line and "9.99e-07 GiB is the --max-memory budget" in line, line
+
+
+@pytest.mark.parametrize("n, text", [(0, "0.00"), (1 << 29, "0.50"), (1 << 30, "1.00"), (1 << 10, "9.54e-07"),
+                                     (int(0.0099 * (1 << 30)), "0.0099")],
+                         ids=["zero", "half", "one", "one-kib", "just-below-0.01"])
+def test_gib_format(n, text):
+    from eagle3_check.resources import gib
+
+    assert gib(n) == text
