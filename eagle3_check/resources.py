@@ -51,7 +51,14 @@ class Estimate:
         return sum(self.parts.values())
 
     def describe(self) -> str:
-        return ", ".join(f"{k} {v / GiB:.2f}" for k, v in self.parts.items())
+        return ", ".join(f"{k} {gib(v)}" for k, v in self.parts.items())
+
+
+def gib(n: int | float) -> str:
+    """Bytes as GiB: two decimals, or three significant digits below 0.01 GiB (a tiny --max-memory
+    must not read "needs 0.00 GiB but 0.00 GiB is the budget"): 0.5 GiB -> '0.50', 1 KiB -> '9.54e-07'."""
+    v = n / GiB
+    return f"{v:.2f}" if v == 0 or v >= 0.01 else f"{v:.3g}"
 
 
 def _get(cfg, key: str):
@@ -132,10 +139,10 @@ def check_fits(est: Estimate, device: str, what: str, fix: str) -> None:
     budget = _BUDGET[0]
     have, where = (budget, "the --max-memory budget") if budget is not None else available(device)
     if est.total > have:
-        raise InputError(f"{what} needs about {est.total / GiB:.2f} GiB ({est.describe()} GiB) but "
-                         f"{have / GiB:.2f} GiB is {where}", "an estimate within the memory available",
+        raise InputError(f"{what} needs about {gib(est.total)} GiB ({est.describe()} GiB) but "
+                         f"{gib(have)} GiB is {where}", "an estimate within the memory available",
                          fix + ", or pass --max-memory GIB to state a larger budget")
     if device.startswith("cuda") and budget is None and est.host_peak > host_available():
-        raise InputError(f"{what} loads {est.host_peak / GiB:.2f} GiB of target weights on the host first but "
-                         f"{host_available() / GiB:.2f} GiB is available on this host", "room to load the weights",
+        raise InputError(f"{what} loads {gib(est.host_peak)} GiB of target weights on the host first but "
+                         f"{gib(host_available())} GiB is available on this host", "room to load the weights",
                          fix + ", or pass --max-memory GIB to state a larger budget")

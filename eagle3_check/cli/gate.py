@@ -25,7 +25,7 @@ examples:
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
   eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
-  eagle3-check gate --pte q4.pte --min-agreement 0.8 --max-tau-drop 0.5   # a quantized export: drift bounds
+  eagle3-check gate --pte q4.pte --min-agreement 0.5 --max-tau-drop 0.4   # a quantized export: drift bounds (int4 measured 0.585, 0.36)
 """
 
 

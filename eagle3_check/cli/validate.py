@@ -127,6 +127,10 @@ def _paths(args: argparse.Namespace) -> None:
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
         if not Path(value).is_dir():
             regular_file(value, "golden", "pass a golden file or a directory of them")
+    root = getattr(args, "root", None)  # `fixtures build --root DIR`: created when missing, never a file
+    if root and Path(root).exists() and not Path(root).is_dir():
+        raise InputError(f"--root {root} exists and is not a directory", "a directory (created when missing)",
+                         "pass a directory path")
     if getattr(args, "html", None):  # before the run: a missing directory must not lose the report
         check_writable(args.html, "--html")
     out = getattr(args, "output", None)
@@ -162,8 +166,12 @@ def _ranges(args: argparse.Namespace) -> None:
     mem = getattr(args, "max_memory", None)
     if mem is not None and not mem > 0:
         raise OptionError(f"--max-memory {mem:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")
+    expect = getattr(args, "expect_tau", None)
+    if expect is not None and not 0 < expect < float("inf"):
+        raise OptionError(f"--expect-tau {expect:g}", "a tau > 0 (the draft's tau on a good run, e.g. the card's)",
+                          "pass e.g. --expect-tau 2.0")
     tau = getattr(args, "tau_tolerance", None)
-    if tau is not None and tau < 0:
+    if tau is not None and not tau >= 0:
         raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")
 
 

@@ -47,7 +47,7 @@ def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int)
     feats, at = [], 0
     for t in chunks:
         bonus, feat = program.prefill(s[:, at : at + t], torch.arange(at, at + t))  # [1, 1], [1, t, H]
-        feats.append(feat[0])
+        feats.append(feat[0].clone())  # [t, H]; graph-owned outputs: the next prefill call overwrites feat
         at += t
     greedy = {L - 1: int(bonus.reshape(-1)[0])}  # position q -> target greedy token for q + 1
     start = L
@@ -58,7 +58,7 @@ def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int)
         for i in range(w):
             if begin + i < n:
                 greedy[begin + i] = int(ids.reshape(-1)[i])
-        feats.append(vfeat[0, start - begin : n - begin])
+        feats.append(vfeat[0, start - begin : n - begin].clone())  # [.., H]; copied before the next target_verify
         start = begin + w
     features = torch.cat(feats)[: n - 1]  # [n-1, H] f_0..f_{n-2}
     hits = rows = 0

@@ -40,7 +40,11 @@ def golden_paths(paths: Iterable[str | Path] = ()) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(p.glob("*.json")))
+            found = sorted(p.glob("*.json"))
+            if not found:  # else verify reports "goldens: 0" and fails without a reason, baseline writes nothing
+                raise InputError(f"golden directory {p} holds no *.json file", "golden files (NAME.json) in it",
+                                 "pass the directory the goldens are in, or record one with `eagle3-check golden record`")
+            out.extend(found)
         elif p.is_file():
             out.append(p)
         else:
