@@ -40,12 +40,14 @@ CALLERS = {
     "target-config": (lambda p: read_target_config(p.parent), "config.json", "target config", JSON_LIMIT),
 }
 
-SIZE_FIX = {
-    "prompt-file": f"shorten the prompt to at most {MAX_PROMPT_CHARS:,} characters",  # not "re-save as UTF-8"
+CONTENT_FIX = {  # the caller's fix for bytes that are not UTF-8
+    "prompt-file": "re-save the file as UTF-8",
     "tokenizer": TOKENIZER_FIX,
     "golden-file": RERECORD,
     "target-config": FIX_SAVE,
 }
+# an oversized file: the content fix, but a prompt file's ("re-save as UTF-8") is no fix for its size
+SIZE_FIX = {**CONTENT_FIX, "prompt-file": f"shorten the prompt to at most {MAX_PROMPT_CHARS:,} characters"}
 
 
 @pytest.mark.parametrize("caller", list(SIZE_FIX))
@@ -56,20 +58,12 @@ def test_an_oversized_file_gets_the_callers_size_fix(caller, tmp_path):
                              f"{limit >> 20} MiB for a {what}. Fix: {SIZE_FIX[caller]}{LARGE}")
 
 
-UTF8_FIX = {
-    "prompt-file": "re-save the file as UTF-8",
-    "tokenizer": TOKENIZER_FIX,
-    "golden-file": RERECORD,
-    "target-config": FIX_SAVE,
-}
-
-
-@pytest.mark.parametrize("caller", list(UTF8_FIX))
+@pytest.mark.parametrize("caller", list(CONTENT_FIX))
 def test_bytes_that_are_not_utf8_get_the_callers_content_fix(caller, tmp_path):
     read, name, what, _ = CALLERS[caller]
     p = tmp_path / name
     p.write_bytes(b'{"\xff": 1}')
-    assert _msg(read, p) == f"{what} {p} is not UTF-8 (byte 0xff at offset 2); expected UTF-8 text. Fix: {UTF8_FIX[caller]}"
+    assert _msg(read, p) == f"{what} {p} is not UTF-8 (byte 0xff at offset 2); expected UTF-8 text. Fix: {CONTENT_FIX[caller]}"
 
 
 MISSING = {  # each caller says "does not exist" itself, with a path fix
