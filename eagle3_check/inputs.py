@@ -23,6 +23,7 @@ MiB = 1 << 20
 JSON_LIMIT = 64 * MiB  # goldens, baselines, cards, prompt sets, configs (the largest committed: < 1 MiB)
 TOKENIZER_LIMIT = 512 * MiB  # tokenizer.json (large real ones are ~35 MB)
 PROMPT_FILE_LIMIT = 4 * MiB  # a --prompt-file (the prompt cap is MAX_PROMPT_CHARS characters)
+FILE_FIX = "pass the path of a regular file"  # for a path that is missing, no regular file or unreadable
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -33,7 +34,7 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def regular_file(path: str | Path, what: str, fix: str = "pass the path of a regular file") -> Path:
+def regular_file(path: str | Path, what: str, fix: str = FILE_FIX) -> Path:
     """`path` as a Path if it names a regular file (symlinks followed); else a one-line InputError
     that says what it is instead (missing, a directory, a FIFO, a device, a socket)."""
     p = Path(path)
@@ -48,13 +49,14 @@ def regular_file(path: str | Path, what: str, fix: str = "pass the path of a reg
     return p
 
 
-def read_bytes(path: str | Path, what: str, limit: int, fix: str = "pass the path of a regular file") -> bytes:
-    """The file's bytes, refused above `limit` before reading."""
+def read_bytes(path: str | Path, what: str, limit: int, fix: str = FILE_FIX, size_fix: str | None = None) -> bytes:
+    """The file's bytes, refused above `limit` before reading. `fix` is for a path that is no readable
+    regular file; `size_fix` (default `fix`) for one above the limit."""
     p = regular_file(path, what, fix)
     size = p.stat().st_size
     if size > limit:
         raise InputError(f"{what} {p} is {size / MiB:.1f} MiB", f"at most {limit / MiB:g} MiB for a {what}",
-                         f"{fix} (a file this large is not one the tool reads)")
+                         f"{fix if size_fix is None else size_fix} (a file this large is not one the tool reads)")
     try:
         with open(p, "rb") as f:
             data = f.read(limit + 1)  # the file may have grown since the stat
@@ -65,9 +67,15 @@ def read_bytes(path: str | Path, what: str, limit: int, fix: str = "pass the pat
     return data
 
 
-def read_text(path: str | Path, what: str, limit: int = JSON_LIMIT, fix: str = "re-save it as UTF-8") -> str:
-    """The file as strict UTF-8 (a bad byte is named with its offset)."""
-    data = read_bytes(path, what, limit)
+def read_text(path: str | Path, what: str, limit: int = JSON_LIMIT, fix: str = "re-save it as UTF-8",
+              size_fix: str | None = None, file_fix: str = FILE_FIX) -> str:
+    """The file as strict UTF-8 (a bad byte is named with its offset).
+
+    Each error gets the fix that is true for it: `fix` (the caller's, about the file's content) for
+    bytes that are not UTF-8 and, unless `size_fix` says otherwise, for a file above `limit` (a
+    golden that large is re-recorded); `file_fix` for a path that is missing, a directory, a FIFO or
+    unreadable: re-saving the content cannot fix those."""
+    data = read_bytes(path, what, limit, file_fix, fix if size_fix is None else size_fix)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -26,11 +26,11 @@ class Tokenizer:
         p = Path(path)
         if p.is_dir():
             p = p / "tokenizer.json"
-        fix = "re-save the tokenizer with tokenizer.save(path)"
+        fix, file_fix = "re-save the tokenizer with tokenizer.save(path)", "pass --tokenizer PATH pointing at tokenizer.json"
         if not p.exists():
             raise InputError(f"tokenizer file {p} does not exist", "a tokenizer.json file (HF tokenizers format)",
-                             "pass --tokenizer PATH pointing at tokenizer.json")
-        text = read_text(p, "tokenizer", TOKENIZER_LIMIT, fix)  # regular file, bounded, strict UTF-8
+                             file_fix)
+        text = read_text(p, "tokenizer", TOKENIZER_LIMIT, fix, file_fix=file_fix)  # regular file, bounded, strict UTF-8
         parse_json(text, f"tokenizer {p}", "a tokenizer.json file (HF tokenizers format)", fix)
         try:
             tok = HFTokenizer.from_str(text)

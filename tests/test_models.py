@@ -63,3 +63,27 @@ def test_draft_cache_rolls_back_by_overwrite(fixture):
         head(torch.tensor([[7, 8, 9, 10]]), torch.randn(1, 4, head.cfg.hidden_size), torch.arange(1, 5))
         second, g2 = head(tokens, feat, torch.arange(3))
     assert torch.equal(first, second) and torch.equal(g1, g2)
+
+
+def test_load_hf_target_reads_config_json_once(fixture, monkeypatch):
+    """config.json is read and checked once (hf_config.read_target_config, bounded strict JSON); the
+    config built from it is the one Transformers loads the weights with, and the one AutoConfig reads."""
+    import builtins
+    from pathlib import Path
+
+    from transformers import AutoConfig
+
+    want = AutoConfig.from_pretrained(fixture.target_dir).to_dict()
+    real, reads = builtins.open, []
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file).name == "config.json":
+            reads.append(Path(file))
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    model = load_hf_target(fixture.target_dir)
+    monkeypatch.undo()
+    assert reads == [Path(fixture.target_dir) / "config.json"]
+    got = model.config.to_dict()
+    assert {k: got[k] for k in want if k != "dtype"} == {k: v for k, v in want.items() if k != "dtype"}

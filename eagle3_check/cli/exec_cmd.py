@@ -52,13 +52,14 @@ def _timeout(args: argparse.Namespace, runner) -> None:
 
 def check_main(args: argparse.Namespace, runner) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-    from eagle3_check.cli.check import _fixed_env, prompts_for
+    from eagle3_check.cli.check import prompts_for
+    from eagle3_check.cli.check_suite import fixed_env
     from eagle3_check.cli.common import build_program, options_from_args
 
     _need_pte(args, "check")
     _timeout(args, runner)
     if args.suite:
-        return _suite_main(args, runner, _fixed_env)
+        return _suite_main(args, runner, fixed_env)
     from tqdm import tqdm
 
     from eagle3_check.cli.check import tie_budget_from_args
@@ -108,7 +109,7 @@ def _reference(args: argparse.Namespace, setup):
 def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     from tqdm import tqdm
 
-    from eagle3_check.cli.check import ordered_cases, write_suites_junit
+    from eagle3_check.cli.check_suite import ordered_cases, write_suites_junit
     from eagle3_check.gating.exec_suites import run_exec_suite
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.report import format_suite_table

@@ -1,6 +1,7 @@
 """Gating: a runner over a prompt set, goldens, metrics, baselines, the gate, its reports.
 
-What lives here: `check` (a runner over a prompt set against a reference), `golden` (the golden
+What lives here: `check` (a runner over a prompt set against a reference), `judged` (a judged
+report's counts and tie budget, shared with `exec_check`), `golden` (the golden
 file: key, record, load, save), `golden_diff` (the exact differences of runs from a golden),
 `golden_check` (re-run every golden and compare it and the metrics baseline), `metrics`
 (deterministic metrics and their baseline file), `tau_baseline` (tau against a card or

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.judged import JudgedReport
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.reference.hf import HFReference
 from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import FAIL, PASS, TIE, Verdict, judge
+from eagle3_check.reference.verdict import FAIL, Verdict, judge
 from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.run.loop import ReferenceRunner, check_prompt_len
 from eagle3_check.run.options import (
@@ -69,31 +70,11 @@ def reference_json(scores) -> dict:
 
 
 @dataclass
-class CheckReport:
+class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     k: int
     outcomes: list[RequestOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
     tie_budget: float = 0.0  # ties allowed, as a share of judged positions
-
-    def counts(self) -> dict[str, int]:
-        """Requests and positions by outcome."""
-        vs = [o.verdict for o in self.outcomes]
-        return {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
-                "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
-                "positions": sum(v.judged for v in vs), "identical_positions": sum(v.identical for v in vs),
-                "tie_positions": sum(v.ties for v in vs), "fail_positions": sum(v.fails for v in vs)}
-
-    @property
-    def ties_allowed(self) -> int:
-        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
-
-    @property
-    def over_budget(self) -> bool:
-        return self.counts()["tie_positions"] > self.ties_allowed
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.outcomes) and all(o.verdict.status != FAIL for o in self.outcomes) and not self.over_budget
 
     @property
     def tau(self) -> float:

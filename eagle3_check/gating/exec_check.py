@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import request_ids
-from eagle3_check.gating.exec_judge import FAIL, PASS, TIE, ExecVerdict, Request, judge
+from eagle3_check.gating.exec_judge import FAIL, ExecVerdict, Request, judge
+from eagle3_check.gating.judged import JudgedReport
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
@@ -60,27 +61,12 @@ class ExecOutcome:
 
 
 @dataclass
-class ExecReport:
+class ExecReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     k: int
     outcomes: list[ExecOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     tie_budget: float = 0.0  # tie positions allowed, a share of judged positions (as `check`)
-
-    def counts(self) -> dict[str, int]:
-        vs = [o.verdict for o in self.outcomes]
-        return {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
-                "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
-                "positions": sum(v.judged for v in vs), "tie_positions": sum(v.ties for v in vs),
-                "fail_positions": sum(v.fails for v in vs)}
-
-    @property
-    def ties_allowed(self) -> int:
-        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
-
-    @property
-    def passed(self) -> bool:
-        c = self.counts()
-        return bool(self.outcomes) and c["fail"] == 0 and c["tie_positions"] <= self.ties_allowed
+    COUNTS_IDENTICAL_POSITIONS = False  # an exec verdict counts judged, tie and failing positions only
 
     @property
     def tau(self) -> float:

@@ -25,7 +25,7 @@ from eagle3_check.quiet import third_party_quiet
 
 with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
     import transformers.modeling_utils  # noqa: F401
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
     from transformers.cache_utils import Cache, StaticLayer
 
 
@@ -46,25 +46,33 @@ def cache_kwarg(model: nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def target_text_config(target_dir: str | Path):
-    """The target's decoder config (Transformers' own class: attribute names normalised), read with no
-    remote code (hf_config.read_target_config first) and nothing allocated."""
+def target_config(target_dir: str | Path):
+    """The target's config (Transformers' own class), built from config.json as read and checked once
+    by hf_config.read_target_config (bounded, strict JSON, no remote code); nothing allocated."""
     d = Path(target_dir)
-    read_target_config(d)
+    data = read_target_config(d)
     try:
-        return AutoConfig.from_pretrained(d, trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
+        cfg = CONFIG_MAPPING[data["model_type"]].from_dict(data)  # what AutoConfig.from_pretrained builds
+        cfg.get_text_config(decoder=True)
     except Exception as e:
         raise InputError(
             f"target config {d / 'config.json'} cannot be read ({first_line(e)[:80]})",
             "a valid HF model config",
             "re-save the target with save_pretrained",
         ) from None
+    cfg.name_or_path = str(d)  # as AutoConfig.from_pretrained sets it
+    return cfg
+
+
+def target_text_config(target_dir: str | Path):
+    """The target's decoder config (attribute names normalised by Transformers; see `target_config`)."""
+    return target_config(target_dir).get_text_config(decoder=True)
 
 
 def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -> nn.Module:
     """Loads an HF causal LM from a local save_pretrained directory, with clear errors."""
     d = Path(target_dir)
-    read_target_config(d)  # no auto_map, a built-in model_type: never run the directory's code
+    config = target_config(d)  # config.json read and checked once: no auto_map, a built-in model_type
     weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
     if not weights:
         raise InputError(
@@ -77,10 +85,9 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
         if w.stat().st_size == 0:
             raise InputError(f"target weight file {w} is empty", "a complete safetensors file", "re-save the target")
     check_shards(d)
-    target_text_config(d)
     try:
         with third_party_quiet():  # the "Loading weights" bar
-            model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="sdpa",
+            model = AutoModelForCausalLM.from_pretrained(d, config=config, dtype=dtype, attn_implementation="sdpa",
                                                          trust_remote_code=TRUST_REMOTE_CODE)
     except Exception as e:
         raise InputError(

@@ -65,7 +65,9 @@ def read_prompt_file(path: str | Path) -> str:
     p = Path(path)
     if not p.exists():
         raise InputError(f"prompt file {p} does not exist", "a UTF-8 text file", "pass --prompt-file with an existing file")
-    text = read_text(p, "prompt file", PROMPT_FILE_LIMIT, "re-save the file as UTF-8")
+    text = read_text(p, "prompt file", PROMPT_FILE_LIMIT, "re-save the file as UTF-8",
+                     size_fix=f"shorten the prompt to at most {MAX_PROMPT_CHARS:,} characters",
+                     file_fix="pass --prompt-file with a regular text file")
     if not text.strip():
         raise InputError(f"prompt file {p} is empty", "a non-empty prompt", "write the prompt into the file")
     return text
