@@ -15,6 +15,7 @@ from eagle3_check.cli.common import (
     options_from_args,
     report_provenance,
 )
+from eagle3_check.cli.compile_flags import add_compile_args
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
 from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET); more fails the report")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
+    add_compile_args(p)
     p.set_defaults(func=main)
 
 
