@@ -35,6 +35,7 @@ examples:
   eagle3-check check --list                  # the edge-case suites and their cases
   eagle3-check check --suite edge            # every edge case (stop, budget, context, ...)
   eagle3-check check --suite context --json  # one suite (or one case: --suite context/room-0)
+  eagle3-check check --device cuda --compile layer   # judge bench/gpu_bench.py's compiled fast path
 """
 
 

@@ -19,6 +19,7 @@ HELP = """Run one request and print the text and the runner's stats line.
 
 example:
   eagle3-check run --prompt "Count from one to ten." -k 4 --max-new-tokens 32
+  eagle3-check run --prompt "Hi" --device cuda --compile layer   # compiled target and draft steps, graphs
 """
 
 
