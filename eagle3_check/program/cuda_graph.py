@@ -154,8 +154,8 @@ def _one_token_compiled(fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable
     which changes proposals at most, never the emitted tokens. Inputs reach the compiled step
     with row-major strides (`_row_major`): dynamo guards on strides, and uncaptured (CPU, or
     --no-cuda-graph) the feature is a one-row view of whichever buffer it came from (the seed's
-    g, a verify feature of K + 1 rows), so each source recompiled until dynamo's limit of 8 sent
-    the step back to eager (found through `check --compile layer` on CPU). Captured, the inputs
+    g, a verify feature of K + 1 rows), and each new stride recompiled the step (5 recompiles in
+    one `check --compile layer` on CPU; past dynamo's limit of 8 it runs eagerly). Captured, the inputs
     are GraphedMethod's static buffers, already row-major: nothing is copied."""
     compiled = torch.compile(fn, dynamic=False)
 
