@@ -74,3 +74,17 @@ def test_oracle_table_right_or_plus_one(accept):
     table, right = oracle_table([5, 6, 7], accept=accept, vocab_size=8, max_seq_len=4)
     assert right.tolist() == [accept == 1.0] * 3 + [False] * 3
     assert table.tolist() == ([5, 6, 7] if accept else [6, 7, 0]) + [1, 1, 1]
+
+
+def test_row_major_copies_only_views_with_other_strides():
+    """The worked example of `_row_major`: row 4 of a [1, 5, 64] feature has strides (320, 64, 1)
+    and is copied to (64, 64, 1) with the same values; a tensor already row-major is returned as is."""
+    feature = torch.randn(1, 5, 64)
+    row = feature[:, 4:5]  # [1, 1, 64]
+    assert row.stride() == (320, 64, 1)
+    dense = cg._row_major(row)
+    assert dense.stride() == (64, 64, 1) and torch.equal(dense, row)
+    own = torch.zeros(1, 1, 64)
+    assert cg._row_major(own) is own
+    positions = torch.arange(10)[3:4]  # [1], stride (1,), offset 3: row-major already
+    assert cg._row_major(positions) is positions

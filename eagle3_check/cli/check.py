@@ -15,6 +15,7 @@ from eagle3_check.cli.common import (
     options_from_args,
     report_provenance,
 )
+from eagle3_check.cli.compile_flags import add_compile_args
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
 from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
@@ -34,6 +35,7 @@ examples:
   eagle3-check check --list                  # the edge-case suites and their cases
   eagle3-check check --suite edge            # every edge case (stop, budget, context, ...)
   eagle3-check check --suite context --json  # one suite (or one case: --suite context/room-0)
+  eagle3-check check --device cuda --compile layer   # judge bench/gpu_bench.py's compiled fast path
 """
 
 
@@ -76,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET); more fails the report")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
+    add_compile_args(p)
     p.set_defaults(func=main)
 
 

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_check.cli.compile_flags import compile_from_args
 from eagle3_check.cli.validate import Given
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import ProgramSpec
@@ -116,8 +117,11 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
         if v is not None
     }
     program, target_dir, tok_path, info = eager_program(args, overrides)
-    program = with_cuda_graphs(program, getattr(args, "cuda_graph", None))
-    info.update(backend="eager", device=args.device, dtype=args.dtype, cuda_graph=isinstance(program, GraphedProgram))
+    compiled = compile_from_args(program, args)  # --compile: cli/compile_flags.py; None when off
+    program = with_cuda_graphs(program, getattr(args, "cuda_graph", None), compile_draft_steps=compiled is not None)
+    graphs = isinstance(program, GraphedProgram) and program.verify_graphs.mode == "cuda"
+    info.update(backend="eager", device=args.device, dtype=args.dtype, cuda_graph=graphs,
+                compile=compiled or {"granularity": "off"})
     return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
 
 

@@ -13,11 +13,13 @@ from eagle3_check.cli.common import (
     options_from_args,
     prompt_from_args,
 )
+from eagle3_check.cli.compile_flags import add_compile_args
 
 HELP = """Run one request and print the text and the runner's stats line.
 
 example:
   eagle3-check run --prompt "Count from one to ten." -k 4 --max-new-tokens 32
+  eagle3-check run --prompt "Hi" --device cuda --compile layer   # compiled target and draft steps, graphs
 """
 
 
@@ -29,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     add_program_args(p)
     add_runner_args(p)
+    add_compile_args(p)
     p.set_defaults(func=main)
 
 

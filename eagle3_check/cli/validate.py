@@ -80,6 +80,9 @@ def preflight(args: argparse.Namespace) -> None:
     _ranges(args)
     _suite_name(args)
     _suite_overrides(args)
+    from eagle3_check.cli.compile_flags import check_compile_flags
+
+    check_compile_flags(args)  # --compile with --pte, --compile-mode without --compile, ...
     if getattr(args, "command", None) == "check":
         from eagle3_check.gating.workers import check_flags
 

@@ -254,3 +254,23 @@ def compile_target(target: nn.Module, granularity: str = "layer", mode: str = "d
             raise OptionError(reason, "a platform where torch.compile runs", "run uncompiled (--compile off)")
     target.fast_forward = FastLlamaForward(target, granularity, mode, max_compiled_tokens, attention)
     return target.fast_forward
+
+
+def compile_program(program, granularity: str, mode: str = "default", attention: str = "grouped") -> dict:
+    """The fast path `bench/gpu_bench.py` measures, on an eager program (`EagerBackend`): its target
+    forward compiled (`compile_target`) for every window up to the program's longest verify window
+    (the verify windows K + 1, and a prefill that short; longer prefills run the same math eagerly).
+    Worked example: max_verify_len 8 (the fixtures, `--target`) -> T in 1..8, at most 8 graphs,
+    within dynamo's default recompile limit of 8 (past it dynamo would run eagerly). The draft's one-token chain steps are compiled by the caller's
+    `GraphedProgram(..., compile_draft_steps=True)` (`cuda_graph.with_cuda_graphs`). Returns the
+    settings, for the report. Errors, one line: not an eager program, not a plain Llama target,
+    torch.compile unavailable here (`compile_unavailable`)."""
+    from eagle3_check.program.contract import read_metadata
+
+    if not hasattr(program, "module"):
+        raise OptionError(f"--compile {granularity} on a {type(program).__name__}",
+                          "an eager program (--fixture or --target/--draft)", "drop --compile")
+    window = read_metadata(program.metadata()).max_verify_len or 16
+    compile_target(program.module.target, granularity, mode, max_compiled_tokens=window, attention=attention)
+    return {"granularity": granularity, "mode": mode, "attention": attention, "max_compiled_tokens": window,
+            "draft_steps": True}

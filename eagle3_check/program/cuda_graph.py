@@ -151,28 +151,49 @@ class GraphedProgram(ProgramWrapper):
 def _one_token_compiled(fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
     """`fn` with its one-token calls (the chain steps) compiled by torch.compile (static shapes);
     other lengths run `fn` as is. Fewer, fused kernels per step; rounding may differ from eager,
-    which changes proposals at most, never the emitted tokens."""
+    which changes proposals at most, never the emitted tokens. Inputs reach the compiled step
+    with row-major strides (`_row_major`): dynamo guards on strides, and uncaptured (CPU, or
+    --no-cuda-graph) the feature is a one-row view of whichever buffer it came from (the seed's
+    g, a verify feature of K + 1 rows), and each new stride recompiled the step (5 recompiles in
+    one `check --compile layer` on CPU; past dynamo's limit of 8 it runs eagerly). Captured, the inputs
+    are GraphedMethod's static buffers, already row-major: nothing is copied."""
     compiled = torch.compile(fn, dynamic=False)
 
     def call(tokens, feature, positions):  # [1, T], [1, T, H], [T]
-        return (compiled if tokens.shape[-1] == 1 else fn)(tokens, feature, positions)
+        if tokens.shape[-1] != 1:
+            return fn(tokens, feature, positions)
+        return compiled(_row_major(tokens), _row_major(feature), _row_major(positions))
 
     return call
 
 
-def with_cuda_graphs(program, enabled: bool | None = None, draft_graphs: bool = True):
+def _row_major(a: torch.Tensor) -> torch.Tensor:
+    """`a` itself when its strides are row-major for its shape, else a row-major copy. Worked
+    example: row 4 of a [1, 5, 64] feature, [1, 1, 64] with strides (320, 64, 1), becomes strides
+    (64, 64, 1); a [1, 1, 64] buffer of its own already has them."""
+    want, step = [], 1
+    for size in reversed(a.shape):
+        want.insert(0, step)
+        step *= size
+    return a if a.stride() == tuple(want) else a.clone(memory_format=torch.contiguous_format)
+
+
+def with_cuda_graphs(program, enabled: bool | None = None, draft_graphs: bool = True,
+                     compile_draft_steps: bool = False):
     """`program` wrapped in `GraphedProgram` when graphs are wanted: `enabled=None` means on
-    for an eager program on a CUDA device, off elsewhere. Asking for graphs on CPU is an error."""
+    for an eager program on a CUDA device, off elsewhere. Asking for graphs on CPU is an error.
+    `compile_draft_steps` (the CLI's --compile): the one-token chain steps compiled, captured
+    with the graphs, or run compiled without them (a GraphedProgram in mode "off")."""
     device = getattr(program, "device", torch.device("cpu"))
     on_cuda = torch.device(device).type == "cuda"
     if enabled is None:
         enabled = on_cuda and hasattr(program, "module")
     if not enabled:
-        return program
+        return GraphedProgram(program, "off", compile_draft_steps=True) if compile_draft_steps else program
     if not on_cuda or not hasattr(program, "module"):
         raise OptionError(
             f"--cuda-graph with a program on {device}",
             "an eager program on a CUDA device (--device cuda)",
             "add --device cuda, or drop --cuda-graph",
         )
-    return GraphedProgram(program, "cuda", draft_graphs)
+    return GraphedProgram(program, "cuda", draft_graphs, compile_draft_steps)
