@@ -19,17 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+from cuda_marks import COMPILE_ON_CUDA
 
-from eagle3_check.program.compiled import compile_unavailable
-
-CUDA = torch.cuda.is_available()
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU; torch.cuda.is_available() is False"),
-    pytest.mark.skipif(CUDA and compile_unavailable("cuda") is not None,
-                       reason=f"needs torch.compile on CUDA; {compile_unavailable('cuda') if CUDA else ''}"),
-]
+pytestmark = COMPILE_ON_CUDA
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = ("import json, sys\n"

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cuda_marks import COMPILE_ON_CUDA
 
 from eagle3_check.fixtures.registry import list_fixtures, load_fixture
 from eagle3_check.gating.check import format_table, run_check
-from eagle3_check.program.compiled import compile_target, compile_unavailable, llama_layout_problem
+from eagle3_check.program.compiled import compile_target, llama_layout_problem
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.reference.hf import HFReference
@@ -22,13 +23,7 @@ from eagle3_check.run.options import RunOptions, prompt_ids
 from eagle3_check.suites.oracle import OracleDraftProgram
 from eagle3_check.tokenizer import Tokenizer
 
-CUDA = torch.cuda.is_available()
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU; torch.cuda.is_available() is False"),
-    pytest.mark.skipif(CUDA and compile_unavailable("cuda") is not None,
-                       reason=f"needs torch.compile on CUDA; {compile_unavailable('cuda') if CUDA else ''}"),
-]
+pytestmark = COMPILE_ON_CUDA
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 OPTS = RunOptions(max_new_tokens=64)
