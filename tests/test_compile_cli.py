@@ -79,6 +79,7 @@ def test_check_compile_model_on_cpu_keeps_the_uncompiled_tokens(capsys, tmp_path
                  id="mode-without-compile"),
     pytest.param(["check", "--compile-attention", "sdpa"], "--compile-attention without --compile",
                  id="attention-without-compile"),
+    pytest.param(["check", "--list", "--compile", "layer"], "--compile layer with --list", id="list"),
     pytest.param(["check", "--suite", "edge", "--compile", "model"], "--compile model with --suite",
                  id="fixture-suites"),
     pytest.param(["check", "--compile", "layers"], "invalid choice: 'layers'", id="unknown-granularity"),

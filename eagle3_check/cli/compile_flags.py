@@ -32,8 +32,8 @@ def add_compile_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_compile_flags(args: argparse.Namespace) -> None:
-    """One-line errors, no torch: --compile with --pte or on suite cases that build their own
-    programs; --compile-mode / --compile-attention without --compile."""
+    """One-line errors, no torch: --compile with --pte, with --list (nothing runs), or on suite cases
+    that build their own programs; --compile-mode / --compile-attention without --compile."""
     granularity = getattr(args, "compile", None)
     if granularity is None:  # a subcommand without the flags
         return
@@ -48,6 +48,9 @@ def check_compile_flags(args: argparse.Namespace) -> None:
         raise OptionError(f"--compile {granularity} with --pte {args.pte}",
                           "an eager program (--fixture or --target/--draft); a .pte is compiled when exported",
                           "drop --compile")
+    if getattr(args, "list", False):
+        raise OptionError(f"--compile {granularity} with --list", "a check or a run: --list only prints the "
+                          "suites and their cases", "drop --compile")
     if getattr(args, "suite", None) and not getattr(args, "target", None):
         raise OptionError(f"--compile {granularity} with --suite on the embedded fixtures",
                           "a prompt-set check, or a suite on one program (--target/--draft): "
