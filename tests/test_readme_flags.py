@@ -168,3 +168,17 @@ def test_a_missing_path_is_found():
         "eagle3_check/run/nothing_here.py", "docs/x.md"]
     assert not (ROOT / "eagle3_check/run/nothing_here.py").exists()
     assert SHORT_PATH.findall("`suites/blocks.py`, `run/gone.py`, `golden/x.json`") == ["suites/blocks.py", "run/gone.py"]
+    assert LINK.findall("[a](docs/x.md#y) and [b](https://example.org)") == ["docs/x.md#y", "https://example.org"]
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")  # [text](target)
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(path):
+    """README's links into docs/ (and the pages' links to each other) name files that exist; mkdocs
+    checks the pages' anchors, nothing else reads README's links."""
+    targets = [t.split("#", 1)[0] for t in LINK.findall(FENCE.sub("", path.read_text(encoding="utf-8")))
+               if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+    missing = sorted(t for t in targets if not (path.parent / t).exists())
+    assert not missing, f"{path.name} links to files that do not exist: {missing}"
