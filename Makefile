@@ -28,7 +28,7 @@ test:
 # The docs site (mkdocs.yml, docs/; mkdocs-material is in the dev extra) into site/: strict, so a
 # broken link or anchor, or a page left out of the nav, fails.
 docs:
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -q
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict  # not -q: it hides the warnings strict counts
 
 gpu:
 	$(PYTEST) -m gpu -q
