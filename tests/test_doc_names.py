@@ -8,11 +8,13 @@ optionally `module:attr` (`gating.check.judge`, `rules.expected_length`, `run.de
 
 - `eagle3_check`, or the last component of any module or package of eagle3_check (`rules`, `run`,
   `cuda_graph`): it must resolve (a short name that several modules share resolves if any of them has it);
+- the name of a class defined at module level in eagle3_check (`EagerBackend.use_verify_form`,
+  `RunOptions.chunked_prefill`): the rest must resolve on that class;
 - a lowercase head that is no such module and no importable package, with a CapWords last part
   (`runner.ReferenceRunner`): a stale module name, an error;
 - anything else is ordinary code, never checked: file names (`metrics.json`, `main.cpp`), JSON fields
-  (`info.program`), other projects (`torch.cuda.CUDAGraph`, `speculators.Eagle3DraftModel`), classes'
-  attributes (`EagerBackend.use_verify_form`), spans with spaces, calls or slashes.
+  (`info.program`), other projects (`torch.cuda.CUDAGraph`, `speculators.Eagle3DraftModel`,
+  `Eagle3DraftModel.from_pretrained`), spans with spaces, calls or slashes.
 Fenced code blocks are not read (their commands are tests/test_readme_flags.py's)."""
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import ast
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -55,6 +59,22 @@ def _modules() -> dict[str, list[str]]:
 SHORT = _modules()
 
 
+def _classes() -> dict[str, list[str]]:
+    """Class name -> the modules of eagle3_check that define a class of that name at module level."""
+    out: dict[str, list[str]] = {}
+    for full in sorted({m for ms in SHORT.values() for m in ms}):
+        parts = full.split(".")
+        path = ROOT.joinpath(*parts)
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, []).append(full)
+    return out
+
+
+CLASSES = _classes()
+
+
 def names_in(text: str) -> list[str]:
     """The dotted names of a text's inline code spans (fenced blocks dropped)."""
     return [s for s in SPAN.findall(FENCE.sub("", text)) if NAME.fullmatch(s)]
@@ -74,6 +94,10 @@ def _has(obj, part: str):
         fields |= set(getattr(obj, "model_fields", {}))  # pydantic
         for klass in obj.__mro__:
             fields |= set(getattr(klass, "__annotations__", {}))
+            if klass.__module__.startswith("eagle3_check"):  # attributes its methods set on self
+                fields |= {n.attr for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(klass))))
+                           if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                           and isinstance(n.value, ast.Name) and n.value.id == "self"}
         return part in fields, None
     return False, None
 
@@ -88,6 +112,8 @@ def problem(name: str) -> str | None:
         candidates, rest = ["eagle3_check"], parts[1:]
     elif head in SHORT:
         candidates, rest = SHORT[head], parts[1:]
+    elif head in CLASSES:
+        candidates, rest = CLASSES[head], parts  # the class, then its attribute
     elif (head.islower() and last[:1].isupper() and head not in EXTERNAL
           and importlib.util.find_spec(head) is None):
         return f"`{name}`: no module {head!r} in eagle3_check (a stale name?)"
@@ -138,17 +164,25 @@ def test_the_pattern_takes_names_and_leaves_ordinary_code():
 
 @pytest.mark.parametrize("name, why", [
     ("rules.no_such_rule", "not found in eagle3_check.run.rules"),
+    ("RunOptions.no_such_field", "not found in eagle3_check.run.options"),
     ("eagle3_check.run.loop:NoRunner", "not found in eagle3_check"),
     ("runner.ReferenceRunner", "no module 'runner'"),
     ("run.nothing_here.Thing", "or eagle3_check.run"),
-], ids=["missing-function", "missing-class", "stale-module", "missing-submodule"])
+], ids=["missing-function", "missing-field", "missing-class", "stale-module", "missing-submodule"])
 def test_a_wrong_name_is_caught(name, why):
     assert why in (problem(name) or ""), problem(name)
 
 
-@pytest.mark.parametrize("name", ["info.program", "torch.cuda.CUDAGraph", "EagerBackend.use_verify_form",
+@pytest.mark.parametrize("name", ["info.program", "torch.cuda.CUDAGraph", "Eagle3DraftModel.from_pretrained",
                                   "speculators.Eagle3DraftModel", "card.json"])
 def test_ordinary_code_is_not_a_name_of_ours(name):
+    assert problem(name) is None
+
+
+@pytest.mark.parametrize("name", ["EagerBackend.use_verify_form", "RunOptions.chunked_prefill", "PteBackend.dtype",
+                                  "run.device_loop.DeviceRunner", "eagle3_check.run.loop:ReferenceRunner"])
+def test_names_of_ours_resolve(name):
+    assert name.split(".")[0].split(":")[0] in {*SHORT, *CLASSES}, name  # checked, not skipped
     assert problem(name) is None
 
 
