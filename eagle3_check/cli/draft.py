@@ -6,7 +6,7 @@ import argparse
 import json
 
 HELP = """Draft checkpoints. `export` reads a draft in any layout the loader reads exactly
-(speculators 0.9 and earlier, original EAGLE-3, SpecForge; see README "Draft checkpoints")
+(speculators 0.9 and earlier, original EAGLE-3, SpecForge; see docs/checkpoints.md)
 and writes it in the speculators 0.9 layout (Eagle3DraftModel, rope_parameters,
 speculators_config naming the verifier), which speculators and the seed's loader read.
 The written draft is read back before it is published: every tensor and a probe forward

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
     p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
                    help="quantized programs: least share of the program's greedy tokens that must be the "
-                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see README)")
+                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see docs/quantized-exports.md)")
     p.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
                    help="quantized programs: largest tau drop below the full-precision program's (default 0.7)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
