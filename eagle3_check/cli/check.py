@@ -117,11 +117,11 @@ def main(args: argparse.Namespace) -> int:
     if args.suite:
         refuse_html(args, "--suite")
         return suite_main(args, runner)
-    resolved = resolved_from_args(args)
-    options = resolved.options
     if args.workers > 1:
-        return workers_main(args, resolved, tie_budget_from_args(args))
+        return workers_main(args, resolved_from_args(args), tie_budget_from_args(args))
     setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
+    resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
+    options = resolved.options
     budget = tie_budget_from_args(args)
     prompts = shard_of(args, prompts_for(args, setup))
     reference = reference_for(args, setup)

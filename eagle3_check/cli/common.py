@@ -95,8 +95,32 @@ def resolved_from_args(args: argparse.Namespace):
     from eagle3_check.run.defaults import resolve_options
 
     tok_path, target_dir = request_world(args)
-    return resolve_options(load_tokenizer(tok_path), target_dir, given_options(args),
-                           getattr(args, "allow_text_stops", False))
+    tokenizer = load_tokenizer(tok_path)
+    check_tokenizer_vocab(tokenizer, target_dir)  # a wrong tokenizer is named as that, before its roles
+    return resolve_options(tokenizer, target_dir, given_options(args), getattr(args, "allow_text_stops", False))
+
+
+def check_tokenizer_vocab(tokenizer, target_dir: Path) -> None:
+    """run.options.check_tokenizer against the target config's vocab_size, before any program
+    loads (the program's own vocab size is checked again once it has)."""
+    import json
+    import types
+
+    from eagle3_check.run.options import check_tokenizer
+
+    try:
+        cfg = json.loads((Path(target_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the program's load names what is wrong with the config
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) else {}
+    vocab = cfg.get("vocab_size") if isinstance(cfg, dict) else None
+    if type(vocab) is int and vocab > 0:
+        check_tokenizer(tokenizer, types.SimpleNamespace(vocab_size=vocab))
+
+
+def options_from_args(args: argparse.Namespace):
+    """The RunOptions of `resolved_from_args` (for a command that reports no sources)."""
+    return resolved_from_args(args).options
 
 
 def request_world(args: argparse.Namespace) -> tuple[Path, Path]:

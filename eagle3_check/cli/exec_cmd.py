@@ -66,9 +66,9 @@ def check_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
     from eagle3_check.reference.tolerance import tolerance_for
 
+    setup = build_program(args)
     resolved = resolved_from_args(args)
     options = resolved.options
-    setup = build_program(args)
     prompts = prompts_for(args, setup)
     reference = _reference(args, setup)
     bar = tqdm(total=len(prompts), desc="check (exec)", unit="req", file=sys.stderr, leave=False, delay=0.5,

@@ -39,8 +39,8 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
     prompt = prompt_from_args(args)
-    resolved = resolved_from_args(args)
     setup = build_program(args)
+    resolved = resolved_from_args(args)
     setup.info["run_options"] = resolved.to_json()
     result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, resolved.options)
     if args.json:

@@ -2,8 +2,9 @@
 
     max_seq_len = min(max_position_embeddings, SEQ_CAP), halved while the memory bound fails
                   (never below FLOOR); 256 when the config has no max_position_embeddings
-    max_prefill = max_seq_len // 2   (room to generate as much again; with Gemma 3's 512-token
-                  sliding window at max_seq_len 4096: 2048, so one prefill crosses the window)
+    max_prefill = max(max_seq_len // 2, max_seq_len - ROOM)   (room for `run`'s default 128 new
+                  tokens; tiny fixtures 256 -> 128 as before; 1024 -> 896, so one prefill crosses
+                  Gemma 3's 512-token sliding window)
     min_prefill = 1;  K and the verify range: DEFAULT's (chain 4, verify 2..8)
 
 The memory bound: the program's estimate (resources.py: target and draft weights and KV caches
@@ -14,8 +15,9 @@ other half is the HF reference's, which `check` loads beside the program (a seco
 weights, teacher-forced over the same tokens).
 
 SEQ_CAP: the eager program attends over all max_seq_len slots at every step (target.py: one slot
-per absolute position), so each step's attention costs grow with max_seq_len whatever the prompt;
-4096 keeps a SmolLM2-135M verify step on CPU within 1.3x of its cost at 256 slots (docs/run-options.md).
+per absolute position), so a step costs more with max_seq_len whatever the prompt: a SmolLM2-135M
+verify step on CPU costs 2.8x its 256-slot cost at 1024 slots, 10.6x at 4096 (bench/seq_len_cost.py,
+docs/run-options.md). --max-seq-len gives more.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from pathlib import Path
 
 from eagle3_check.fixtures.registry import ProgramSpec
 
-SEQ_CAP = 4096
+SEQ_CAP = 1024
+ROOM = 128  # new tokens `run` makes by default
 FLOOR = 256
 DEFAULT = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
 FLAGS = {"max_seq_len": "--max-seq-len", "min_prefill": "--min-prefill", "max_prefill": "--max-prefill"}
@@ -35,7 +38,11 @@ def program_bytes(tcfg, dcfg, slots: int, elem: int, where: str) -> int:
     from eagle3_check.resources import draft_estimate, prefill_estimate, target_estimate
 
     parts = {**target_estimate(tcfg, slots, elem, where), **draft_estimate(dcfg, slots)}
-    return sum(parts.values()) + prefill_estimate(tcfg, slots // 2, slots, elem, where)
+    return sum(parts.values()) + prefill_estimate(tcfg, max_prefill_for(slots), slots, elem, where)
+
+
+def max_prefill_for(seq: int) -> int:
+    return max(1, seq // 2, seq - ROOM)
 
 
 def target_spec(target_dir: str | Path, draft_dir: str | Path, overrides: dict, device: str,
@@ -70,9 +77,9 @@ def target_spec(target_dir: str | Path, draft_dir: str | Path, overrides: dict, 
         if seq < min(limit, SEQ_CAP):
             why += f", halved to fit half of {gib(have)} GiB ({what})"
         sources["max_seq_len"] = f"target config {why}; program + prefill about {gib(need)} GiB"
-    spec = {"max_seq_len": seq, "min_prefill": DEFAULT.min_prefill, "max_prefill": max(1, seq // 2)}
+    spec = {"max_seq_len": seq, "min_prefill": DEFAULT.min_prefill, "max_prefill": max_prefill_for(seq)}
     sources.setdefault("min_prefill", "default 1")
-    sources.setdefault("max_prefill", "max_seq_len / 2")
+    sources.setdefault("max_prefill", f"max_seq_len - {ROOM}, at least half")
     for f in ("min_prefill", "max_prefill"):
         if f in overrides:
             spec[f], sources[f] = overrides[f], f"flag {FLAGS[f]}"

@@ -119,7 +119,8 @@ def _from_files(tokenizer: Tokenizer, target_dir, given: dict, sources: dict, no
         out["stop_token"] = tokenizer.id_to_token(first[0])
         sources.setdefault("stop_token", f"{sources['chat_suffix']}: end of turn")
     else:
-        sources.setdefault("stop_token", "none: the chat suffix starts with no added token")
+        sources.setdefault("stop_token", "none: --raw" if given.get("raw") else "none: no chat template"
+                           if not suffix else "none: the chat suffix starts with no added token")
     return out
 
 
