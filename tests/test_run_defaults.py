@@ -312,3 +312,36 @@ def test_gemma3_base_gets_its_bos_and_eos_and_no_template():
     o = r.options
     assert (o.chat_prefix, o.chat_suffix, o.bos_id, o.eos_id, o.stop_ids, o.stop_token) == ("", "", 2, 1, (), None)
     assert (r.sources["bos_id"], r.sources["eos_id"]) == ("tokenizer.json post-processor", "generation_config.json")
+
+
+def test_check_reports_the_sources_in_json_and_text(tmp_path, capsys):
+    from eagle3_check.cli import main
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "a", "text": "Hi there"}]}))
+    args = ["check", "--prompts", str(prompts), "--max-new-tokens", "2", "--no-progress"]
+    assert main([*args, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["info"]
+    assert info["run_options"] == {"sources": dict.fromkeys(
+        ("chat_prefix", "chat_suffix", "raw", "stop_ids", "stop_token", "bos_id", "eos_id"), GEMMA4), "notes": [],
+        "summary": "options: Gemma 4 IT defaults (the tokenizer is Gemma 4's)"}
+    assert main([*args, "--bos-id", "1"]) == 2  # bos 1 is tiny-llama's <eos>
+    assert capsys.readouterr().err.startswith("error: --bos-id 1 names '<eos>', the EOS token of tokenizer ")
+    assert main([*args, "--bos-id", "-1"]) == 0
+    out = capsys.readouterr().out
+    assert "options: chat prefix/suffix (Gemma 4 IT defaults); bos -1 (flag --bos-id); eos 1 (Gemma 4 IT defaults)" in out
+
+
+def test_a_template_that_renders_its_bos_gets_it_once_and_its_end_of_turn_stops(tmp_path):
+    """Gemma 3 IT's shape: `{{ bos_token }}` in the template, `<end_of_turn>` closing the user turn."""
+    template = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+                "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+    path = build_tokenizer(tmp_path / "tok", [*GEMMA3, "<start_of_turn>", "<end_of_turn>"],
+                           {"bos_token": "<bos>", "eos_token": "<eos>"}, bos_processor="<bos>", template=template)
+    tok = Tokenizer.load(path)
+    r = resolve_options(tok, model_dir(tmp_path / "target", eos_token_id=[1, 5]), {})
+    o = r.options
+    assert (o.chat_prefix, o.chat_suffix) == ("<bos><start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n")
+    assert (o.bos_id, o.eos_id, o.stop_ids, o.stop_token) == (-1, 1, (5,), "<end_of_turn>")
+    ids = prompt_ids(tok, "Hi", o)
+    assert ids[:2] == [2, 4] and ids.count(2) == 1  # <bos> once: the template's, none prepended

@@ -83,8 +83,9 @@ def given_options(args: argparse.Namespace) -> dict:
         given["stop_token"] = args.stop_token or None  # '' = no stop token
     if getattr(args, "raw", False):
         given["raw"] = True
-    given.update(max_new_tokens=args.max_new_tokens, chain_len=args.chain_len,
-                 chunked_prefill=getattr(args, "chunked_prefill", False))
+    for f in ("max_new_tokens", "chain_len", "chunked_prefill"):  # what this command's parser has
+        if hasattr(args, f):
+            given[f] = getattr(args, f)
     return given
 
 
