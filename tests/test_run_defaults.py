@@ -141,6 +141,8 @@ def test_add_bos_token_in_the_config_wins_over_the_post_processor(tmp_path):
                           bos_processor="<bos>")
     r = resolve_options(Tokenizer.load(tok), None, {})
     assert (r.options.bos_id, r.sources["bos_id"]) == (-1, "none: tokenizer_config.json add_bos_token false")
+    assert r.notes == ["tokenizer_config.json add_bos_token is false but tokenizer.json's post-processor adds "
+                       "'<bos>' 2: no BOS (the config is followed; --bos-id 2 adds it)"]
 
 
 def test_a_list_of_eos_ids_gives_eos_id_and_stop_ids(tmp_path, smollm2):
@@ -148,6 +150,15 @@ def test_a_list_of_eos_ids_gives_eos_id_and_stop_ids(tmp_path, smollm2):
     r = resolve_options(smollm2[0], target, {})
     assert (r.options.eos_id, r.options.stop_ids) == (2, (0,))
     assert r.sources["stop_ids"] == "generation_config.json: the EOS ids after the first"
+
+
+def test_chat_template_jinja_wins_over_the_configs_and_says_so(tmp_path):
+    tok = build_tokenizer(tmp_path, CHATML, {"eos_token": "<|im_end|>", "chat_template": "{{ messages }}"},
+                          template=SMOLLM2_TEMPLATE)
+    r = resolve_options(Tokenizer.load(tok), None, {})
+    assert r.options.chat_suffix == SMOLLM2_SUFFIX and r.sources["chat_suffix"] == "chat_template.jinja"
+    assert r.notes == ["tokenizer_config.json holds another chat_template; chat_template.jinja is used "
+                       "(as Transformers does)"]
 
 
 def test_the_template_in_tokenizer_config_is_read_when_no_jinja_file(tmp_path):

@@ -228,7 +228,7 @@ def format_table(report: CheckReport) -> str:
                      f"K range {info['k_range']} from {info.get('k_source')}")
     for key in ("run_options", "program_shape"):  # where the options and the --target shape came from
         if key in info:
-            lines.append(info[key]["summary"])
+            lines += [info[key]["summary"], *(f"note: {n}" for n in info[key].get("notes", []))]
     lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")
     lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
     lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "

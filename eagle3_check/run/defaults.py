@@ -95,6 +95,10 @@ def _from_files(tokenizer: Tokenizer, target_dir, given: dict, sources: dict, no
     need_template = not given.get("raw") and not {"chat_prefix", "chat_suffix"} <= set(given)
     template = find_template(tokenizer) if need_template else None
     if template is not None:
+        other = tokenizer.config.get("chat_template")
+        if template.source == "chat_template.jinja" and isinstance(other, str) and other != template.text:
+            notes.append("tokenizer_config.json holds another chat_template; chat_template.jinja is used "
+                         "(as Transformers does)")
         out["chat_prefix"], out["chat_suffix"] = split_template(template, tokenizer)
         for f in ("chat_prefix", "chat_suffix"):
             sources.setdefault(f, template.source)
@@ -105,6 +109,10 @@ def _from_files(tokenizer: Tokenizer, target_dir, given: dict, sources: dict, no
             sources.setdefault(f, f"none: {why}")
     templated = template is not None and not given.get("raw") and "chat_prefix" not in given
     out["bos_id"], bos_source = _bos(tokenizer, target_dir, templated)
+    pp = tokenizer.post_processor_bos()
+    if not templated and bos_source.endswith("add_bos_token false") and pp is not None:
+        notes.append(f"tokenizer_config.json add_bos_token is false but tokenizer.json's post-processor adds "
+                     f"{tokenizer.id_to_token(pp)!r} {pp}: no BOS (the config is followed; --bos-id {pp} adds it)")
     sources.setdefault("bos_id", bos_source)
     eos, eos_source = _model_eos(target_dir)
     if not eos and (name := tokenizer.config_token("eos_token")) and tokenizer.token_to_id(name) is not None:
