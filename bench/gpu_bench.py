@@ -165,7 +165,10 @@ def build_real(args, dev):
     max_seq = 1 << (longest + args.new + 16).bit_length()
     spec = ProgramSpec(max_seq_len=max_seq, min_prefill=1, max_prefill=longest, chain_len=4,
                        min_verify_len=2, max_verify_len=8)
+    # no stop set (the program's get_eos_ids included): every row emits --new tokens, as HF generate's
+    # min_new_tokens makes it; with the target's EOS the spec rows stopped at the answer's end (first run)
     plain = EagerBackend.from_dirs(args.target, args.draft_dir, spec, str(dev), "bfloat16")
+    plain._metadata["get_eos_ids"] = []
     model = plain.module.target.model
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
