@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from eagle3_check.gating.junit import JUnitCase
-from eagle3_check.reference.hf import Scores
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
+
+if TYPE_CHECKING:  # annotations only: the CLI reads the defaults before torch is imported
+    from eagle3_check.reference.hf import Scores
 
 DEFAULT_MIN_AGREEMENT = 0.43  # see the module doc: measured on the fixtures
 DEFAULT_MAX_TAU_DROP = 0.7  # absolute tau, see the module doc
@@ -52,6 +55,8 @@ class PromptDrift:
     margin: float | None = None  # HF's top-1 minus top-2 there
     rank: int | None = None  # the program's token's rank under HF there (1 = argmax)
     worst_rank: int | None = None  # the largest rank over every divergent position
+    ranks: list[int] = field(default_factory=list)  # the program's token's rank under HF at each divergence
+    gaps: list[float] = field(default_factory=list)  # HF's top-1 logit minus the program's token's there
 
     @property
     def agreement(self) -> float:
@@ -68,18 +73,31 @@ def prompt_drift(prompt: str, tokens: list[int], hf: Scores) -> PromptDrift:
     out = PromptDrift(prompt, n, n - len(diff))
     if diff:
         i = diff[0]
-        ranks = [hf.given_rank[j] for j in diff if j < len(hf.given_rank) and hf.given_rank[j] is not None]
+        known = [j for j in diff if j < len(hf.given_rank) and hf.given_rank[j] is not None]
         out.first, out.got, out.want = i, tokens[i], hf.argmax[i]
         out.margin = hf.top1[i] - hf.top2[i]
         out.rank = hf.given_rank[i] if i < len(hf.given_rank) else None
-        out.worst_rank = max(ranks) if ranks else None
+        out.ranks = [int(hf.given_rank[j]) for j in known]
+        out.gaps = [float(hf.top1[j] - hf.given_logit[j]) for j in known]
+        out.worst_rank = max(out.ranks) if out.ranks else None
     return out
+
+
+DEFAULT_FAR_RANK = 20  # provisional
+DEFAULT_MAX_FAR_SHARE = 0.05  # provisional
+RANK_BUCKETS = ((1, 1), (2, 2), (3, 5), (6, 20), (21, 100), (101, None))  # the report's histogram
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    return f">{lo - 1}" if hi is None else str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 @dataclass
 class DriftThresholds:
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     max_tau_drop: float = DEFAULT_MAX_TAU_DROP
+    far_rank: int = DEFAULT_FAR_RANK
+    max_far_share: float = DEFAULT_MAX_FAR_SHARE
 
 
 @dataclass
@@ -100,6 +118,22 @@ class DriftReport:
     @property
     def agreement(self) -> float:
         return sum(p.agree for p in self.prompts) / self.positions if self.positions else 1.0
+
+    @property
+    def ranks(self) -> list[int]:
+        return [r for p in self.prompts for r in p.ranks]
+
+    @property
+    def far(self) -> int:
+        return sum(r > self.thresholds.far_rank for r in self.ranks)
+
+    @property
+    def far_share(self) -> float:
+        return self.far / self.positions if self.positions else 0.0
+
+    def rank_histogram(self) -> dict[str, int]:
+        ranks = self.ranks
+        return {bucket_label(lo, hi): sum(lo <= r and (hi is None or r <= hi) for r in ranks) for lo, hi in RANK_BUCKETS}
 
     @property
     def tau_drop(self) -> float | None:
@@ -152,6 +186,8 @@ class DriftReport:
                 "agreement": round(self.agreement, 4), "positions": self.positions, "tau": self.tau,
                 "fp_tau": self.fp_tau, "tau_drop": None if self.tau_drop is None else round(self.tau_drop, 4),
                 "fp_note": self.fp_note, "thresholds": asdict(self.thresholds),
+                "divergences": len(self.ranks), "far": self.far, "far_share": round(self.far_share, 4),
+                "rank_histogram": self.rank_histogram(),
                 "prompts": [p.to_json() for p in self.prompts]}
 
 
