@@ -131,6 +131,10 @@ class DriftReport:
     def far_share(self) -> float:
         return self.far / self.positions if self.positions else 0.0
 
+    def worst_divergence(self) -> tuple[PromptDrift, int]:
+        """(prompt, index into its `ranks`) of the divergence with the largest rank under HF."""
+        return max(((p, i) for p in self.prompts for i in range(len(p.ranks))), key=lambda x: x[0].ranks[x[1]])
+
     def rank_histogram(self) -> dict[str, int]:
         ranks = self.ranks
         return {bucket_label(lo, hi): sum(lo <= r and (hi is None or r <= hi) for r in ranks) for lo, hi in RANK_BUCKETS}
@@ -151,6 +155,11 @@ class DriftReport:
             self.reasons.append(f"agreement {self.agreement:.3f} < --min-agreement {t.min_agreement:g} "
                                 f"(worst prompt {worst.prompt}: {worst.agreement:.3f}, first divergence at token "
                                 f"{worst.first}: program {worst.got}, HF {worst.want}, rank {worst.rank} under HF)")
+        if self.far_share > t.max_far_share:
+            p, i = self.worst_divergence()
+            self.reasons.append(f"far divergences {self.far_share:.3f} > --max-far-share {t.max_far_share:g} ({self.far} "
+                                f"of {self.positions} positions emit a token ranked past --far-rank {t.far_rank} under HF; "
+                                f"worst: prompt {p.prompt}, rank {p.ranks[i]}, {p.gaps[i]:.2f} logits below HF's top)")
         drop = self.tau_drop
         if drop is not None and drop > t.max_tau_drop:
             self.reasons.append(f"tau drop {drop:.2f} > --max-tau-drop {t.max_tau_drop:g} (tau {self.tau:.2f}, "
@@ -160,26 +169,38 @@ class DriftReport:
 
     def message(self) -> str:
         diverged = sum(p.first is not None for p in self.prompts)
+        t = self.thresholds
         tau = (f"tau {self.tau:.2f} vs full precision {self.fp_tau:.2f} (drop {self.tau_drop:.2f}, max "
-               f"{self.thresholds.max_tau_drop:g})" if self.tau_drop is not None
+               f"{t.max_tau_drop:g})" if self.tau_drop is not None
                else f"tau vs full precision not measured: {self.fp_note}")
         head = (f"{self.quantization}: agreement {self.agreement:.3f} over {self.positions} positions (min "
-                f"{self.thresholds.min_agreement:g}), {diverged}/{len(self.prompts)} prompts diverge; {tau}")
+                f"{t.min_agreement:g}), {diverged}/{len(self.prompts)} prompts diverge, far divergences "
+                f"{self.far}/{self.positions} = {self.far_share:.3f} past rank {t.far_rank} (max {t.max_far_share:g}); "
+                f"{tau}")
         if self.status == FAIL:
             return "drift past the thresholds: " + "; ".join(self.reasons) + f" [{head}]"
         return head
 
     def junit_cases(self) -> list[JUnitCase]:
-        """One case per prompt: its agreement and first divergence as properties; a prompt that
-        diverged fails only when the pooled agreement is past --min-agreement."""
-        low = self.status == FAIL and self.agreement < self.thresholds.min_agreement
-        return [JUnitCase(p.prompt, FAIL if low and p.first is not None else PASS,
-                          f"agreement {p.agreement:.3f} over {p.positions}" + (
-                              f"; first divergence at token {p.first}: program {p.got}, HF {p.want}, rank {p.rank}"
-                              if p.first is not None else ""),
-                          properties={"agreement": f"{p.agreement:.4f}", "positions": str(p.positions),
-                                      "first_divergence": str(p.first), "rank_under_hf": str(p.rank)})
-                for p in self.prompts]
+        """One case per prompt: its agreement, first divergence and far divergences as properties; a
+        prompt fails only when a pooled bound it contributes to is past: it diverged and the pooled
+        agreement is below --min-agreement, or it diverged far and the pooled far share is past."""
+        t = self.thresholds
+        low = self.status == FAIL and self.agreement < t.min_agreement
+        far = self.status == FAIL and self.far_share > t.max_far_share
+        cases = []
+        for p in self.prompts:
+            n_far = sum(r > t.far_rank for r in p.ranks)
+            bad = (low and p.first is not None) or (far and n_far > 0)
+            msg = f"agreement {p.agreement:.3f} over {p.positions}" + (
+                f"; first divergence at token {p.first}: program {p.got}, HF {p.want}, rank {p.rank}; "
+                f"{n_far} of {len(p.ranks)} divergences past rank {t.far_rank} (worst rank {p.worst_rank})"
+                if p.first is not None else "")
+            cases.append(JUnitCase(p.prompt, FAIL if bad else PASS, msg, properties={
+                "agreement": f"{p.agreement:.4f}", "positions": str(p.positions), "first_divergence": str(p.first),
+                "rank_under_hf": str(p.rank), "worst_rank": str(p.worst_rank), "far_divergences": str(n_far),
+                "worst_gap": _fmt(max(p.gaps, default=None), ".3g")}))
+        return cases
 
     def to_json(self) -> dict:
         return {"quantization": self.quantization, "status": str(self.status), "reasons": self.reasons,
@@ -200,15 +221,22 @@ def _fmt(x, spec: str = "") -> str:
 
 
 def drift_table(d: dict) -> list[str]:
-    """The drift table from `DriftReport.to_json()`: one row per prompt, then the pooled line."""
-    rows = [("prompt", "positions", "agreement", "first div", "program", "HF", "HF margin", "rank", "worst rank")]
+    """The drift table from `DriftReport.to_json()`: one row per prompt, the ranks at the
+    divergences by bucket, then the pooled line."""
+    t = d["thresholds"]
+    rows = [("prompt", "positions", "agreement", "first div", "program", "HF", "HF margin", "rank", "worst rank",
+             f"far (>{t['far_rank']})", "worst gap")]
     for p in d["prompts"]:
         rows.append((p["prompt"], str(p["positions"]), f"{p['agreement']:.3f}", _fmt(p["first"]), _fmt(p["got"]),
-                     _fmt(p["want"]), _fmt(p["margin"], ".3g"), _fmt(p["rank"]), _fmt(p["worst_rank"])))
+                     _fmt(p["want"]), _fmt(p["margin"], ".3g"), _fmt(p["rank"]), _fmt(p["worst_rank"]),
+                     str(sum(r > t["far_rank"] for r in p["ranks"])), _fmt(max(p["gaps"], default=None), ".3g")))
     lines = format_rows(rows)
+    hist = ", ".join(f"{k}: {v}" for k, v in d["rank_histogram"].items())
+    lines.append(f"ranks under HF at the {d['divergences']} divergences: {hist}")
     tau = (f"tau {d['tau']:.2f} vs full precision {d['fp_tau']:.2f} (drop {d['tau_drop']:.2f}, max "
-           f"{d['thresholds']['max_tau_drop']:g})" if d["tau_drop"] is not None else f"tau not compared: {d['fp_note']}")
+           f"{t['max_tau_drop']:g})" if d["tau_drop"] is not None else f"tau not compared: {d['fp_note']}")
     lines.append(f"pooled: agreement {d['agreement']:.3f} over {d['positions']} positions (min "
-                 f"{d['thresholds']['min_agreement']:g}); {tau}; {str(d['status']).upper()}"
+                 f"{t['min_agreement']:g}); far divergences {d['far']}/{d['positions']} = {d['far_share']:.3f} "
+                 f"(max {t['max_far_share']:g}); {tau}; {str(d['status']).upper()}"
                  + (f": {'; '.join(d['reasons'])}" if d["reasons"] else ""))
     return lines
