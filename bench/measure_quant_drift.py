@@ -62,12 +62,16 @@ SMOLLM2 = [  # the four broken programs of issue 26, and the two good ones
     ("broken: int4 g32 layers.15.self_attn.o_proj scales 0", "int4-weight", 32, False, L + "15.self_attn.o_proj"),
     ("broken: int4 g32 layers.29.mlp.down_proj scales 0", "int4-weight", 32, False, L + "29.mlp.down_proj"),
 ]
-GEMMA3 = [  # 18 layers: the first MLP, a middle attention output, the last MLP
+GEMMA3 = [  # 18 layers: the first MLP, a middle attention output, the last MLP (each removes one block's output:
+    # Gemma 3's post-norms map zero to zero), then two layers' keys
     ("int8-weight", "int8-weight", None, False, None),
     ("int4-weight g32", "int4-weight", 32, False, None),
     ("broken: int4 g32 layers.0.mlp.down_proj scales 0", "int4-weight", 32, False, L + "0.mlp.down_proj"),
     ("broken: int4 g32 layers.8.self_attn.o_proj scales 0", "int4-weight", 32, False, L + "8.self_attn.o_proj"),
     ("broken: int8 layers.17.mlp.down_proj scales 0", "int8-weight", None, False, L + "17.mlp.down_proj"),
+    # zeroed keys (k_norm keeps them zero): uniform attention in that layer, not just a block removed
+    ("broken: int4 g32 layers.0.self_attn.k_proj scales 0", "int4-weight", 32, False, L + "0.self_attn.k_proj"),
+    ("broken: int4 g32 layers.11.self_attn.k_proj scales 0", "int4-weight", 32, False, L + "11.self_attn.k_proj"),
 ]
 CONFIGS = {"tiny-llama": TINY, "tiny-gemma4": TINY, "tiny-llama-random": TINY, "smollm2": SMOLLM2,
            "smollm2-135m": SMOLLM2, "gemma3": GEMMA3, "gemma3-270m": GEMMA3}
@@ -166,10 +170,35 @@ def _measure(name, only, done, build, target, tok, prompts, opts, ks) -> list[di
                "seconds": round(time.perf_counter() - t0, 1), **rep.to_json()}
         rows.append(row)
         done(row)
-        far = rep.far_share
-        print(f"{name:14s} {label:54s} agreement {rep.agreement:.3f} far {far:.3f} ranks {rep.rank_histogram()} "
-              f"tau {rep.tau:.2f} fp {fp_tau:.2f} lossless {lossless} -> {rep.status} ({row['seconds']} s)", flush=True)
+        _print(row)
     return rows
+
+
+def _print(row: dict) -> None:
+    print(f"{row['fixture']:14s} {row['config']:54s} agreement {row['agreement']:.3f} far {row['far_share']:.3f} "
+          f"mean gap {row['mean_gap']:.3f} ranks {row['rank_histogram']} tau {row['tau']:.2f} fp {row['fp_tau']:.2f} "
+          f"lossless {row['runner_vs_self_identical']} -> {row['status']} ({row['seconds']} s)", flush=True)
+
+
+def rejudge(path: str) -> None:
+    """Re-derives every row's statistics and verdict from its recorded per-prompt drift with the
+    current code and default thresholds (the measurement itself is the rows' prompts)."""
+    from eagle3_check.gating.drift import PromptDrift
+
+    d = json.loads(Path(path).read_text())
+    for i, row in enumerate(d["rows"]):
+        prompts = [PromptDrift(**{k: v for k, v in p.items() if k != "agreement"}) for p in row["prompts"]]
+        rep = DriftReport(row["quantization"], prompts, row["tau"], row["fp_tau"], DriftThresholds(),
+                          row["fp_note"]).judge()
+        keep = {k: row[k] for k in ("fixture", "config", "broken_layer", "runner_vs_self_identical", "prompts",
+                                    "max_new_tokens", "seconds") if k in row}
+        d["rows"][i] = {**keep, **rep.to_json(), "prompts": [p.to_json() for p in prompts]}
+        _print(d["rows"][i])
+    d["summary"] = _summary(d["rows"])
+    d["rejudged"] = ("statistics and verdicts re-derived from the recorded per-prompt drift with the defaults of "
+                     f"the commit that wrote this file: PYTHONPATH=. python bench/measure_quant_drift.py --rejudge {path}")
+    write_text_atomic(path, json.dumps(d, indent=2) + "\n", "measurement")
+    print(json.dumps(d["summary"]))
 
 
 def main() -> None:
@@ -181,7 +210,11 @@ def main() -> None:
     ap.add_argument("--real-max-new", type=int, default=32)
     ap.add_argument("--only", default=None, help="config labels separated by '|'")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rejudge", default=None, metavar="FILE", help="re-derive FILE's verdicts with the current "
+                    "thresholds (no model runs)")
     args = ap.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge)
     torch.set_num_threads(1)
     only = set(args.only.split("|")) if args.only else None
     rows: list[dict] = []
@@ -199,16 +232,24 @@ def main() -> None:
     print(json.dumps(_report(rows, args)["summary"]))
 
 
-def _report(rows: list[dict], args) -> dict:
+def _summary(rows: list[dict]) -> dict:
     good = [r for r in rows if not r["broken_layer"]]
     broken = [r for r in rows if r["broken_layer"]]
-    summary = {
+    return {
         "min_agreement_good": min((r["agreement"] for r in good), default=None),
         "max_agreement_broken": max((r["agreement"] for r in broken), default=None),
         "max_tau_drop_good": max((r["tau_drop"] for r in good), default=None),
         "max_far_share_good": max((r["far_share"] for r in good), default=None),
         "min_far_share_broken": min((r["far_share"] for r in broken), default=None),
+        "max_mean_gap_good": max((r["mean_gap"] for r in good), default=None),
+        "min_mean_gap_broken": min((r["mean_gap"] for r in broken), default=None),
+        "broken_passing": [f"{r['fixture']}: {r['config']}" for r in broken if r["status"] == "pass"],
+        "good_failing": [f"{r['fixture']}: {r['config']}" for r in good if r["status"] != "pass"],
     }
+
+
+def _report(rows: list[dict], args) -> dict:
+    summary = _summary(rows)
     only = f" --only '{args.only}'" if args.only else ""
     real = "".join(f" --real {r}" for r in args.real)
     return {"what": "quantization drift (eager fp32 CPU, one thread; tiny fixtures: gate defaults, 64 new tokens, "

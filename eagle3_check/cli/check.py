@@ -90,7 +90,7 @@ def refuse_drift_flags(args: argparse.Namespace) -> None:
     from eagle3_check.errors import OptionError
 
     flag = next((f for f in ("group_size", "quantize_draft", "min_agreement", "max_tau_drop", "far_rank",
-                             "max_far_share") if getattr(args, f) not in (None, False)), None)
+                             "max_far_share", "max_mean_gap") if getattr(args, f) not in (None, False)), None)
     if flag:
         raise OptionError(f"--{flag.replace('_', '-')} without --quantize", "--quantize int8-weight|int4-weight",
                           "add --quantize SCHEME, or drop the flag")

@@ -22,6 +22,7 @@ def add_drift_args(p: argparse.ArgumentParser, quantize: bool = False) -> None:
     from eagle3_check.gating.drift import (
         DEFAULT_FAR_RANK,
         DEFAULT_MAX_FAR_SHARE,
+        DEFAULT_MAX_MEAN_GAP,
         DEFAULT_MAX_TAU_DROP,
         DEFAULT_MIN_AGREEMENT,
     )
@@ -44,6 +45,9 @@ def add_drift_args(p: argparse.ArgumentParser, quantize: bool = False) -> None:
                    f"target (default {DEFAULT_FAR_RANK})")
     g.add_argument("--max-far-share", type=float, default=None, metavar="SHARE",
                    help=f"largest share of positions that diverge far (default {DEFAULT_MAX_FAR_SHARE:g})")
+    g.add_argument("--max-mean-gap", type=float, default=None, metavar="LOGITS",
+                   help="largest mean, over positions, of HF's top-1 logit minus the program's token's "
+                   f"(default {DEFAULT_MAX_MEAN_GAP:g})")
 
 
 def drift_thresholds(args: argparse.Namespace):
@@ -55,7 +59,8 @@ def drift_thresholds(args: argparse.Namespace):
     for flag, attr, lo, hi, what in (("--min-agreement", "min_agreement", 0.0, 1.0, "a share in [0, 1]"),
                                      ("--max-tau-drop", "max_tau_drop", 0.0, 8.0, "a tau in [0, 8]"),
                                      ("--far-rank", "far_rank", 1, 10**9, "a rank >= 1"),
-                                     ("--max-far-share", "max_far_share", 0.0, 1.0, "a share in [0, 1]")):
+                                     ("--max-far-share", "max_far_share", 0.0, 1.0, "a share in [0, 1]"),
+                                     ("--max-mean-gap", "max_mean_gap", 0.0, 1e6, "logits >= 0")):
         value = getattr(args, attr, None)
         if value is None:
             continue
