@@ -26,7 +26,8 @@ examples:
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
   eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
-  eagle3-check gate --pte q4.pte --min-agreement 0.5 --max-tau-drop 0.4   # a quantized export: drift bounds (int4 measured 0.585, 0.36)
+  eagle3-check gate --pte q4.pte --max-mean-gap 0.5 --max-far-share 0.01   # a quantized export: tighter drift bounds
+                                                  # (docs/quantization.md; check --quantize measures without an export)
 """
 
 
