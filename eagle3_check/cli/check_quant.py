@@ -41,7 +41,7 @@ def add_drift_args(p: argparse.ArgumentParser, quantize: bool = False) -> None:
     g.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
                    help=f"largest tau drop below the full-precision program's (default {DEFAULT_MAX_TAU_DROP:g})")
     g.add_argument("--far-rank", type=int, default=None, metavar="R",
-                   help="a divergence is far when the program's token ranks past R (R-th best and worse excluded: rank > R) under the full-precision "
+                   help="a divergence is far when the program's token ranks past R (rank > R) under the full-precision "
                    f"target (default {DEFAULT_FAR_RANK})")
     g.add_argument("--max-far-share", type=float, default=None, metavar="SHARE",
                    help=f"largest share of positions that diverge far (default {DEFAULT_MAX_FAR_SHARE:g})")
