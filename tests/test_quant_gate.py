@@ -9,6 +9,7 @@ gate's checks do not depend on the backend (the .pte: tests/pte/test_quantized_p
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import asdict
 
 import pytest
 
@@ -16,7 +17,7 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
                     "pip install -e .[pte]")
 
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
-from eagle3_check.gating.drift import DEFAULT_MAX_TAU_DROP, DEFAULT_MIN_AGREEMENT  # noqa: E402
+from eagle3_check.gating.drift import DEFAULT_MIN_AGREEMENT, DriftThresholds  # noqa: E402
 from eagle3_check.gating.gate import DRIFT, GateInputs, format_table, run_gate  # noqa: E402
 from eagle3_check.gating.junit import to_xml  # noqa: E402
 from eagle3_check.mutants import factory  # noqa: E402
@@ -65,13 +66,15 @@ def test_quantized_program_passes_the_gate_with_a_drift_table(gate, q4):
     assert hf.status == SKIP and "quantized program (int4-weight g32)" in hf.message
     drift = report.check(DRIFT)
     d = drift.details["drift"]
-    assert drift.status == PASS and d["thresholds"] == {"min_agreement": DEFAULT_MIN_AGREEMENT,
-                                                       "max_tau_drop": DEFAULT_MAX_TAU_DROP}
+    assert drift.status == PASS and d["thresholds"] == asdict(DriftThresholds())
+    assert d["thresholds"]["min_agreement"] == DEFAULT_MIN_AGREEMENT and d["far_share"] <= d["thresholds"]["max_far_share"]
+    assert d["divergences"] == sum(d["rank_histogram"].values()) > 0
     assert DEFAULT_MIN_AGREEMENT <= d["agreement"] < 1  # INT4 drifts, within the bound
     assert d["fp_tau"] is not None and d["tau"] is not None and len(d["prompts"]) == 14
     table = format_table(report)
     assert "quantization drift (int4-weight g32; self reference vs HF full precision" in table
     assert "first div" in table and "rank" in table and "pooled: agreement" in table
+    assert "ranks under HF at the " in table and "mean gap" in table
     root = ET.fromstring(to_xml(report.junit_suites()).split("\n", 1)[1])
     suite = next(s for s in root.iter("testsuite") if s.get("name") == DRIFT)
     assert suite.get("tests") == "14" and suite.find("testcase/properties") is not None

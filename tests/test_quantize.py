@@ -85,3 +85,22 @@ def test_prompt_drift_worked_example():
     d = prompt_drift("p", [5, 7, 9], hf)
     assert (d.positions, d.agree, d.first, d.got, d.want, d.rank, d.worst_rank) == (3, 2, 1, 7, 8, 2, 2)
     assert math.isclose(d.agreement, 2 / 3) and math.isclose(d.margin, 0.5)
+
+
+def test_the_eager_dequantized_weight_follows_its_buffers():
+    """An eager WeightOnlyLinear keeps its dequantized weight between calls; zeroing its scales
+    in place (zero_scales, after a forward) or replacing a buffer is seen by the next call, and a
+    traced forward (torch.export) still dequantizes in the graph, from the integer buffers."""
+    from eagle3_check.program.quantize import zero_scales
+
+    torch.manual_seed(0)
+    holder = nn.Sequential(quantize_linear(nn.Linear(64, 16), make_spec("int4-weight")))
+    x = torch.randn(2, 64)  # [2, 64]
+    first = holder(x)  # [2, 16]
+    assert torch.equal(holder(x), first) and holder[0].weight is holder[0].weight  # kept, not recomputed
+    zero_scales(holder, "0")
+    assert torch.equal(holder(x), holder[0].bias.expand(2, 16))  # the zeroed scales, not the kept weight
+    holder[0].scale = torch.ones_like(holder[0].scale)  # a replaced buffer
+    assert torch.equal(holder[0].weight, holder[0].qdata.float() - holder[0].zero_point.float().repeat_interleave(32, 1))
+    ops = {str(n.target) for n in torch.export.export(holder, (x,)).graph.nodes if n.op == "call_function"}
+    assert "aten.sub.Tensor" in ops and "aten.mul.Tensor" in ops  # (q - zp) * scale, traced

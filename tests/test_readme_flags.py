@@ -21,14 +21,14 @@ FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)  # (language, body)
 
 
 def segments_of(path: Path) -> list[str]:
-    """Every command of every shell code block of one markdown file: each line split at `&&`,
+    """Every command of every shell code block of one markdown file (continued lines joined): each line split at `&&`,
     leading `VAR=value` environment assignments dropped (`PYTHONPATH=. eagle3-check ...` is an
     eagle3-check command)."""
     out = []
     for lang, block in FENCE.findall(path.read_text(encoding="utf-8")):
         if lang.strip() not in ("bash", "sh", "console"):
             continue
-        for line in block.splitlines():
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():  # a `\` continuation is one command
             for seg in line.split("&&"):
                 seg = re.sub(r"^(\s*[A-Z_]+=\S*\s+)+", "", seg).strip()
                 if seg and not seg.startswith("#"):

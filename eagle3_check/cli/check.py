@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from eagle3_check.cli.check_quant import add_drift_args, quant_main
 from eagle3_check.cli.check_suite import list_main, refuse_junit, suite_main
 from eagle3_check.cli.common import (
     add_program_args,
@@ -36,6 +37,7 @@ examples:
   eagle3-check check --suite edge            # every edge case (stop, budget, context, ...)
   eagle3-check check --suite context --json  # one suite (or one case: --suite context/room-0)
   eagle3-check check --device cuda --compile layer   # judge bench/gpu_bench.py's compiled fast path
+  eagle3-check check --quantize int4-weight  # quantize in process: lossless + drift, as gate judges a .pte
 """
 
 
@@ -79,7 +81,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
+    add_drift_args(p, quantize=True)
     p.set_defaults(func=main)
+
+
+def refuse_drift_flags(args: argparse.Namespace) -> None:
+    """The drift flags judge only `--quantize`'s program: given without it, a one-line error."""
+    from eagle3_check.errors import OptionError
+
+    flag = next((f for f in ("group_size", "quantize_draft", "min_agreement", "max_tau_drop", "far_rank",
+                             "max_far_share", "max_mean_gap") if getattr(args, f) not in (None, False)), None)
+    if flag:
+        raise OptionError(f"--{flag.replace('_', '-')} without --quantize", "--quantize int8-weight|int4-weight",
+                          "add --quantize SCHEME, or drop the flag")
 
 
 def tie_budget_from_args(args: argparse.Namespace) -> float:
@@ -110,6 +124,9 @@ def main(args: argparse.Namespace) -> int:
         check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
     runner_name = args.runner = args.runner or default_runner(args.device)
     runner = load_runner(runner_name)
+    if args.quantize:  # the gate's quantized checks in process: cli/check_quant.py
+        return quant_main(args, runner, runner_name)
+    refuse_drift_flags(args)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         refuse_html(args, "a runner binary (--runner exec:...)")
         return exec_check_main(args, runner)

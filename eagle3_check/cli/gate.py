@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from eagle3_check.atomic import check_writable, write_text_atomic
+from eagle3_check.cli.check_quant import add_drift_args, drift_thresholds
 from eagle3_check.cli.common import (
     add_runner_args,
     load_tokenizer,
@@ -30,7 +31,8 @@ examples:
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
   eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
-  eagle3-check gate --pte q4.pte --min-agreement 0.5 --max-tau-drop 0.4   # a quantized export: drift bounds (int4 measured 0.585, 0.36)
+  eagle3-check gate --pte q4.pte --max-mean-gap 0.5 --max-far-share 0.01   # a quantized export: tighter drift bounds
+                                                  # (docs/quantization.md; check --quantize measures without an export)
 """
 
 
@@ -54,11 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed per check, a share of judged positions (default: the program's dtype's, "
                    "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
-    p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
-                   help="quantized programs: least share of the program's greedy tokens that must be the "
-                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see docs/quantized-exports.md)")
-    p.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
-                   help="quantized programs: largest tau drop below the full-precision program's (default 0.7)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     add_html_arg(p)
@@ -68,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gate a runner binary (the seed runner's flags and output), or a plug-in runner, instead "
                    "of the reference runner")
     add_timeout_arg(p)
+    add_drift_args(p)
     add_runner_args(p, max_new_default=64)
     p.set_defaults(func=main)
 
@@ -176,16 +174,7 @@ class StepBars:
 def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
     """The drift thresholds, and how to build the full-precision twin of a quantized .pte: the
     fixture's (a variant's base) or the sidecar's --target/--draft, in the .pte's own shape."""
-    from eagle3_check.errors import OptionError
-
-    for flag, value in (("--min-agreement", args.min_agreement), ("--max-tau-drop", args.max_tau_drop)):
-        if value is not None and not (0.0 <= value <= (1.0 if flag == "--min-agreement" else 8.0)):
-            raise OptionError(f"{flag} {value:g}", "a share in [0, 1]" if flag == "--min-agreement" else "a tau in [0, 8]",
-                              f"pass e.g. {flag} 0.5")
-    if args.min_agreement is not None:
-        inputs.drift.min_agreement = args.min_agreement
-    if args.max_tau_drop is not None:
-        inputs.drift.max_tau_drop = args.max_tau_drop
+    inputs.drift = drift_thresholds(args)
     source = _sidecar_source(args.pte)
     if fx is not None and not args.target:
         from eagle3_check.fixtures.registry import load_fixture

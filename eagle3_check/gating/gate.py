@@ -49,13 +49,16 @@ from eagle3_check.reference.tolerance import default_budget, tolerance_for
 from eagle3_check.reference.verdict import FAIL
 from eagle3_check.status import PASS, SKIP
 
-__all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "run_gate"]
+__all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "request_checks",
+           "run_gate"]
 
 
-def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf,
-                  ks: list[int]) -> tuple[list[GateCheck], float | None]:
-    """Runner vs self reference, runner vs HF reference, self vs HF, over prompts x K (after `run_gate`'s
-    load check, which set the tie tolerance and budget)."""
+def request_checks(program: SpeculatorProgram, inputs: GateInputs, hf,
+                   ks: list[int] | None = None) -> tuple[list[GateCheck], float | None]:
+    """Runner vs self reference, runner vs HF reference, self vs HF (or, for a quantized program,
+    its drift), over prompts x K (default: `inputs.ks`, else the run's or the program's K); after
+    `run_gate`'s load check, which set the tie tolerance and budget (`check --quantize` sets them)."""
+    ks = ks or inputs.ks or [inputs.options.chain_len or read_metadata(program.metadata()).chain_len]
     step = inputs.on_step
     rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
                       on_request=(lambda d, t: step("requests", d, t)) if step else None,
@@ -76,6 +79,8 @@ def _run_requests(program: SpeculatorProgram, inputs: GateInputs, hf,
     checks[0].details.update(k=ks, tau=rc.tau, requests=rc.runs, reference=rc.ref_self, runs=rc.summaries)
     if hf is not None:  # per request: the reference's tokens and margins the verdict read
         checks[1].details["reference"] = rc.ref_hf
+    for chk in checks:  # each second counted once (gate_requests.py says whose case pays for what)
+        chk.seconds = sum(c.seconds for c in chk.cases)
     return checks, rc.tau
 
 
@@ -266,9 +271,8 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     add(timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
-    checks, tau = _run_requests(program, inputs, hf, ks)
-    for chk in checks:  # each second counted once (gate_requests.py says whose case pays for what)
-        chk.seconds = sum(c.seconds for c in chk.cases)
+    checks, tau = request_checks(program, inputs, hf, ks)
+    for chk in checks:
         add(chk)
     report.tau = tau
     report.info["k"] = ks[0] if len(ks) == 1 else ks

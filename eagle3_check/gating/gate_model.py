@@ -153,7 +153,9 @@ def summarize(name: str, cases: list[JUnitCase], what: str, ok: str = "identical
 DRIFT = "quantization drift"
 
 
-def format_table(report: GateReport) -> str:
+def format_table(report: GateReport, verdict: str = "GATE", about: str | None = None) -> str:
+    """The checks' table, the drift table when a quantized program was judged, then the verdict line
+    (`verdict`: GATE, or `check --quantize`'s label; `about`: what was judged, default the .pte)."""
     rows = [("check", "status", "time", "message")]
     for c in report.checks:
         rows.append((c.name, c.status.upper(), f"{c.seconds:.1f}s", c.message))
@@ -166,5 +168,6 @@ def format_table(report: GateReport) -> str:
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
     if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (run/defaults.py)
         lines += ["", report.info["run_options"]["summary"]]
-    lines += ["", f"GATE: {'PASS' if report.passed else 'FAIL'}{tau}   ({report.info.get('pte')})"]
+    about = report.info.get("pte") if about is None else about
+    lines += ["", f"{verdict}: {'PASS' if report.passed else 'FAIL'}{tau}   ({about})"]
     return "\n".join(lines)

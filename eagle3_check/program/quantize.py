@@ -91,8 +91,22 @@ class WeightOnlyLinear(nn.Module):
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)  # [N]
         self.in_features, self.out_features = qdata.shape[1], qdata.shape[0]
 
+        self._dequantized: tuple[tuple, torch.Tensor] | None = None  # eager only: see `weight`
+
     @property
-    def weight(self) -> torch.Tensor:  # -> [N, K] float32 (dequantized on every call)
+    def weight(self) -> torch.Tensor:  # -> [N, K] float32
+        """Dequantized. Traced (torch.export, torch.compile): computed in the graph on every call, so
+        the program holds the integers. Eager: computed once and kept until a buffer changes (in place,
+        e.g. `zero_scales`, or replaced, e.g. `.to()`), so an eager run does not dequantize every
+        weight on every call (same values: the same ops on the same buffers)."""
+        if torch.compiler.is_compiling():
+            return self._dequantize()
+        key = tuple((b.data_ptr(), b._version, b.device) for b in (self.qdata, self.scale, self.zero_point))
+        if self._dequantized is None or self._dequantized[0] != key:
+            self._dequantized = (key, self._dequantize())
+        return self._dequantized[1]
+
+    def _dequantize(self) -> torch.Tensor:  # -> [N, K] float32
         n, k = self.qdata.shape
         groups = self.scale.shape[1]
         q = self.qdata.to(torch.float32).view(n, groups, k // groups)  # [N, K / g, g]
