@@ -56,7 +56,7 @@ __all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "f
 def request_checks(program: SpeculatorProgram, inputs: GateInputs, hf,
                    ks: list[int] | None = None) -> tuple[list[GateCheck], float | None]:
     """Runner vs self reference, runner vs HF reference, self vs HF (or, for a quantized program,
-    its drift), over prompts x K (default: `inputs.ks`, else the run's or the program's K); after
+    its drift), over prompts x K (default: the gate inputs' ks, else the run's or the program's K); after
     `run_gate`'s load check, which set the tie tolerance and budget (`check --quantize` sets them)."""
     ks = ks or inputs.ks or [inputs.options.chain_len or read_metadata(program.metadata()).chain_len]
     step = inputs.on_step
