@@ -256,6 +256,35 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+RUNNER_PAIRS = ("verify-hf", "decode-hf", "verify-decode")  # a correct runner against the verdict's reference
+
+
+def derive(results: list[dict], safety: float, ulps: tuple[float, ...] = (0, 1, 2, 3, 4)) -> str:
+    """Per dtype, over every result given: for each ulp part U, the absolute part A such that
+    A + U x ulp(top) >= safety x every margin shift of a correct runner's pair; the largest rank
+    and flip share (verify or decode against the reference)."""
+    from eagle3_check.reference.tolerance import tolerance_for, ulp
+
+    lines = []
+    for dtype in sorted({r["dtype"] for r in results}):
+        rs = [r for r in results if r["dtype"] == dtype]
+        rows = [(s, t) for r in rs for p in r["prompts"] for pair in RUNNER_PAIRS
+                for s, t in zip(p["records"][pair]["shift"], p["records"]["hf_top1"])]
+        fits = "; ".join(f"U {u:g}: A >= {max(safety * s - u * ulp(dtype, t) for s, t in rows):.3g}" for u in ulps)
+        tol = tolerance_for(dtype)
+        ratio = min((tol.at(t) / s for s, t in rows if s > 0), default=float("inf"))
+        flips = [f for r in rs for p in r["prompts"] for pair in ("verify-hf", "decode-hf")
+                 for f in p["records"][pair]["flips"]]
+        share = max((r["summary"]["pairs"][pair]["flip_share"], f"{r['fixture']} {r['device']} {pair}")
+                    for r in rs for pair in ("verify-hf", "decode-hf"))
+        lines += [f"{dtype}: {len(rows)} runner rows ({len(rs)} results); safety {safety:g}: {fits}",
+                  f"{dtype}: today's tolerance ({tol.describe()}) / shift >= {ratio:.2f} on every row; flips against "
+                  f"the reference: {len(flips)}, margin <= {max((f['margin'] for f in flips), default=0):.3g}, gap <= "
+                  f"{max((f['gap'] for f in flips), default=0):.3g}, rank <= {max((f['rank'] for f in flips), default=0)}; "
+                  f"largest flip share {share[0]:.2%} ({share[1]})"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="H200: PYTHONPATH=.:.gpudeps python bench/measure_tolerance.py --device cuda "
@@ -272,7 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seq-len", type=int, default=1024, help="static cache length for --real")
     ap.add_argument("--threads", type=int, default=0, help="torch threads on CPU (0: torch's default)")
     ap.add_argument("--out", default="bench/results", help="folder for tolerance-<device>-<dtype>-<fixture>.json")
+    ap.add_argument("--derive", nargs="+", metavar="JSON", help="measure nothing: the table and the derivation "
+                    "(docs/calibration.md) over these result files")
+    ap.add_argument("--safety", type=float, default=2.0, help="with --derive: the stated margin over the shifts")
     args = ap.parse_args(argv)
+    if args.derive:
+        results = [json.loads(Path(p).read_text()) for p in args.derive]
+        print(format_table(results))
+        print(derive(results, args.safety))
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     from eagle3_check.atomic import write_text_atomic
