@@ -3,7 +3,8 @@
 Each program is the eager speculator of the target (a draft of the right shape: the fixture's
 when given, else an untrained one; the verdict does not read it) with one perturbation of the
 target's weights, run by the reference runner through `run_check` and judged against the HF
-reference of the *unperturbed* target in the same dtype, with the default tolerance and budget:
+reference of the *unperturbed* target in the same dtype, with the default tolerance and the
+fixture's budget (`default_budget(dtype, NAME)`):
   none        the correct program (must pass: ties within the budget);
   scale:L     every linear weight of decoder layer L multiplied by 1.01;
   int4-zero:N the target's linears int4-weight (group 32), then layer N's scales zeroed
@@ -88,7 +89,7 @@ def program(target_dir: Path, draft_dir: Path, spec, dtype: str, kind: str):
 
 
 def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, dtype: str, kinds, max_new: int,
-                    draft_dir: Path | None = None, spec=None, reference=None) -> list[dict]:
+                    fixture: str | None = None, draft_dir: Path | None = None, spec=None, reference=None) -> list[dict]:
     """One `run_check` per perturbation; rows of verdict counts, tie margins and the pass/fail."""
     from eagle3_check.fixtures.registry import ProgramSpec
     from eagle3_check.gating.check import run_check
@@ -110,7 +111,7 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
         for kind in kinds:
             t0 = time.perf_counter()
             backend, what = program(target_dir, draft_dir, spec, dtype, kind)
-            report = run_check(backend, tok, reference, prompts, opts, tol, tie_budget=default_budget(dtype))
+            report = run_check(backend, tok, reference, prompts, opts, tol, tie_budget=default_budget(dtype, fixture))
             c = report.counts()
             vs = [o.verdict for o in report.outcomes]
             first = next((v.message for v in vs if v.status == FAIL), None)
@@ -137,13 +138,42 @@ def disagreements(report, reference) -> list[dict]:
     return out
 
 
+def rejudge(data: dict) -> list[dict]:
+    """A written result's rows judged again from their disagreements with today's tolerance and the
+    fixture's budget (what the rule decides, without running the programs again)."""
+    from eagle3_check.reference.hf import Scores
+    from eagle3_check.reference.tolerance import default_budget, tolerance_for
+    from eagle3_check.reference.verdict import judge_position
+    from eagle3_check.status import TIE
+
+    tol, out = tolerance_for(data["dtype"]), []
+    for r in data["rows"]:
+        ties = [x for x in r["disagreements"] if judge_position(0, -1, Scores(
+            [0], [x["top1"]], [x["top1"] - x["margin"]], [1], [x["top1"] - x["gap"]], [x["rank"]]), tol).status == TIE]
+        allowed = int(default_budget(data["dtype"], data["fixture"]) * r["positions"] + 1e-9)
+        fails = len(r["disagreements"]) - len(ties)
+        out.append({**r, "identical": r["positions"] - len(r["disagreements"]), "ties": len(ties), "fails": fails,
+                    "ties_allowed": allowed, "tie_margins": sorted(x["margin"] for x in ties),
+                    "passed": fails == 0 and len(ties) <= allowed})
+    return out
+
+
+def format_table(rows: list[dict]) -> str:
+    from eagle3_check.table import format_rows
+
+    table = [("program", "positions", "identical", "ties", "allowed", "fails", "max tie margin", "max gap", "verdict")]
+    table += [(r["program"], str(r["positions"]), str(r["identical"]), str(r["ties"]), str(r["ties_allowed"]),
+               str(r["fails"]), f"{max(r['tie_margins'], default=0):.3g}",
+               f"{max((x['gap'] for x in r['disagreements']), default=0):.3g}", "PASS" if r["passed"] else "FAIL")
+              for r in rows]
+    return "\n".join(format_rows(table, align=("left", *["right"] * 8)))
+
+
 def main(argv: list[str] | None = None) -> int:
     from eagle3_check.atomic import write_text_atomic
     from eagle3_check.fixtures.registry import Prompt, load_prompts
-    from eagle3_check.table import format_rows
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", required=True, metavar="NAME=DIR", help="DIR/target/ + DIR/tokenizer.json (smollm2*, gemma3*)")
+    ap.add_argument("--real", metavar="NAME=DIR", help="DIR/target/ + DIR/tokenizer.json (smollm2*, gemma3*)")
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     ap.add_argument("--kinds", nargs="+", default=list(DEFAULT_KINDS))
     ap.add_argument("--prompts", default=str(Path(__file__).resolve().parents[1] / "fixtures" / "prompts.json"))
@@ -151,8 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", type=int, default=32, help="max new tokens per request")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--rejudge", metavar="JSON", help="run nothing: a written result judged again with today's "
+                    "tolerance and budget")
     args = ap.parse_args(argv)
+    if args.rejudge:
+        print(format_table(rejudge(json.loads(Path(args.rejudge).read_text()))))
+        return 0
     torch.set_num_threads(args.threads)
+    if not args.real:
+        raise SystemExit("--real NAME=DIR is required (or --rejudge JSON)")
     name, _, d = args.real.partition("=")
     if not d or preset(name) is None:
         raise SystemExit(f"--real {args.real}: expected NAME=DIR, NAME starting smollm2 or gemma3")
@@ -160,18 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         target = clean_target(Path(d) / "target", Path(tmp))
         rows = check_perturbed(target, Path(d) / "tokenizer.json", preset(name), prompts, args.dtype, args.kinds,
-                               args.new)
+                               args.new, name)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"verdict-perturbed-cpu-{args.dtype}-{name}.json"
-    write_text_atomic(path, json.dumps({"fixture": name, "dtype": args.dtype, "new": args.new,
+    write_text_atomic(path, json.dumps({"fixture": name, "dtype": args.dtype, "new": args.new, "device": "cpu",
                                         "prompts": len(prompts), "torch": torch.__version__, "rows": rows},
                                        indent=1) + "\n", "perturbed check")
-    table = [("program", "positions", "identical", "ties", "allowed", "fails", "max tie margin", "verdict")]
-    table += [(r["program"], str(r["positions"]), str(r["identical"]), str(r["ties"]), str(r["ties_allowed"]),
-               str(r["fails"]), f"{max(r['tie_margins'], default=0):.3g}", "PASS" if r["passed"] else "FAIL")
-              for r in rows]
-    print("\n".join(format_rows(table, align=("left", *["right"] * 7))))
+    print(format_table(rows))
     print(path)
     return 0
 

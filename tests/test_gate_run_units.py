@@ -66,7 +66,7 @@ class OtherTarget(ToyProgram):
 class TieAt:
     """An HF reference with logits: the toy's own greedy rows (margin 10), except row `at`, where
     another token (the toy's + 1) leads the toy's by 1e-5, inside float32's tie tolerance at 10
-    (128 ulp = 1.2e-4): the toy's token there is a tie, rank 2."""
+    (`tolerance_for("float32").at(10.0)`, ~1.5e-4): the toy's token there is a tie, rank 2."""
 
     def __init__(self, program, at: int = 2):
         self.inner, self.at = SelfReference(program), at
@@ -116,7 +116,9 @@ def test_progress_names_each_check_and_counts_its_cases(tokenizer):
 def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
     toy = ToyProgram()
     over = run_gate(_inputs(tokenizer, hf_reference=TieAt(toy)), toy)  # float32: budget 0
-    tie = ("at token 2: runner 314, reference 315 (margin 1e-05 <= tolerance 0.000122, runner's token rank 2, "
+    tol = tolerance_for("float32").at(10.0)
+    assert tol > 1e-5
+    tie = (f"at token 2: runner 314, reference 315 (margin 1e-05 <= tolerance {tol:.3g}, runner's token rank 2, "
            "1e-05 below the top)")
     assert over.check("runner vs HF reference").message == (
         "0 identical, 2 tie, 0 fail of 2 requests: 2 tie positions exceed the tie budget of 0 (0.0% of 24); "
