@@ -1,5 +1,5 @@
 # `make install` sets everything up (README "Install"); `make check` is what CI runs (via .ci/run):
-# lint + the CPU test suite.
+# lint + the CPU test suite + the docs site, built strictly.
 # Python: the active virtualenv's, else .venv/'s once `make install` made it, else `python`.
 VENV ?= .venv
 PY ?= $(if $(VIRTUAL_ENV),python,$(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python))
@@ -7,23 +7,28 @@ PYTEST ?= $(PY) -m pytest
 # dev = the test tools; pte = executorch 1.5.1 with the torch it needs (2.13.0). EXTRAS=dev: no executorch.
 EXTRAS ?= dev,pte
 
-.PHONY: install check lint test gpu gpu-bench slow mutants mutate-harness
+.PHONY: install check lint test docs gpu gpu-bench slow mutants mutate-harness
 
 # One command on a fresh machine: into the active virtualenv, else into .venv/ (created here).
 install:
 	@test -n "$$VIRTUAL_ENV" -o -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]"
 
-check: lint test
+check: lint test docs
 
 lint:
 	$(PY) -m ruff check eagle3_check tests tests_bench
 
 # Serial by default. XDIST="-n auto" (pytest-xdist, dev extra) spreads the suite over the cores:
-# README "Parallel runs" says what it was measured at.
+# docs/parallel.md says what it was measured at.
 XDIST ?=
 test:
 	$(PYTEST) -m "not gpu and not slow" -q $(XDIST)
+
+# The docs site (mkdocs.yml, docs/; mkdocs-material is in the dev extra) into site/: strict, so a
+# broken link or anchor, or a page left out of the nav, fails.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict  # not -q: it hides the warnings strict counts
 
 gpu:
 	$(PYTEST) -m gpu -q

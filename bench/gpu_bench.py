@@ -20,6 +20,11 @@ n-alpha, ms per round split into verify / draft / host (device-timeline spans fr
 peak GPU memory. Then verify ms against the floor (bench/gpu_floor.py), the draft's card
 (K = 1..7 on held-out prompts), and the ratios.
 
+Real mode (`--target DIR --draft-dir DIR --tokenizer F --prompts F`, chat frame flags): the same rows on a
+trained model and its trained draft, the first prompt of the set in its chat frame, the card on the next
+--card-prompts; the random 1.1B target above stays the upper bound of the loop (its next token is a
+fixed permutation of the last: tau 5.0 at K 4, no real draft gets that), labelled as such.
+
 Reproduce: python bench/gpu_bench.py --out bench/results/h200.json
 """
 
@@ -87,6 +92,16 @@ def parse_args(argv=None):
     p.add_argument("--init-std", type=float, default=0.02)
     p.add_argument("--card-ks", default="1,2,3,4,5,6,7")
     p.add_argument("--card-prompts", type=int, default=4)
+    real = p.add_argument_group("a real target (instead of the random 1.1B one): its own trained draft, "
+                                "real prompts in its chat frame")
+    real.add_argument("--target", default=None, help="HF save_pretrained directory of the target")
+    real.add_argument("--draft-dir", default=None, help="the trained EAGLE-3 draft for --target")
+    real.add_argument("--tokenizer", default=None, help="tokenizer.json of --target")
+    real.add_argument("--prompts", default=None, help="prompt set JSON ({'prompts': [{'id', 'text'}]}): the "
+                      "bench prompt is the first, the card's are the next --card-prompts")
+    real.add_argument("--chat-prefix", default="", help="prepended to each prompt text")
+    real.add_argument("--chat-suffix", default="", help="appended to each prompt text")
+    real.add_argument("--bos-id", type=int, default=-1, help="-1: no BOS")
     return p.parse_args(argv)
 
 
@@ -126,6 +141,35 @@ def build_target(args, dev):
     )
     max_seq = 1 << (args.prompt_len + args.new + 16).bit_length()
     return model, dcfg, max_seq
+
+
+def real_prompts(args, tok) -> list[list[int]]:
+    """The real mode's prompts: the prompt set's texts in the chat frame, encoded as the runner does."""
+    from eagle3_check.fixtures.registry import load_prompts
+
+    out = []
+    for q in load_prompts(args.prompts)[: 1 + args.card_prompts]:
+        ids = tok.encode(args.chat_prefix + q.text + args.chat_suffix)
+        out.append(ids if args.bos_id == -1 else [args.bos_id, *ids])
+    return out
+
+
+def build_real(args, dev):
+    """The real mode: the target and its trained draft from disk (bf16), as `check` builds them."""
+    from eagle3_check.program.checkpoint import read_draft_config
+    from eagle3_check.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(args.tokenizer)
+    prompts = real_prompts(args, tok)
+    longest = max(len(q) for q in prompts)
+    max_seq = 1 << (longest + args.new + 16).bit_length()
+    spec = ProgramSpec(max_seq_len=max_seq, min_prefill=1, max_prefill=longest, chain_len=4,
+                       min_verify_len=2, max_verify_len=8)
+    plain = EagerBackend.from_dirs(args.target, args.draft_dir, spec, str(dev), "bfloat16")
+    model = plain.module.target.model
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    return plain, model, read_draft_config(args.draft_dir), max_seq, tok, prompts
 
 
 def build_program(model, dcfg, max_seq, head, args, dev):
@@ -196,14 +240,24 @@ def main(argv=None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     import transformers
 
-    model, dcfg, max_seq = build_target(args, dev)
+    real = args.target is not None
+    if real:
+        missing = [f for f in ("draft_dir", "tokenizer", "prompts") if getattr(args, f) is None]
+        if missing:
+            sys.exit(f"--target needs --{missing[0].replace('_', '-')} too (the real mode)")
+        plain, model, dcfg, max_seq, tok, real_ids = build_real(args, dev)
+        args.prompt_len = len(real_ids[0])
+    else:
+        model, dcfg, max_seq = build_target(args, dev)
     n_target = sum(p.numel() for p in model.parameters())
     res = {
         "gpu": torch.cuda.get_device_name() if CUDA else "cpu (smoke test)",
         "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "target": {"params": n_target, "layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
+        "target": {"params": n_target, "dir": args.target, "draft": args.draft_dir, "prompts": args.prompts,
+                   "dtype": "bfloat16", "weights": "real (trained)"} if real else {
+                   "params": n_target, "layers": args.layers, "hidden": args.hidden, "intermediate": args.intermediate,
                    "heads": args.heads, "kv_heads": args.kv_heads, "vocab": args.vocab, "dtype": "bfloat16",
                    "weights": "random (seed 0): embedding N(0,1), lm_head = permuted embedding rows, "
                               "o_proj/down_proj N(0, 0.02/sqrt(2L)), others N(0, 0.02); greedy next token "
@@ -228,7 +282,10 @@ def main(argv=None) -> int:
                                       "bandwidth (read + written), measured in this run"}
         print(f"floor: {wb / 1e9:.2f} GB of weights at {bw / 1e12:.2f} TB/s = {wb / bw * 1e3:.3f} ms", flush=True)
     t0 = time.perf_counter()
-    if args.draft == "trained":
+    if real:
+        head, train_pairs = plain.module.draft, set()
+        res["draft"] = {"mode": f"trained, loaded from {args.draft_dir}"}
+    elif args.draft == "trained":
         head, train_pairs, res["draft"] = distill_bench_draft(model, dcfg, max_seq, args)
     else:
         from gpu_draft import init_head
@@ -238,11 +295,12 @@ def main(argv=None) -> int:
     res["draft"].update(params=sum(p.numel() for p in head.parameters()), draft_vocab=dcfg.draft_vocab_size,
                         build_s=round(time.perf_counter() - t0, 2))
     save()
-    plain = build_program(model, dcfg, max_seq, head, args, dev)
+    if not real:
+        plain = build_program(model, dcfg, max_seq, head, args, dev)
+        tok = IdTokenizer(args.vocab)
     graphed = GraphedProgram(plain, mode)
-    prompt = random_prompts(1, args.prompt_len, args.vocab, 1)[0]
+    prompt = real_ids[0] if real else random_prompts(1, args.prompt_len, args.vocab, 1)[0]
     prompt_t = torch.tensor([prompt], device=dev)
-    tok = IdTokenizer(args.vocab)
     opts = dict(raw=True, bos_id=-1, stop_ids=(), stop_token=None, eos_id=None, max_new_tokens=args.new)
 
     def method(name, fn):
@@ -299,9 +357,10 @@ def main(argv=None) -> int:
     if "tokens" not in greedy:
         greedy["tokens"] = graph_greedy(graphed, prompt, args.new)
     seq = prompt + greedy["tokens"]
-    res["draft"]["bench_text_bigram_coverage"] = bigram_coverage(train_pairs, seq[args.prompt_len - 1:])
-    if args.draft == "trained" and "card" not in skip:
-        res["card"] = measure_card(graphed, tok, args, opts)
+    if not real:
+        res["draft"]["bench_text_bigram_coverage"] = bigram_coverage(train_pairs, seq[args.prompt_len - 1:])
+    if (real or args.draft == "trained") and "card" not in skip:
+        res["card"] = measure_card(graphed, tok, args, opts, real_ids[1:] if real else None)
         save()
     method("spec-K4-eager-target", spec_method(graphed, 4, args.draft))
     verify_eager = {t: gpu_floor.verify_replay_ms(graphed, t) for t in (1, 5)} if CUDA else {}

@@ -57,12 +57,14 @@ def n_alpha(accepted: list[int], k: int) -> list[float]:
     """n-alpha[j]: share of rounds whose proposal j was accepted (a > j)."""
     return [sum(a > j for a in accepted) / len(accepted) if accepted else 0.0 for j in range(k)]
 
-def measure_card(program, tok, args, opts) -> dict:
-    """tau and n-alpha per K on held-out prompts (seed 5, not the bench's, not training's),
-    runner tokens checked against graph greedy of the same prompt."""
-    prompts = random_prompts(args.card_prompts, args.prompt_len, args.vocab, 5)
+def measure_card(program, tok, args, opts, prompts: list[list[int]] | None = None) -> dict:
+    """tau and n-alpha per K on held-out prompts (seed 5, not the bench's, not training's; or the
+    real mode's prompt ids), runner tokens checked against graph greedy of the same prompt."""
+    what = (f"{len(prompts)} prompts of {args.prompts} after the bench's" if prompts is not None else
+            f"{args.card_prompts} random prompts (seed 5) of {args.prompt_len} ids")
+    prompts = prompts if prompts is not None else random_prompts(args.card_prompts, args.prompt_len, args.vocab, 5)
     refs = [graph_greedy(program, p, args.new) for p in prompts]
-    card = {"prompts": f"{args.card_prompts} random prompts (seed 5) of {args.prompt_len} ids, {args.new} new tokens",
+    card = {"prompts": f"{what}, {args.new} new tokens",
             "measured_by": "DeviceRunner over CUDA graphs (HF forward), bf16", "k": {}}
     for k in [int(x) for x in args.card_ks.split(",")]:
         runs = [DeviceRunner().run(program, tok, p, RunOptions(chain_len=k, **opts)) for p in prompts]

@@ -41,7 +41,7 @@ def _f(v, fmt):
 def print_table(res: dict) -> None:
     print(f"\n{res['gpu']}  torch {res['torch']}  transformers {res['transformers']}  {res['date']}")
     d = res.get("draft", {})
-    print(f"target {res['target']['params'] / 1e9:.2f}B params bf16 (random), draft {d.get('params', 0) / 1e6:.0f}M "
+    print(f"target {res['target']['params'] / 1e9:.2f}B params bf16 ({'real: ' + res['target']['dir'] if res['target'].get('dir') else 'random'}), draft {d.get('params', 0) / 1e6:.0f}M "
           f"({d.get('mode')}); prompt {res['prompt_len']}, new {res['new_tokens']}")
     floor = (res.get("floor") or {}).get("floor_ms")
     if floor:

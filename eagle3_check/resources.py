@@ -134,15 +134,31 @@ def host_available() -> int:
     return avail if avail is not None else 1 << 62  # unknown platform: no bound from here
 
 
+def prefill_estimate(cfg, rows: int, slots: int, elem: int, where: str) -> int:
+    """Bytes one prefill of `rows` tokens at `slots` KV slots holds beyond weights and caches:
+    attention scores nh·rows·slots (one layer at a time), logits rows·V, hidden states
+    (L+1)·rows·H (the taps keep every layer's), the MLP's 3·rows·I; elements of the dtype."""
+    V, H = _positive(cfg, "vocab_size", where), _positive(cfg, "hidden_size", where)
+    L, nh = _positive(cfg, "num_hidden_layers", where), _positive(cfg, "num_attention_heads", where)
+    inter = _positive(cfg, "intermediate_size", where, 4 * H)
+    return (nh * rows * slots + rows * V + (L + 1) * rows * H + 3 * rows * inter) * elem
+
+
+def budget(device: str) -> tuple[int, str]:
+    """(bytes, what they are): the --max-memory budget when stated, else what is available now."""
+    stated = _BUDGET[0]
+    return (stated, "the --max-memory budget") if stated is not None else available(device)
+
+
 def check_fits(est: Estimate, device: str, what: str, fix: str) -> None:
     """Refuses `est` when it exceeds the budget (stated, else available) on its device or the host."""
-    budget = _BUDGET[0]
-    have, where = (budget, "the --max-memory budget") if budget is not None else available(device)
+    budget_ = _BUDGET[0]
+    have, where = budget(device)
     if est.total > have:
         raise InputError(f"{what} needs about {gib(est.total)} GiB ({est.describe()} GiB) but "
                          f"{gib(have)} GiB is {where}", "an estimate within the memory available",
                          fix + ", or pass --max-memory GIB to state a larger budget")
-    if device.startswith("cuda") and budget is None and est.host_peak > host_available():
+    if device.startswith("cuda") and budget_ is None and est.host_peak > host_available():
         raise InputError(f"{what} loads {gib(est.host_peak)} GiB of target weights on the host first but "
                          f"{gib(host_available())} GiB is available on this host", "room to load the weights",
                          fix + ", or pass --max-memory GIB to state a larger budget")

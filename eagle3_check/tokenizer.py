@@ -3,6 +3,9 @@
 The runner needs four things: encode without special tokens (added tokens such as
 `<|turn>` written in the text are still matched), decode, id lookup of one token
 string, and the tokenizer's own EOS ids (from `tokenizer_config.json` when present).
+The run options' defaults (run/defaults.py) also read its `tokenizer_config.json` (`config`),
+its added tokens (`added_ids`: the control tokens, never text) and the BOS its post-processor
+puts before a sequence (`post_processor_bos`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from eagle3_check.inputs import TOKENIZER_LIMIT, parse_json, read_json, read_tex
 
 
 class Tokenizer:
-    def __init__(self, tok: HFTokenizer, eos_ids: tuple[int, ...] = (), path: str = ""):
+    def __init__(self, tok: HFTokenizer, eos_ids: tuple[int, ...] = (), path: str = "", config: dict | None = None):
         self._tok = tok
         self.eos_ids = eos_ids
         self.path = path
+        self.config = config or {}  # tokenizer_config.json beside tokenizer.json ({} when absent)
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -41,20 +45,48 @@ class Tokenizer:
                 "re-save the tokenizer with tokenizer.save(path)",
             ) from None
         eos_ids: list[int] = []
+        data: dict = {}
         cfg = p.parent / "tokenizer_config.json"
         if cfg.exists():
             data = read_json(cfg, "tokenizer config", "a tokenizer_config.json object", fix)
-            eos = data.get("eos_token") if isinstance(data, dict) else None
+            data = data if isinstance(data, dict) else {}
+            eos = data.get("eos_token")
             if isinstance(eos, dict):
                 eos = eos.get("content")
             names = eos if isinstance(eos, list) else [eos] if eos else []
             eos_ids = [i for i in (tok.token_to_id(n) for n in names) if i is not None]
-        return cls(tok, tuple(eos_ids), str(p))
+        return cls(tok, tuple(eos_ids), str(p), data)
 
     def with_eos(self, eos_ids: tuple[int, ...]) -> Tokenizer:
         """The same vocabulary with other EOS ids (a tokenizer variant whose EOS differs from a
         program's `get_eos_ids`, so each DESIGN §2 rule-2 stop source can be tested alone)."""
-        return Tokenizer(self._tok, tuple(eos_ids), self.path)
+        return Tokenizer(self._tok, tuple(eos_ids), self.path, self.config)
+
+    def config_token(self, key: str) -> str | None:
+        """tokenizer_config.json's `key` ("bos_token", "eos_token", ...) as a token string, or None
+        (absent or null); the {"content": ...} form of older configs is read too."""
+        value = self.config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def added_ids(self) -> frozenset[int]:
+        """The ids of tokenizer.json's added tokens (special or not): control tokens such as
+        `<|im_end|>` or `<turn|>`, never pieces of ordinary text."""
+        return frozenset(self._tok.get_added_tokens_decoder())
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The added tokens marked special (skipped by decode(skip_special_tokens=True))."""
+        return frozenset(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
+
+    def post_processor_bos(self) -> int | None:
+        """The id tokenizer.json's post-processor puts before a single sequence (Gemma 3: `<bos>`
+        2), or None when it adds nothing in front (SmolLM2's template processor adds nothing)."""
+        bare = self._tok.encode("a", add_special_tokens=False).ids
+        full = self._tok.encode("a", add_special_tokens=True).ids
+        return full[0] if len(full) > len(bare) and full[1:len(bare) + 1] == bare else None
 
     @property
     def vocab_size(self) -> int:

@@ -3,7 +3,7 @@
 Each golden's prompts run once through the reference runner on its own configuration; the
 same runs are compared with the golden (tokens and stats) and with the baseline (forwards
 per token, tau, n-alpha). A failure prints the diff; if a change is intended, re-record
-(README, "Goldens and regression gating").
+(docs/goldens.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every probe that broke is a case here (or, where another file owns it, a row of `COVERED` naming
 the test that pins it; `test_every_covered_probe_names_a_test_that_exists` keeps the rows true).
 A hostile input is one line `error: <file>: <field path> = <value>; expected ... Fix: ...` and exit
-2: no traceback, nothing on stdout. The table is README's "Hostile input" section.
+2: no traceback, nothing on stdout. The table is docs/reliability.md's "Hostile input" section.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Live interop with speculators 0.9.0 (marker `interop`): runs where speculators is importable
-(README, "Draft checkpoints": its own virtual environment), skips with the reason elsewhere.
+(docs/checkpoints.md: its own virtual environment), skips with the reason elsewhere.
 
 - Drafts eagle3_check writes (the committed fixtures' drafts, and `Eagle3DraftHead.save`) load in
   speculators' `Eagle3DraftModel.from_pretrained`, and its forward equals ours.
@@ -24,7 +24,7 @@ from eagle3_check.program.checkpoint import load_draft
 pytestmark = [
     pytest.mark.interop,
     pytest.mark.skipif(importlib.util.find_spec("speculators") is None,
-                       reason="needs speculators==0.9.0 importable (README: Draft checkpoints); not installed here"),
+                       reason="needs speculators==0.9.0 importable (docs/checkpoints.md); not installed here"),
 ]
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Each subpackage's `__init__` docstring says what it may import ("May import: a, b.c"); an
 entry names a subpackage or one module of it. A module may always import its own subpackage
-and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules README states:
+and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules docs/layout.md states:
 - the library never imports the CLI;
 - references (HF, self reference) and the verdict never import the runner loop they judge;
 - the program contract and its backends never import the suites or gating;

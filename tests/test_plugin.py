@@ -10,13 +10,13 @@ from eagle3_check.cli import main
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.plugin import load_runner
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "plugin-runners.md"
 
 
 def readme_example() -> str:
-    """The `my_runner.py` example of README's plug-in section, verbatim."""
-    m = re.search(r"```python\n# my_runner.py\n(.*?)```", README.read_text(), re.S)
-    assert m, "README lost its plug-in runner example"
+    """The `my_runner.py` example of the plug-in runners page (docs/plugin-runners.md), verbatim."""
+    m = re.search(r"```python\n# my_runner.py\n(.*?)```", PAGE.read_text(), re.S)
+    assert m, "docs/plugin-runners.md lost its plug-in runner example"
     return m.group(1)
 
 

@@ -12,8 +12,8 @@ from eagle3_check.cli.common import (
     add_runner_args,
     build_program,
     default_runner,
-    options_from_args,
     report_provenance,
+    resolved_from_args,
 )
 from eagle3_check.cli.compile_flags import add_compile_args
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
@@ -119,10 +119,11 @@ def main(args: argparse.Namespace) -> int:
     if args.suite:
         refuse_html(args, "--suite")
         return suite_main(args, runner)
-    options = options_from_args(args)
     if args.workers > 1:
-        return workers_main(args, options, tie_budget_from_args(args))
+        return workers_main(args, resolved_from_args(args), tie_budget_from_args(args))
     setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
+    resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
+    options = resolved.options
     budget = tie_budget_from_args(args)
     prompts = shard_of(args, prompts_for(args, setup))
     reference = reference_for(args, setup)
@@ -139,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
     md = read_metadata(setup.program.metadata())
     report.info.update(setup.info, runner=runner_name, reference=args.reference, dtype=args.dtype,
                        tie_tolerance=tolerance_for(args.dtype).describe(), k_range=list(md.k_range),
-                       k_source=md.k_source)
+                       k_source=md.k_source, run_options=resolved.to_json())
     from eagle3_check.gating.draft_health import assess
 
     expect, source = expected_tau(args, setup, report.k, options)
@@ -233,7 +234,7 @@ def worker_program(args: argparse.Namespace, device: str):
     return setup.program, setup.tokenizer, reference_for(args, setup), {**setup.info, "device": device}
 
 
-def workers_main(args: argparse.Namespace, options, budget: float) -> int:
+def workers_main(args: argparse.Namespace, resolved, budget: float) -> int:
     """`check --workers N`: the prompt set (or its --shard) over N processes (gating/workers.py)."""
     import functools
     import types
@@ -244,6 +245,7 @@ def workers_main(args: argparse.Namespace, options, budget: float) -> int:
     from eagle3_check.gating.workers import run_check_workers, worker_devices
     from eagle3_check.reference.tolerance import tolerance_for
 
+    options = resolved.options
     count = 0
     if args.device.startswith("cuda"):
         import torch
@@ -266,7 +268,7 @@ def workers_main(args: argparse.Namespace, options, budget: float) -> int:
     finally:
         bar.close()
     report.info.update(device=args.device, runner=args.runner, reference=args.reference,
-                       tie_tolerance=tolerance_for(args.dtype).describe())
+                       tie_tolerance=tolerance_for(args.dtype).describe(), run_options=resolved.to_json())
     expect, source = expected_tau(args, types.SimpleNamespace(info=report.info), report.k, options)
     return print_report(args, report, assess(None, report, expect, source, step0=step0), options,
                         report.info.get("fixture") or fixture or args.fixture)

@@ -10,17 +10,12 @@ from pathlib import Path
 from eagle3_check.cli.compile_flags import compile_from_args
 from eagle3_check.cli.validate import Given
 from eagle3_check.errors import InputError
-from eagle3_check.fixtures.registry import ProgramSpec
-from eagle3_check.run.options import (
-    GEMMA4_CHAT_PREFIX,
-    GEMMA4_CHAT_SUFFIX,
-    RunOptions,
-    parse_stop_ids,
-    read_prompt_file,
-)
+from eagle3_check.program.target_spec import DEFAULT as DEFAULT_TARGET_SPEC
+from eagle3_check.run.options import parse_stop_ids, read_prompt_file
 
-# The program spec of --target/--draft (eager backend); its verify range bounds -k before loading.
-TARGET_SPEC = ProgramSpec(max_seq_len=256, min_prefill=1, max_prefill=128, chain_len=4, min_verify_len=2, max_verify_len=8)
+# The program spec of --target/--draft (eager backend) when the target config names no context; its
+# K and verify range bound -k before loading. Its shape otherwise: program/target_spec.py.
+TARGET_SPEC = DEFAULT_TARGET_SPEC
 
 
 def offline_environment() -> None:
@@ -55,14 +50,21 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:
-    g = p.add_argument_group("runner options (defaults follow Gemma 4 IT)")
-    g.add_argument("--chat-prefix", default=GEMMA4_CHAT_PREFIX)
-    g.add_argument("--chat-suffix", default=GEMMA4_CHAT_SUFFIX)
+    g = p.add_argument_group("runner options (default: the tokenizer's and the model's own files, or the "
+                             "Gemma 4 IT defaults for a Gemma 4 tokenizer; docs/run-options.md)")
+    g.add_argument("--chat-prefix", default=None, help="text before the prompt (default: the chat template's)")
+    g.add_argument("--chat-suffix", default=None, help="text after the prompt (default: the chat template's)")
     g.add_argument("--raw", action="store_true", help="no chat prefix/suffix")
-    g.add_argument("--stop-ids", default="1,50,106", help="comma-separated stop token ids")
-    g.add_argument("--stop-token", default="<turn|>", help="stop token string (added only if one token)")
-    g.add_argument("--bos-id", type=int, default=2, help="BOS id to prepend; -1 to skip")
-    g.add_argument("--eos-id", type=int, default=1, help="EOS id added to the stop set; -1 for none")
+    g.add_argument("--stop-ids", default=None, help="comma-separated stop token ids (default: the model's EOS "
+                   "ids after the first)")
+    g.add_argument("--stop-token", default=None, help="stop token string, added only if one token (default: "
+                   "the chat template's end-of-turn token); '' for none")
+    g.add_argument("--bos-id", type=int, default=None, help="BOS id to prepend; -1 to skip (default: none under "
+                   "a chat template, else the tokenizer's own)")
+    g.add_argument("--eos-id", type=int, default=None, help="EOS id added to the stop set; -1 for none (default: "
+                   "generation_config.json's eos_token_id)")
+    g.add_argument("--allow-text-stops", action="store_true",
+                   help="let --stop-ids / --eos-id name ordinary text tokens (refused by default: docs/run-options.md)")
     g.add_argument("--max-new-tokens", type=int, default=max_new_default, action=Given)
     g.add_argument("-k", "--chain-len", type=int, default=None, action=Given,
                    help="chain length K (default: the program's)")
@@ -70,19 +72,85 @@ def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> N
                    help="prefill a prompt in chunks (DESIGN §2 rule 4): L may exceed the program's max prefill")
 
 
-def options_from_args(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(
-        chat_prefix=args.chat_prefix,
-        chat_suffix=args.chat_suffix,
-        raw=args.raw,
-        stop_ids=parse_stop_ids(args.stop_ids),
-        stop_token=args.stop_token or None,
-        bos_id=args.bos_id,
-        eos_id=args.eos_id,
-        max_new_tokens=args.max_new_tokens,
-        chain_len=args.chain_len,
-        chunked_prefill=getattr(args, "chunked_prefill", False),
-    )
+def given_options(args: argparse.Namespace) -> dict:
+    """The RunOptions fields the flags give: the template/stop/BOS/EOS flags only when given
+    (their defaults come from the tokenizer: run/defaults.py), max new tokens, K, chunked prefill."""
+    given = {f: getattr(args, f) for f in ("chat_prefix", "chat_suffix", "bos_id", "eos_id")
+             if getattr(args, f, None) is not None}
+    if getattr(args, "stop_ids", None) is not None:
+        given["stop_ids"] = parse_stop_ids(args.stop_ids)
+    if getattr(args, "stop_token", None) is not None:
+        given["stop_token"] = args.stop_token or None  # '' = no stop token
+    if getattr(args, "raw", False):
+        given["raw"] = True
+    for f in ("max_new_tokens", "chain_len", "chunked_prefill"):  # what this command's parser has
+        if hasattr(args, f):
+            given[f] = getattr(args, f)
+    return given
+
+
+def resolved_from_args(args: argparse.Namespace):
+    """The run options of the flags' tokenizer and target (`request_world`) with the flags on top,
+    and where each came from (a run.defaults.ResolvedOptions). Needs no program: a role error is
+    one line before any model loads."""
+    from eagle3_check.run.defaults import resolve_options
+
+    tok_path, target_dir = request_world(args)
+    tokenizer = load_tokenizer(tok_path)
+    check_tokenizer_vocab(tokenizer, target_dir)  # a wrong tokenizer is named as that, before its roles
+    return resolve_options(tokenizer, target_dir, given_options(args), getattr(args, "allow_text_stops", False))
+
+
+def check_tokenizer_vocab(tokenizer, target_dir: Path) -> None:
+    """run.options.check_tokenizer against the target config's vocab_size, before any program
+    loads (the program's own vocab size is checked again once it has)."""
+    import json
+    import types
+
+    from eagle3_check.run.options import check_tokenizer
+
+    try:
+        cfg = json.loads((Path(target_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the program's load names what is wrong with the config
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) else {}
+    vocab = cfg.get("vocab_size") if isinstance(cfg, dict) else None
+    if type(vocab) is int and vocab > 0:
+        check_tokenizer(tokenizer, types.SimpleNamespace(vocab_size=vocab))
+
+
+def options_from_args(args: argparse.Namespace):
+    """The RunOptions of `resolved_from_args` (for a command that reports no sources)."""
+    return resolved_from_args(args).options
+
+
+def request_world(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(tokenizer path, target dir) the flags name: --pte's reference (program.pte_source), else
+    --target (its tokenizer.json unless --tokenizer), else the fixture's; builds nothing."""
+    tokenizer = getattr(args, "tokenizer", None)
+    if getattr(args, "pte", None):
+        _, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, tokenizer)
+        return Path(tok_path), Path(target_dir)
+    if getattr(args, "target", None):
+        return (Path(tokenizer) if tokenizer else Path(args.target) / "tokenizer.json"), Path(args.target)
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+
+    fx = load_fixture(getattr(args, "fixture", None) or DEFAULT_FIXTURE)
+    return (Path(tokenizer) if tokenizer else fx.tokenizer_path), fx.target_dir
+
+
+_TOKENIZERS: dict = {}
+
+
+def load_tokenizer(path: str | Path):
+    """Tokenizer.load, once per path in this process (the options and the program share it)."""
+    from eagle3_check.tokenizer import Tokenizer
+
+    st = Path(path).stat() if Path(path).is_file() else None
+    key = (str(path), st and st.st_mtime_ns, st and st.st_size)  # a file rewritten in place is read again
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = Tokenizer.load(path)
+    return _TOKENIZERS[key]
 
 
 def prompt_from_args(args: argparse.Namespace) -> str:
@@ -109,7 +177,6 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
     if getattr(args, "pte", None):
         return build_pte_program(args)
     from eagle3_check.program.cuda_graph import GraphedProgram, with_cuda_graphs
-    from eagle3_check.tokenizer import Tokenizer
 
     overrides = {
         k: v
@@ -122,7 +189,7 @@ def build_program(args: argparse.Namespace) -> ProgramSetup:
     graphs = isinstance(program, GraphedProgram) and program.verify_graphs.mode == "cuda"
     info.update(backend="eager", device=args.device, dtype=args.dtype, cuda_graph=graphs,
                 compile=compiled or {"granularity": "off"})
-    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+    return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
 
 
 def eager_program(args: argparse.Namespace, overrides: dict):
@@ -142,9 +209,11 @@ def eager_program(args: argparse.Namespace, overrides: dict):
             raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
         target_dir, draft_dir = Path(args.target), Path(args.draft)
         tok_path = Path(tokenizer) if tokenizer else target_dir / "tokenizer.json"
-        spec = ProgramSpec(**{**TARGET_SPEC.__dict__, **overrides})
+        from eagle3_check.program.target_spec import target_spec
+
+        spec, shape = target_spec(target_dir, draft_dir, overrides, device, dtype)  # the config's, memory-bound
         program = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, dtype, reuse_outputs=True)
-        info = {"target": str(target_dir), "draft": str(draft_dir)}
+        info = {"target": str(target_dir), "draft": str(draft_dir), "program_shape": shape}
     else:
         fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
         one_thread_for_tiny_models(device)
@@ -164,7 +233,6 @@ def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokeniz
 
 def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
     from eagle3_check.program.pte_probe import load_probed
-    from eagle3_check.tokenizer import Tokenizer
 
     if args.draft:
         raise InputError("--draft with --pte", "the draft inside the .pte", "drop --draft")
@@ -182,7 +250,7 @@ def build_pte_program(args: argparse.Namespace) -> ProgramSetup:
                          "drop --dtype (it is read from the .pte)")
     args.dtype = program.dtype  # the tolerance, tie budget and HF reference follow the program's dtype
     info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info, "device": "cpu"}
-    return ProgramSetup(program, Tokenizer.load(tok_path), target_dir, info)
+    return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
 
 
 def default_runner(device: str) -> str:

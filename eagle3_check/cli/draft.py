@@ -6,7 +6,7 @@ import argparse
 import json
 
 HELP = """Draft checkpoints. `export` reads a draft in any layout the loader reads exactly
-(speculators 0.9 and earlier, original EAGLE-3, SpecForge; see README "Draft checkpoints")
+(speculators 0.9 and earlier, original EAGLE-3, SpecForge; see docs/checkpoints.md)
 and writes it in the speculators 0.9 layout (Eagle3DraftModel, rope_parameters,
 speculators_config naming the verifier), which speculators and the seed's loader read.
 The written draft is read back before it is published: every tensor and a probe forward
@@ -33,6 +33,74 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="speculators_config verifier name_or_path (default: the source's, else --target)")
     e.add_argument("--json", action="store_true", help="print the summary as JSON")
     e.set_defaults(func=main_export)
+    add_train_parser(dsub)
+
+
+TRAIN_HELP = """Trains an EAGLE-3 draft for a target by EAGLE-3's recipe (docs/drafts.md): the
+training prompts plus user turns the target writes itself (--self-prompts, sampled at --seed),
+the target's greedy answers, the training-time test on the target's taps and argmax labels
+(teacher-forced, online), a reduced draft vocabulary (--draft-vocab) and the target's embedding
+shared. Writes the draft (speculators layout, bf16) and its card (tau and n-alpha for K = 1..7
+on --card-prompts, measured by the reference runner against the HF reference).
+Resumable: OUT.work/ holds the data and a checkpoint every --checkpoint-every steps; rerun the
+same command to continue. OUT appears only when the draft is complete.
+
+examples:
+  eagle3-check draft train --target /tmp/real/smollm2/target --tokenizer /tmp/real/smollm2/tokenizer.json \\
+      -o /tmp/smollm2-draft --chat-prefix $'<|im_start|>user\\n' \\
+      --chat-suffix $'<|im_end|>\\n<|im_start|>assistant\\n' --stop-ids 2 --stop-token '<|im_end|>' \\
+      --bos-id -1 --eos-id 2 --self-prompts 64 --steps 100
+  eagle3-check draft train --target fixtures/tiny-llama/target -o /tmp/d --steps 20 --self-prompts 8
+"""
+
+
+def add_train_parser(dsub) -> None:
+    from eagle3_check.cli.common import add_runner_args
+    from eagle3_check.fixtures.draft_train import Recipe
+
+    r = Recipe()
+    t = dsub.add_parser("train", help="train an EAGLE-3 draft for a target (EAGLE-3 recipe)",
+                        description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--target", required=True, help="HF target directory (config.json + weights)")
+    t.add_argument("--tokenizer", default=None, help="tokenizer.json (default: beside or inside --target)")
+    t.add_argument("-o", "--output", required=True, help="new draft directory (must not exist)")
+    t.add_argument("--prompts", dest="train_prompts", default=None,
+                   help="training prompt set JSON (default: fixtures/train_prompts.json)")
+    t.add_argument("--card-prompts", default=None,
+                   help="held-out prompt set for the card (default: fixtures/prompts.json)")
+    t.add_argument("--no-card", action="store_true", help="do not measure the card")
+    t.add_argument("--device", default="cpu", help="cpu or cuda")
+    t.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="the target's dtype for data and taps (the card is always fp32)")
+    t.add_argument("--steps", type=int, default=r.steps, help="training steps")
+    t.add_argument("--batch-size", type=int, default=r.batch_size, help="sequences per step")
+    t.add_argument("--lr", type=float, default=r.lr)
+    t.add_argument("--ttt-steps", type=int, default=r.ttt_steps, help="chain steps trained")
+    t.add_argument("--self-prompts", type=int, default=r.self_prompts, help="user turns the target writes")
+    t.add_argument("--gen-batch", type=int, default=r.gen_batch, help="sequences per generate call")
+    t.add_argument("--draft-vocab", type=int, default=r.draft_vocab, help="draft vocabulary size")
+    t.add_argument("--intermediate-size", type=int, default=None, help="draft MLP width (default: the target's)")
+    t.add_argument("--seed", type=int, default=r.seed)
+    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    add_runner_args(t, max_new_default=r.max_new)  # --max-new-tokens: the greedy answer length
+    t.set_defaults(func=main_train)
+
+
+def main_train(args: argparse.Namespace) -> int:
+    import sys
+
+    from tqdm import tqdm
+
+    from eagle3_check.fixtures.draft_train import train_for_target
+
+    a = check_train_args(args)
+    bars = lambda total, desc, unit: tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)  # noqa: E731
+    summary = train_for_target(a["target"], a["tokenizer"], a["output"], a["options"], a["recipe"],
+                               a["card_prompts"], a["prompts_file"], args.device, a["dtype"],
+                               args.checkpoint_every, command=" ".join(["eagle3-check", *sys.argv[1:]]),
+                               bar_factory=bars)
+    print(json.dumps({"draft": str(a["output"]), **summary}, indent=2))
+    return 0
 
 
 def main_export(args: argparse.Namespace) -> int:
@@ -47,3 +115,71 @@ def main_export(args: argparse.Namespace) -> int:
     result = export_draft(args.source, args.output, args.target, args.verifier)
     print(json.dumps(result.to_json(), indent=2) if args.json else "\n".join(result.lines()))
     return 0
+
+
+def read_prompt_texts(path: str, what: str) -> list:
+    """A prompt set {"prompts": [{"id", "text"}]} read by hand (no pydantic: the H200 has none)."""
+    from eagle3_check.errors import InputError
+    from eagle3_check.fixtures.registry import Prompt
+    from eagle3_check.inputs import read_json
+
+    fix = 'write {"prompts": [{"id": "a", "text": "..."}]} (see fixtures/prompts.json)'
+    data = read_json(path, what, "a prompt set JSON object", fix)
+    items = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise InputError(f"{what} {path} has no 'prompts' list", "a non-empty list of prompts", fix)
+    out = []
+    for i, q in enumerate(items):
+        if not isinstance(q, dict) or sorted(q) != ["id", "text"] or not all(isinstance(v, str) for v in q.values()):
+            raise InputError(f"{what} {path}: prompts[{i}] is {json.dumps(q)[:60]}",
+                             "an object with string 'id' and 'text' only", fix)
+        out.append(Prompt(q["id"], q["text"]))
+    return out
+
+
+def check_train_args(args: argparse.Namespace) -> dict:
+    """Every `draft train` input checked before anything loads (one-line errors)."""
+    from pathlib import Path
+
+    import torch
+
+    from eagle3_check.cli.common import options_from_args
+    from eagle3_check.errors import InputError, OptionError
+    from eagle3_check.fixtures.draft_train import Recipe
+    from eagle3_check.fixtures.registry import fixtures_root
+
+    target = Path(args.target)
+    if not (target / "config.json").is_file():
+        raise InputError(f"--target {target}: no config.json there", "an HF target directory",
+                         "pass --target DIR holding config.json and the weights")
+    tok = Path(args.tokenizer) if args.tokenizer else next(
+        (p for p in (target / "tokenizer.json", target.parent / "tokenizer.json") if p.is_file()), None)
+    if tok is None or not tok.is_file():
+        raise InputError(f"--tokenizer {tok or '(none beside --target)'} does not exist", "a tokenizer.json",
+                         "pass --tokenizer PATH/tokenizer.json")
+    out = Path(args.output)
+    if out.exists():
+        raise InputError(f"-o {out} already exists", "a new directory", "pass a new -o DIR or delete it")
+    if args.chain_len is not None or args.chunked_prefill:
+        raise OptionError("-k / --chunked-prefill with draft train", "no chain length or prefill option "
+                          "(the card measures K = 1..7)", "drop -k / --chunked-prefill")
+    for name in ("steps", "batch_size", "ttt_steps", "gen_batch", "checkpoint_every", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            raise OptionError(f"--{name.replace('_', '-')} {getattr(args, name)}", "an integer >= 1",
+                              f"pass --{name.replace('_', '-')} 1 or more")
+    if args.self_prompts < 0 or args.draft_vocab < 2 or not args.lr > 0:
+        raise OptionError(f"--self-prompts {args.self_prompts} / --draft-vocab {args.draft_vocab} / --lr {args.lr}",
+                          "self-prompts >= 0, draft-vocab >= 2, lr > 0", "fix the value")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise OptionError(f"--device {args.device}", "cpu, or cuda on a machine with a GPU", "pass --device cpu")
+    prompts_file = args.train_prompts or str(fixtures_root() / "train_prompts.json")
+    train = [p.text for p in read_prompt_texts(prompts_file, "training prompt set")]
+    card = None if args.no_card else read_prompt_texts(args.card_prompts or str(fixtures_root() / "prompts.json"),
+                                                       "card prompt set")
+    recipe = Recipe(self_prompts=args.self_prompts, max_new=args.max_new_tokens, gen_batch=args.gen_batch,
+                    draft_vocab=args.draft_vocab, intermediate_size=args.intermediate_size, steps=args.steps,
+                    batch_size=args.batch_size, lr=args.lr, ttt_steps=args.ttt_steps, seed=args.seed,
+                    train_prompts=train)
+    return {"target": target, "tokenizer": tok, "output": out, "options": options_from_args(args),
+            "recipe": recipe, "card_prompts": card, "prompts_file": prompts_file,
+            "dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]}

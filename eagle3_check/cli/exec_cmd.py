@@ -54,7 +54,7 @@ def check_main(args: argparse.Namespace, runner) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
     from eagle3_check.cli.check import prompts_for
     from eagle3_check.cli.check_suite import fixed_env
-    from eagle3_check.cli.common import build_program, options_from_args
+    from eagle3_check.cli.common import build_program, resolved_from_args
 
     _need_pte(args, "check")
     _timeout(args, runner)
@@ -66,8 +66,9 @@ def check_main(args: argparse.Namespace, runner) -> int:
     from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
     from eagle3_check.reference.tolerance import tolerance_for
 
-    options = options_from_args(args)
     setup = build_program(args)
+    resolved = resolved_from_args(args)
+    options = resolved.options
     prompts = prompts_for(args, setup)
     reference = _reference(args, setup)
     bar = tqdm(total=len(prompts), desc="check (exec)", unit="req", file=sys.stderr, leave=False, delay=0.5,
@@ -79,7 +80,8 @@ def check_main(args: argparse.Namespace, runner) -> int:
     finally:
         bar.close()
     report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
-                       ties="per position where the binary prints [ids]; bytes are judged exactly")
+                       ties="per position where the binary prints [ids]; bytes are judged exactly",
+                       run_options=resolved.to_json())
     if args.junit:
         from eagle3_check.gating.check_junit import exec_check_suite, write_check_junit
 

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
     p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],
-                   help="weight-only quantization of the target's linear layers (torchao; see README)")
+                   help="weight-only quantization of the target's linear layers (torchao; see docs/quantized-exports.md)")
     p.add_argument("--group-size", type=int, default=None, metavar="N",
                    help="input columns per scale (default: 32 for int4-weight, per output channel for int8-weight)")
     p.add_argument("--quantize-draft", action="store_true", help="quantize the draft's linear layers too")

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 from eagle3_check.atomic import check_writable, write_text_atomic
-from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
+from eagle3_check.cli.common import (
+    add_runner_args,
+    load_tokenizer,
+    reference_for_pte,
+    resolved_from_args,
+)
 from eagle3_check.cli.exec_cmd import add_timeout_arg
 from eagle3_check.cli.report import add_html_arg, write_html
 
@@ -51,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
     p.add_argument("--min-agreement", type=float, default=None, metavar="SHARE",
                    help="quantized programs: least share of the program's greedy tokens that must be the "
-                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see README)")
+                   "full-precision HF argmax, teacher-forced (default 0.43, measured: see docs/quantized-exports.md)")
     p.add_argument("--max-tau-drop", type=float, default=None, metavar="TAU",
                    help="quantized programs: largest tau drop below the full-precision program's (default 0.7)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
@@ -72,7 +77,6 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.fixtures.registry import load_prompts
     from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
     from eagle3_check.gating.junit import write_junit
-    from eagle3_check.tokenizer import Tokenizer
 
     check_writable(args.report, "--report")  # before the run: a missing directory must not lose it
     if args.junit:
@@ -86,9 +90,10 @@ def main(args: argparse.Namespace) -> int:
         raise_no_prompts()
     else:
         prompts = fx.prompts()
+    resolved = resolved_from_args(args)
     inputs = GateInputs(
-        pte=Path(args.pte), tokenizer=Tokenizer.load(tok_path), target_dir=target_dir, prompts=prompts,
-        options=options_from_args(args), golden=Path(args.golden) if args.golden else None,
+        pte=Path(args.pte), tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
+        options=resolved.options, golden=Path(args.golden) if args.golden else None,
         baseline=Path(args.baseline) if args.baseline else None, fixture=fx.name if fx else None,
         tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
         data_path=Path(args.data_path) if args.data_path else None,
@@ -125,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
         report = run_gate(inputs, on_check=progress)
     finally:
         bars.close()
-    report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)})
+    report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)}, run_options=resolved.to_json())
     from eagle3_check.cli.common import report_provenance
 
     out = {**report.to_json(), "provenance": report_provenance(args, fx.name if fx else None, inputs.options)}

@@ -10,7 +10,7 @@ from eagle3_check.cli.common import (
     add_program_args,
     add_runner_args,
     build_program,
-    options_from_args,
+    resolved_from_args,
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec, time_limited
 from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
@@ -136,7 +136,7 @@ def record_main(args: argparse.Namespace) -> int:
     bar = tqdm(total=len(prompts), desc="record", unit="prompt", file=sys.stderr, delay=0.5,
                disable=args.no_progress or args.json)  # delay: an early error is one line, no bar
     golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key,
-                           tolerance_for(args.dtype), options_from_args(args), on_prompt=lambda _: bar.update(1))
+                           tolerance_for(args.dtype), resolved_from_args(args).options, on_prompt=lambda _: bar.update(1))
     bar.close()
     written = save_golden(golden, directory, force=args.force)
     if args.json:

@@ -10,8 +10,8 @@ from eagle3_check.cli.common import (
     add_runner_args,
     build_program,
     default_runner,
-    options_from_args,
     prompt_from_args,
+    resolved_from_args,
 )
 from eagle3_check.cli.compile_flags import add_compile_args
 
@@ -39,9 +39,10 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
     prompt = prompt_from_args(args)
-    options = options_from_args(args)
     setup = build_program(args)
-    result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, options)
+    resolved = resolved_from_args(args)
+    setup.info["run_options"] = resolved.to_json()
+    result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, resolved.options)
     if args.json:
         print(json.dumps({**result.to_json(), "info": setup.info}, indent=2))
         return 0
@@ -52,6 +53,9 @@ def main(args: argparse.Namespace) -> int:
         f"stop: {result.stop_reason}  prefill: {ms['prefill']:.1f} ms  "
         f"verify: {ms['target_verify']:.1f} ms  draft: {ms['draft_decode']:.1f} ms"
     )
-    for note in result.notes:
+    print(resolved.line())
+    if "program_shape" in setup.info:  # --target: max seq len and prefill range from the config (target_spec.py)
+        print(setup.info["program_shape"]["summary"])
+    for note in [*resolved.notes, *result.notes]:
         print(f"note: {note}")
     return 0

@@ -161,6 +161,8 @@ def format_exec_table(report: ExecReport) -> str:
     modes = ", ".join(f"{m}: {n}" for m, n in sorted(report.info.get("judged_by", {}).items()))
     ties = (f", {c['tie']} tie ({c['tie_positions']} positions, budget {report.ties_allowed})"
             if c["tie"] or c["tie_positions"] else "")
+    if "run_options" in report.info:  # run/defaults.py
+        lines += ["", report.info["run_options"]["summary"]]
     lines += ["", f"runner {report.info.get('runner')}   K = {report.k}   tau = {report.tau:.2f}   judged by {modes}",
               f"verdict: {'PASS' if report.passed else 'FAIL'} "
               f"({c['identical']}/{c['requests']} requests identical to the reference{ties}, {c['fail']} fail)"]

@@ -20,7 +20,7 @@ from eagle3_check.status import skip_note
 
 
 def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
-    """The gate's checks after metadata, for `inputs.runner` (an ExecRunner). `timed(name, fn)`
+    """The gate's checks after metadata, for `GateInputs.runner` (an ExecRunner). `timed(name, fn)`
     runs one check (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
     from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
     from eagle3_check.program.quantize import program_quantization

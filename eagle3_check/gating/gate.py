@@ -13,7 +13,7 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
    so) and 6 is "quantization drift" (`gating/drift.py`): agreement, first divergence, rank under
    HF and tau against the full-precision program, failing only past --min-agreement /
    --max-tau-drop; the edge suites judge against the self reference;
-7. golden    - `--golden FILE|DIR`, re-run and compared exactly (`gating.gate_goldens`);
+7. golden    - `--golden FILE|DIR`, re-run and compared exactly (`golden_check.gate_goldens`);
 8. baseline  - `--baseline FILE`: a metrics baseline (`bench/baselines/metrics.json`) is
                compared exactly with the golden runs (`metrics.compare_metrics`, needs
                --golden); any other JSON with a 'tau': tau must not drop more than
@@ -121,7 +121,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
-    """`--golden FILE|DIR` through `gating.gate_goldens` (issue 7) on this program: re-run each
+    """`--golden FILE|DIR` through `golden_check.gate_goldens` (issue 7) on this program: re-run each
     golden's prompts with its recorded options, compare exactly; one case per prompt.
     The gating outcome (runs and, for a metrics baseline, metric diffs) goes into `keep`."""
     if inputs.golden is None:

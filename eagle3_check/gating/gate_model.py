@@ -164,5 +164,7 @@ def format_table(report: GateReport) -> str:
         lines += ["", f"quantization drift ({d['quantization']}; self reference vs HF full precision, teacher-forced):"]
         lines += drift_table(d)
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
+    if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (run/defaults.py)
+        lines += ["", report.info["run_options"]["summary"]]
     lines += ["", f"GATE: {'PASS' if report.passed else 'FAIL'}{tau}   ({report.info.get('pte')})"]
     return "\n".join(lines)

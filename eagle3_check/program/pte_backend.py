@@ -3,7 +3,7 @@
 Metadata comes from the program's constant methods (`get_*`); the three compute methods
 are loaded once, up front. That order matters: with `share_mutable_buffers=True`,
 loading a compute method after another one has executed re-initialises the shared
-caches (the prefill's KV cache would be lost), see PTE_NOTES.md.
+caches (the prefill's KV cache would be lost), see docs/pte.md.
 
 ExecuTorch enforces the upper bound of a dynamic length but not the lower one, so the
 exported ranges (prefill chunk, verify window, draft length) are checked here, before a

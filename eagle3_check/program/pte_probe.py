@@ -13,7 +13,7 @@ died is one `InputError` line naming the file and the fix (exit 2, as other bad 
 that ended with the harness's own error leaves it to the in-process load, which raises the same
 error with its type. The child costs one Python start, the runtime's import and one load; this
 process imports the runtime meanwhile, so on a machine with a free core the wait is mostly hidden
-(measured: README, "Hostile input").
+(measured: docs/reliability.md, "Hostile input").
 """
 
 from __future__ import annotations

@@ -183,8 +183,8 @@ def eagle3_check_request(request):
     """`eagle3_check_request(text, **run_options) -> Verdict`: runs one request through the runner
     under test (the runner binary's `ExecVerdict` with --eagle3-runner-bin) and judges every emitted
     position against the reference, as `eagle3-check check` does. Options are `RunOptions` fields
-    (max_new_tokens, chain_len, stop_ids, raw, ...). `verdict.status` is pass, tie or fail;
-    `verdict.message` the forensics."""
+    (max_new_tokens, chain_len, stop_ids, raw, ...). `Verdict.status` is pass, tie or fail;
+    `Verdict.message` the forensics."""
     from eagle3_check.errors import Eagle3CheckError
 
     state = _state(request)

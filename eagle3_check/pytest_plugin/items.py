@@ -15,7 +15,7 @@ case in its suite module, the prompt in its prompt set, the prompt in its golden
 the baseline. With a runner binary (--eagle3-runner-bin) the same items run through it and are
 judged by `gating/exec_*`; a failure also shows the binary's exit and the end of its stderr.
 
-A golden prompt runs once per process (`state.golden_run`), shared by its golden item and the
+A golden prompt runs once per process (`Eagle3State.golden_run`), shared by its golden item and the
 baseline item of its key. Under pytest-xdist each worker is a process: both kinds of item of a
 baseline key carry `xdist_group("eagle3-<stem>")`, and `--dist loadgroup` sends them to one worker
 (workers.py), so no worker re-runs a prompt another one ran (`-n` alone, `--dist load`, does not).

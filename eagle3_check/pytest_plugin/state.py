@@ -286,10 +286,14 @@ class Eagle3State:
                              "pass --eagle3-prompts FILE (or --eagle3-suite none)")
         return self.prompts
 
-    def options(self, **fields):
-        from eagle3_check.run.options import RunOptions
+    @cached_property
+    def resolved_options(self):  # as `check` resolves them for this tokenizer and target (run/defaults.py)
+        from eagle3_check.run.defaults import resolve_options
 
-        return RunOptions(**{"max_new_tokens": self.max_new, **fields})
+        return resolve_options(self.tokenizer, self._source[1], {"max_new_tokens": self.max_new})
+
+    def options(self, **fields):  # a request's own fields on top, as given (no role rules)
+        return dataclasses.replace(self.resolved_options.options, **fields)
 
     def check_request(self, prompt, prompt_id: str = "request", **fields):
         """One request through the runner under test, judged as `check` judges it: a RequestOutcome

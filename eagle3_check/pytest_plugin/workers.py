@@ -1,6 +1,6 @@
 """pytest-xdist: a baseline key's golden prompts and its baseline item on one worker.
 
-A golden prompt runs once per process (`state.golden_run`) for its golden item and the baseline
+A golden prompt runs once per process (`Eagle3State.golden_run`) for its golden item and the baseline
 item of its key; under `pytest -n N` every worker is a process, so a baseline item that lands on
 another worker than some of its golden prompts runs them again. With `--dist loadgroup` they
 are kept together: the items carry `xdist_group("eagle3-<stem>")` (items.py), and the scheduler
