@@ -1,180 +1,342 @@
-"""How far the runner's target logits move with the batch shape, in ulps of the dtype (issue 11).
+"""How far a correct runner's target logits sit from the HF reference's, in logits (issues 11, 26, 27).
 
-On every embedded fixture and prompt (prompt ids as `check` derives them), for `--new` greedy
-tokens (one-row decode greedy, so all three sources score the same sequence):
+On each fixture (the embedded tiny ones, `--fixture NAME`, and real models, `--real NAME=DIR` with
+DIR/target/ and DIR/tokenizer.json), each prompt (ids as `check` derives them: the fixture's
+template, or the real model's own: ChatML for smollm2*, raw after BOS for gemma3*), in each
+`--dtype` on `--device`, for up to `--new` greedy tokens (one-row decode greedy, ended by the
+model's stop set as `check` ends a run, so all sources score the sequence a correct runner emits):
   decode  the speculator's target (TargetAdapter: static cache, the eager backend's target),
           one row at a time: prefill(prompt), then target(t_i, [L + i]) for each token;
-  verify  the same target in K+1-row windows [t_j .. t_j+K] at L+j .. L+j+K (every window
-          fully accepted, as the runner's target_verify sees them; K = the fixture's chain_len);
-  hf      the HF model (eager attention) once over prompt + tokens: the verdict's teacher-forced
-          reference (`HFReference.score`).
-Row i of each is the logit vector predicting generated token i (rows 0..new-1).
+  verify  the same target in K+1-row windows [t_j .. t_j+K] at L+j .. L+j+K (every window fully
+          accepted, as the runner's target_verify sees them; K = the fixture's chain_len, else 4);
+  hf      the HF model (eager attention) once over prompt + tokens in the same dtype: the
+          verdict's teacher-forced reference (`HFReference.score`);
+  hf32    (bf16 only) the same HF model in float32: what bf16 rounding alone moves.
+Row i of each is the logit vector predicting generated token i.
 
-Per row and pair, in units of ulp(dtype, |HF top-1 logit|) (`eagle3_check.reference.tolerance.ulp`):
-  shift  how far the top-1/top-2 margin moves between the two sources, measured on the HF row's
-         two top tokens: |(a[i1] - a[i2]) - (b[i1] - b[i2])|. A difference in argmax between
-         two sources needs a margin below this shift: the tie tolerance must cover it;
-  vocab  max |a - b| over the whole vocab (large negative logits have coarser ulps: context).
-It also counts, per pair, rows whose argmax differs, and, for the verdict's tie budget, how many
-HF rows have a top-1/top-2 margin within m ulps for the candidate multiples.
+Per position and pair (a, b), b the reference side, in logits: `shift`, how far the top-1/top-2
+margin moves (|(a[i1] - a[i2]) - (b[i1] - b[i2])| on b's two top tokens: a different argmax
+needs a margin below it); `top`, max |a - b| over b's top-8 tokens; and where the argmaxes
+differ (a flip) b's margin there, the rank of a's token in b's row and its gap below b's top.
+Each row also records the scales a tolerance could be relative to (|top-1|, the row's RMS).
+The summary gives max / p99 / p50 per pair, the same shifts divided by each scale, and how many
+reference rows have a margin within candidate absolute tolerances (the tie-eligible share).
 
-    PYTHONPATH=. python bench/measure_tolerance.py --device cpu --dtype float32
-    PYTHONPATH=. python bench/measure_tolerance.py --device cuda --dtype bfloat16 --out DIR
-Writes DIR/tolerance-<device>-<dtype>.json atomically and prints its path last.
+    PYTHONPATH=. python bench/measure_tolerance.py --device cpu --real smollm2=/tmp/real/smollm2
+    PYTHONPATH=. python bench/measure_tolerance.py --device cuda --real smollm2=DIR --out DIR2
+Writes OUT/tolerance-<device>-<dtype>-<fixture>.json atomically (per-position records and the
+summary), prints one table, and the paths last. docs/calibration.md derives the constants.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-from eagle3_check.fixtures.registry import list_fixtures, load_fixture
-from eagle3_check.program.eager import DTYPES, EagerBackend
-from eagle3_check.reference.tolerance import ulp
-from eagle3_check.run.options import RunOptions, prompt_ids
-from eagle3_check.tokenizer import Tokenizer
+PAIRS = (("verify", "decode"), ("verify", "hf"), ("decode", "hf"), ("hf", "hf32"), ("verify", "hf32"))
+CANDIDATES = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)  # absolute tolerances (logits)
+TOPK = 8  # `top` compares the reference's leading TOPK logits
+CHATML = dict(chat_prefix="<|im_start|>user\n", chat_suffix="<|im_end|>\n<|im_start|>assistant\n",
+              stop_ids=(2,), stop_token=None, bos_id=-1, eos_id=2)
+PRESETS = {"smollm2": CHATML, "gemma3": dict(raw=True, stop_ids=(1,), stop_token=None, bos_id=2, eos_id=1)}
 
-PAIRS = (("verify", "decode"), ("verify", "hf"), ("decode", "hf"))
-CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+@dataclass
+class Source:
+    name: str
+    target_dir: Path
+    tokenizer: Path
+    prompts: list  # [(id, text)]
+    options: dict  # RunOptions fields
+    chain_len: int
+    max_seq_len: int
+
+
+def preset(name: str) -> dict | None:
+    return next((v for k, v in PRESETS.items() if name.startswith(k)), None)
+
+
+def clean_target(d: Path, tmp: Path) -> Path:
+    """`d` itself, or (a prototype conversion with a stale `quantization_config`) a copy of its
+    config without it beside links to its other files."""
+    cfg = json.loads((d / "config.json").read_text())
+    if "quantization_config" not in cfg:
+        return d
+    out = tmp / d.parent.name
+    out.mkdir(parents=True)
+    for f in d.iterdir():
+        if f.name != "config.json":
+            (out / f.name).symlink_to(f.resolve())
+    cfg.pop("quantization_config")
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def sources(args, tmp: Path) -> list[Source]:
+    from eagle3_check.fixtures.registry import list_fixtures, load_fixture, load_prompts
+
+    names = args.fixture if args.fixture is not None else ([] if args.no_tiny else list_fixtures())
+    out = []
+    for name in names:
+        fx = load_fixture(name)
+        if args.fixture is None and getattr(fx, "source", None) is not None:
+            continue  # a real-model fixture converts on first use: only when named
+        out.append(Source(name, fx.target_dir, fx.tokenizer_path, [(p.id, p.text) for p in fx.prompts()],
+                          preset(name) or {}, fx.spec.chain_len, fx.spec.max_seq_len))
+    default_prompts = Path(__file__).resolve().parents[1] / "fixtures" / "prompts.json"
+    prompts = [(p.id, p.text) for p in load_prompts(args.prompts or default_prompts)][:args.max_prompts]
+    for spec in args.real:
+        name, _, d = spec.partition("=")
+        if not d or preset(name) is None:
+            sys.exit(f"--real {spec}: expected NAME=DIR with NAME starting {' or '.join(PRESETS)} (its prompt "
+                     "template); pass e.g. --real smollm2=/tmp/real/smollm2")
+        root = Path(d)
+        out.append(Source(name, clean_target(root / "target", tmp / name), root / "tokenizer.json", prompts,
+                          preset(name), 4, args.max_seq_len))
+    return out
+
+
+def stop_ids_of(tok, opts) -> set[int]:
+    ids = set(opts.stop_ids) | ({opts.eos_id} if opts.eos_id is not None else set())
+    if opts.stop_token:
+        enc = tok.encode(opts.stop_token)
+        ids |= set(enc) if len(enc) == 1 else set()
+    return ids
 
 
 @torch.no_grad()
-def rows_for(fx, device: str, dtype: str, n_new: int) -> list[dict]:
+def measure(src: Source, device: str, dtype: str, n_new: int) -> list[dict]:
+    """Per prompt: the four sources' rows (float32, on the CPU), one per generated token."""
     from transformers import AutoModelForCausalLM
 
-    backend = EagerBackend.from_fixture(fx, device, dtype)
-    target = backend.module.target
-    k = backend.spec.chain_len
-    hf = AutoModelForCausalLM.from_pretrained(fx.target_dir, dtype=DTYPES[dtype],
-                                              attn_implementation="eager").to(device).eval()
-    tok = Tokenizer.load(fx.tokenizer_path)
+    from eagle3_check.program.eager import DTYPES
+    from eagle3_check.program.target import TargetAdapter, load_hf_target
+    from eagle3_check.quiet import third_party_quiet
+    from eagle3_check.run.options import RunOptions, prompt_ids
+    from eagle3_check.tokenizer import Tokenizer
+
     dev = torch.device(device)
+    target = TargetAdapter(load_hf_target(src.target_dir, DTYPES[dtype]), [0], src.max_seq_len).to(dev).eval()
+
+    def hf_model(dt):
+        with third_party_quiet():  # the "Loading weights" bar
+            model = AutoModelForCausalLM.from_pretrained(src.target_dir, dtype=dt, attn_implementation="eager")
+        return model.to(dev).eval()
+
+    refs = {"hf": hf_model(DTYPES[dtype])}
+    if dtype != "float32":
+        refs["hf32"] = hf_model(torch.float32)
+    tok = Tokenizer.load(src.tokenizer)
+    opts = replace(RunOptions(), **src.options)
+    stops = stop_ids_of(tok, opts)
+    k = src.chain_len
     out = []
-    for p in fx.prompts():
-        ids = prompt_ids(tok, p.text, RunOptions())
+    for pid, text in src.prompts:
+        ids = prompt_ids(tok, text, opts)
         L = len(ids)
-        n = min(n_new, backend.spec.max_seq_len - L - (k + 1))
+        budget = min(n_new, src.max_seq_len - L - (k + 1))
+        if budget < 1:
+            continue
         logits, _ = target(torch.tensor([ids], device=dev), torch.arange(L, device=dev))  # [1, L, V]
-        decode = [logits[0, -1].float()]
-        seq = list(ids)
-        for i in range(n - 1):
-            seq.append(int(decode[-1].argmax()))
-            lg, _ = target(torch.tensor([[seq[-1]]], device=dev), torch.tensor([L + i], device=dev))  # [1, 1, V]
-            decode.append(lg[0, -1].float())
-        seq.append(int(decode[-1].argmax()))
-        gen = seq[L:]  # n tokens
+        decode, gen = [logits[0, -1].float().cpu()], []
+        while True:
+            gen.append(int(decode[-1].argmax()))
+            if len(gen) == budget or gen[-1] in stops:
+                break
+            pos = torch.tensor([L + len(gen) - 1], device=dev)
+            lg, _ = target(torch.tensor([[gen[-1]]], device=dev), pos)  # [1, 1, V]
+            decode.append(lg[0, -1].float().cpu())
+        n = len(gen)
         logits, _ = target(torch.tensor([ids], device=dev), torch.arange(L, device=dev))
-        verify = [logits[0, -1].float()]  # row 0 comes from prefill, as in the runner
+        verify = [logits[0, -1].float().cpu()]  # row 0 comes from prefill, as in the runner
         j = 0
         while len(verify) < n:
             window = gen[j:j + k + 1]
             window += [window[-1]] * (k + 1 - len(window))  # padding rows past the end are unused
             lg, _ = target(torch.tensor([window], device=dev), torch.arange(L + j, L + j + k + 1, device=dev))  # [1, K+1, V]
-            verify += [lg[0, r].float() for r in range(k + 1)]
+            verify += [lg[0, r].float().cpu() for r in range(k + 1)]
             j += k + 1
-        verify = verify[:n]
-        full = hf(input_ids=torch.tensor([seq[:-1]], device=dev)).logits[0].float()  # [L + n - 1, V]
-        hfrows = [full[L - 1 + i] for i in range(n)]
-        out.append({"prompt": p.id, "rows": {"decode": decode, "verify": verify, "hf": hfrows}})
+        rows = {"decode": decode, "verify": verify[:n]}
+        seq = torch.tensor([ids + gen[:-1]], device=dev)  # [1, L + n - 1]
+        for name, model in refs.items():
+            full = model(input_ids=seq).logits[0].float().cpu()  # [L + n - 1, V]
+            rows[name] = [full[L - 1 + i] for i in range(n)]
+        out.append({"prompt": pid, "prompt_len": L, "tokens": gen, "records": records(rows)})
     return out
 
 
-def summarize(fixture: str, prompts: list[dict], dtype: str) -> dict:
-    dist = {f"{a}-{b}": [] for a, b in PAIRS}
-    shift = {f"{a}-{b}": [] for a, b in PAIRS}
-    flips = {f"{a}-{b}": 0 for a, b in PAIRS}
-    # where a's argmax is not b's: the rank of a's token in b's row (1 = top) and its gap below b's top
-    flip_rank = {f"{a}-{b}": [] for a, b in PAIRS}
-    flip_gap = {f"{a}-{b}": [] for a, b in PAIRS}
-    margins = []
-    n = 0
-    for p in prompts:
-        r = p["rows"]
-        for i in range(len(r["hf"])):
-            n += 1
-            top2 = torch.topk(r["hf"][i], 2)
-            u = ulp(dtype, float(top2.values[0].abs()))
-            margins.append(float(top2.values[0] - top2.values[1]) / u)
-            i1, i2 = top2.indices.tolist()
-            for a, b in PAIRS:
-                dist[f"{a}-{b}"].append(float((r[a][i] - r[b][i]).abs().max()) / u)
-                ma, mb = r[a][i][i1] - r[a][i][i2], r[b][i][i1] - r[b][i][i2]
-                shift[f"{a}-{b}"].append(float((ma - mb).abs()) / u)
-                got, top_b = int(r[a][i].argmax()), int(r[b][i].argmax())
-                if got != top_b:
-                    flips[f"{a}-{b}"] += 1
-                    flip_rank[f"{a}-{b}"].append(int((r[b][i] > r[b][i][got]).sum()) + 1)
-                    flip_gap[f"{a}-{b}"].append(float(r[b][i][top_b] - r[b][i][got]) / u)
-    top = max(float(torch.topk(row, 1).values.abs()) for p in prompts for row in p["rows"]["hf"])
-
-    def q(xs, f):
-        s = sorted(xs)
-        return s[min(len(s) - 1, int(f * len(s)))]
-
-    return {
-        "fixture": fixture, "rows": n, "max_abs_top_logit": top,
-        "shift_ulps": {k: {"max": max(v), "p99": q(v, 0.99), "p50": q(v, 0.5)} for k, v in shift.items()},
-        "vocab_ulps": {k: {"max": max(v), "p99": q(v, 0.99), "p50": q(v, 0.5)} for k, v in dist.items()},
-        "argmax_flips": flips,
-        "flip_rank_max": {k: max(v, default=0) for k, v in flip_rank.items()},
-        "flip_gap_ulps_max": {k: max(v, default=0.0) for k, v in flip_gap.items()},
-        "hf_margin_within": {str(m): sum(x <= m for x in margins) for m in CANDIDATES},
-        "hf_margin_ulps_min": min(margins),
-    }
+def r4(xs: list[float]) -> list[float]:
+    """4 significant digits: the records stay small, the distributions unchanged at that precision."""
+    return [float(f"{x:.4g}") for x in xs]
 
 
-def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+def records(rows: dict[str, list[torch.Tensor]]) -> dict:
+    """Per position: the reference row's scales and margin; per pair, shift / top diff / flip."""
+    hf = torch.stack(rows["hf"])  # [n, V]
+    top2 = torch.topk(hf, 2, dim=-1)
+    rec = {"hf_top1": r4(top2.values[:, 0].tolist()), "hf_margin": r4((top2.values[:, 0] - top2.values[:, 1]).tolist()),
+           "hf_rms": r4(hf.pow(2).mean(-1).sqrt().tolist())}
+    for a, b in PAIRS:
+        if b not in rows:
+            continue
+        A, B = torch.stack(rows[a]), torch.stack(rows[b])  # [n, V] each
+        bt = torch.topk(B, TOPK, dim=-1)
+        i1, i2 = bt.indices[:, :1], bt.indices[:, 1:2]  # [n, 1]
+        ma = (A.gather(1, i1) - A.gather(1, i2))[:, 0]
+        mb = (bt.values[:, 0] - bt.values[:, 1])
+        got = A.argmax(-1)  # [n]
+        got_b = B.gather(1, got[:, None])[:, 0]
+        flips = (got != bt.indices[:, 0]).nonzero()[:, 0].tolist()
+        rec[f"{a}-{b}"] = {
+            "shift": r4((ma - mb).abs().tolist()),
+            "top": r4((A.gather(1, bt.indices) - bt.values).abs().amax(-1).tolist()),
+            "flips": [{"i": i, "margin": float(mb[i]), "gap": float(bt.values[i, 0] - got_b[i]),
+                       "rank": int((B[i] > got_b[i]).sum()) + 1, "b_top1": float(bt.values[i, 0])} for i in flips],
+        }
+    return rec
+
+
+def q(xs: list[float], f: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(f * len(s)))] if s else 0.0
+
+
+def stats(xs: list[float]) -> dict:
+    return {"max": max(xs, default=0.0), "p99": q(xs, 0.99), "p50": q(xs, 0.5)}
+
+
+def summarize(prompts: list[dict]) -> dict:
+    recs = [p["records"] for p in prompts]
+    cat = {key: sum((r[key] for r in recs), []) for key in ("hf_top1", "hf_margin", "hf_rms")}
+    n = len(cat["hf_margin"])
+    pairs = {}
+    for a, b in PAIRS:
+        key = f"{a}-{b}"
+        if key not in recs[0]:
+            continue
+        shift = sum((r[key]["shift"] for r in recs), [])
+        flips = sum((r[key]["flips"] for r in recs), [])
+        pairs[key] = {
+            "shift": stats(shift), "top": stats(sum((r[key]["top"] for r in recs), [])),
+            "shift_per_top1": stats([s / max(abs(t), 1e-6) for s, t in zip(shift, cat["hf_top1"])]),
+            "shift_per_rms": stats([s / max(m, 1e-6) for s, m in zip(shift, cat["hf_rms"])]),
+            "flips": len(flips), "flip_share": len(flips) / max(n, 1),
+            "flip_margin_max": max((f["margin"] for f in flips), default=0.0),
+            "flip_gap_max": max((f["gap"] for f in flips), default=0.0),
+            "flip_rank_max": max((f["rank"] for f in flips), default=0),
+        }
+    return {"rows": n, "top1": stats([abs(t) for t in cat["hf_top1"]]), "rms": stats(cat["hf_rms"]),
+            "margin_within": {str(c): sum(m <= c for m in cat["hf_margin"]) for c in CANDIDATES}, "pairs": pairs}
+
+
+def format_table(results: list[dict]) -> str:
+    from eagle3_check.table import format_rows
+
+    rows = [("fixture", "dtype", "rows", "pair", "shift max", "p99", "top max", "shift/|top1|", "flips",
+             "flip margin", "gap", "rank")]
+    for r in results:
+        s = r["summary"]
+        rows += [(r["fixture"], r["dtype"], str(s["rows"]), pair, f"{d['shift']['max']:.3g}",
+                  f"{d['shift']['p99']:.3g}", f"{d['top']['max']:.3g}", f"{d['shift_per_top1']['max']:.3g}",
+                  str(d["flips"]), f"{d['flip_margin_max']:.3g}", f"{d['flip_gap_max']:.3g}",
+                  str(d["flip_rank_max"])) for pair, d in s["pairs"].items()]
+    lines = format_rows(rows, align=("left", "left", "right", "left", *["right"] * 8))
+    for r in results:
+        within = "  ".join(f"<={c}: {m}" for c, m in r["summary"]["margin_within"].items())
+        lines.append(f"{r['fixture']} {r['dtype']}: |top1| max {r['summary']['top1']['max']:.2f}; "
+                     f"reference rows with top-1/top-2 margin within: {within}")
+    return "\n".join(lines)
+
+
+RUNNER_PAIRS = ("verify-hf", "decode-hf", "verify-decode")  # a correct runner against the verdict's reference
+
+
+def derive(results: list[dict], safety: float, ulps: tuple[float, ...] = (0, 1, 2, 3, 4)) -> str:
+    """Per dtype, over every result given: for each ulp part U, the absolute part A such that
+    A + U x ulp(top) >= safety x every margin shift of a correct runner's pair; the largest rank
+    and flip share (verify or decode against the reference)."""
+    from eagle3_check.reference.tolerance import tolerance_for, ulp
+
+    lines = []
+    for dtype in sorted({r["dtype"] for r in results}):
+        rs = [r for r in results if r["dtype"] == dtype]
+        rows = [(s, t) for r in rs for p in r["prompts"] for pair in RUNNER_PAIRS
+                for s, t in zip(p["records"][pair]["shift"], p["records"]["hf_top1"])]
+        fits = "; ".join(f"U {u:g}: A >= {max(safety * s - u * ulp(dtype, t) for s, t in rows):.3g}" for u in ulps)
+        tol = tolerance_for(dtype)
+        ratio = min((tol.at(t) / s for s, t in rows if s > 0), default=float("inf"))
+        flips = [f for r in rs for p in r["prompts"] for pair in ("verify-hf", "decode-hf")
+                 for f in p["records"][pair]["flips"]]
+        share = max((r["summary"]["pairs"][pair]["flip_share"], f"{r['fixture']} {r['device']} {pair}")
+                    for r in rs for pair in ("verify-hf", "decode-hf"))
+        lines += [f"{dtype}: {len(rows)} runner rows ({len(rs)} results); safety {safety:g}: {fits}",
+                  f"{dtype}: today's tolerance ({tol.describe()}) / shift >= {ratio:.2f} on every row; flips against "
+                  f"the reference: {len(flips)}, margin <= {max((f['margin'] for f in flips), default=0):.3g}, gap <= "
+                  f"{max((f['gap'] for f in flips), default=0):.3g}, rank <= {max((f['rank'] for f in flips), default=0)}; "
+                  f"largest flip share {share[0]:.2%} ({share[1]})"]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="H200: PYTHONPATH=.:.gpudeps python bench/measure_tolerance.py --device cuda "
+                                        "--real smollm2=/tmp/real/smollm2 --out $OUT (docs/calibration.md)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    ap.add_argument("--new", type=int, default=32, help="generated tokens scored per prompt")
-    ap.add_argument("--out", default="bench/results", help="folder for tolerance-<device>-<dtype>.json")
+    ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
+    ap.add_argument("--fixture", nargs="*", help="embedded or registered fixtures (default: every embedded one)")
+    ap.add_argument("--no-tiny", action="store_true", help="no embedded fixture unless --fixture names it")
+    ap.add_argument("--real", action="append", default=[], metavar="NAME=DIR",
+                    help="a real model: DIR/target/ + DIR/tokenizer.json; NAME picks its template (smollm2*, gemma3*)")
+    ap.add_argument("--prompts", help="prompt set for --real (default fixtures/prompts.json)")
+    ap.add_argument("--max-prompts", type=int, default=None, help="the first N prompts of the set for --real")
+    ap.add_argument("--new", type=int, default=48, help="generated tokens scored per prompt (at most)")
+    ap.add_argument("--max-seq-len", type=int, default=1024, help="static cache length for --real")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads on CPU (0: torch's default)")
+    ap.add_argument("--out", default="bench/results", help="folder for tolerance-<device>-<dtype>-<fixture>.json")
+    ap.add_argument("--derive", nargs="+", metavar="JSON", help="measure nothing: the table and the derivation "
+                    "(docs/calibration.md) over these result files")
+    ap.add_argument("--safety", type=float, default=2.0, help="with --derive: the stated margin over the shifts")
     args = ap.parse_args(argv)
-    torch.manual_seed(0)
-    results = [summarize(name, rows_for(load_fixture(name), args.device, args.dtype, args.new), args.dtype)
-               for name in list_fixtures()]
-    data = {"device": args.device, "dtype": args.dtype, "new": args.new, "torch": torch.__version__,
-            "python": platform.python_version(),
-            "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-            "fixtures": results}
-    path = Path(args.out) / f"tolerance-{args.device.split(':')[0]}-{args.dtype}.json"
-    write_atomic(path, data)
-    print(f"{args.device} {args.dtype}: ulps at the HF row's top logit; shift = top-1/top-2 margin moved")
-    print(format_results(results))
-    print(path)
+    if args.derive:
+        results = [json.loads(Path(p).read_text()) for p in args.derive]
+        print(format_table(results))
+        print(derive(results, args.safety))
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from eagle3_check.atomic import write_text_atomic
+
+    results, paths = [], []
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for src in sources(args, Path(tmp)):
+            for dtype in args.dtype:
+                torch.manual_seed(0)
+                t0 = time.perf_counter()
+                prompts = measure(src, args.device, dtype, args.new)
+                r = {"fixture": src.name, "device": args.device, "dtype": dtype, "new": args.new,
+                     "chain_len": src.chain_len, "seconds": round(time.perf_counter() - t0, 1),
+                     "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                     "python": platform.python_version(),
+                     "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+                     "summary": summarize(prompts), "prompts": prompts}
+                path = Path(args.out) / f"tolerance-{args.device.split(':')[0]}-{dtype}-{src.name}.json"
+                write_text_atomic(path, json.dumps(r) + "\n", "tolerance measurement")
+                print(f"{src.name} {dtype}: {r['summary']['rows']} rows, {r['seconds']} s", flush=True)
+                results.append(r)
+                paths.append(path)
+    print(f"{args.device}: logits; shift = top-1/top-2 margin moved; top = max |diff| over the reference's top-{TOPK}")
+    print(format_table(results))
+    print("\n".join(map(str, paths)))
     return 0
-
-
-def format_results(results: list[dict]) -> str:
-    """One row per fixture and pair (ulps at the HF row's top logit), then each fixture's HF margins."""
-    from eagle3_check.table import format_rows
-
-    rows = [("fixture", "rows", "pair", "shift max", "p99", "p50", "vocab max", "flips", "rank max", "gap max")]
-    for r in results:
-        rows += [(r["fixture"], str(r["rows"]), pair, f"{d['max']:.2f}", f"{d['p99']:.2f}", f"{d['p50']:.2f}",
-                  f"{r['vocab_ulps'][pair]['max']:.2f}", str(r["argmax_flips"][pair]), str(r["flip_rank_max"][pair]),
-                  f"{r['flip_gap_ulps_max'][pair]:.2f}") for pair, d in r["shift_ulps"].items()]
-    lines = format_rows(rows, align=("left", "right", "left", *["right"] * 7))
-    for r in results:
-        within = "  ".join(f"<={m}: {c}" for m, c in r["hf_margin_within"].items())
-        lines.append(f"{r['fixture']}: HF rows with top-1/top-2 margin within m ulps: {within}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ moves one (a wider tolerance, a verdict that skips index 0, a golden compare tha
 tokens, a metrics gate that lets one call pass) fails here.
 
 - the tie tolerance: a margin / gap just under it is a tie, just over it a failure; rank top_n
-  is a tie, top_n + 1 a failure; the committed multiples, not 10x wider;
+  is a tie, top_n + 1 a failure (its size against the measurements: test_tolerance_behaviour.py);
 - a bonus-only request (max new tokens 1, no round) whose one token is wrong fails at index 0;
 - a golden differing only at token 35 or 40 of 41 (past the 32nd) differs there;
 - metrics one target or draft call off the baseline differ (both directions).
@@ -19,25 +19,17 @@ from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt
 from eagle3_check.gating.golden_diff import diff_golden
 from eagle3_check.gating.metrics import compare_metrics, compute_metrics
 from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import MULTIPLE, TOP_N, tolerance_for, ulp
+from eagle3_check.reference.tolerance import TOP_N, tolerance_for
 from eagle3_check.reference.verdict import FAIL, PASS, TIE, judge, judge_position
 from eagle3_check.run.result import MAX_NEW, RunResult
 
-TOP = 12.0  # a row's top logit; fp32 ulp there = 2^(3 - 23), bf16 = 2^(3 - 7)
+TOP = 12.0  # a row's top logit
 
 
 def _row(margin: float, gap: float, rank: int = 2) -> Scores:
     """One row whose argmax is token 5 (logit TOP), runner-up 6 at TOP - margin; the runner's token 7
     sits `gap` below the top at rank `rank`."""
     return Scores([5], [TOP], [TOP - margin], [6], [TOP - gap], [rank])
-
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_tolerance_is_the_committed_multiple_of_the_ulp(dtype):
-    tol = tolerance_for(dtype)
-    assert tol.at(TOP) == MULTIPLE[dtype] * ulp(dtype, TOP) == MULTIPLE[dtype] * 2.0 ** (3 - {"float32": 23,
-                                                                                             "bfloat16": 7}[dtype])
-    assert (MULTIPLE["float32"], MULTIPLE["bfloat16"], TOP_N) == (128, 32, 4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

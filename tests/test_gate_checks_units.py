@@ -23,6 +23,7 @@ from eagle3_check.gating.metrics import compute_metrics, format_metric_diffs, wr
 from eagle3_check.gating.tau_baseline import compare_tau
 from eagle3_check.reference.hf import HFReference
 from eagle3_check.reference.self_ref import SelfReference
+from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.run.exec_runner import ExecRunner
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
@@ -63,8 +64,8 @@ def test_the_load_probes_the_file_in_a_child_then_loads_it_with_its_data_file(to
     pte, ptd = tmp_path / "p.pte", tmp_path / "p.ptd"
     report = run_gate(_inputs(tokenizer, pte=pte, data_path=ptd))
     assert calls == [("probe", pte, ptd), ("load", pte, ptd)]
-    assert report.checks[0].message == ("loaded (backend=pte, file=p.pte; tie tolerance 128 ulp(float32), top-4, "
-                                        "tie budget 0.0%)")
+    assert report.checks[0].message == (f"loaded (backend=pte, file=p.pte; tie tolerance "
+                                        f"{tolerance_for('float32').describe()}, tie budget 0.0%)")
     assert report.info["pte"] == str(pte) and report.info["file"] == "p.pte" and report.passed
 
 

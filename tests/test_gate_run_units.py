@@ -66,7 +66,7 @@ class OtherTarget(ToyProgram):
 class TieAt:
     """An HF reference with logits: the toy's own greedy rows (margin 10), except row `at`, where
     another token (the toy's + 1) leads the toy's by 1e-5, inside float32's tie tolerance at 10
-    (128 ulp = 1.2e-4): the toy's token there is a tie, rank 2."""
+    (`tolerance_for("float32").at(10.0)`, ~1.5e-4): the toy's token there is a tie, rank 2."""
 
     def __init__(self, program, at: int = 2):
         self.inner, self.at = SelfReference(program), at
@@ -88,7 +88,7 @@ def test_the_report_info_and_the_request_details(tokenizer, tmp_path):
                               options=RunOptions(max_new_tokens=12, chain_len=3)), toy, on_check=seen.append)
     assert seen == report.checks
     assert report.info == {"pte": str(tmp_path / "toy.pte"), "backend": "ToyProgram", "dtype": "float32",
-                           "tie_tolerance": "128 ulp(float32), top-4", "tie_budget": 0.0, "k": 3,
+                           "tie_tolerance": tolerance_for("float32").describe(), "tie_budget": 0.0, "k": 3,
                            "k_range": [1, 7],  # verify lengths 2..8 hold K + 1
                            "k_source": "the program's verify range metadata (get_min/max_verify_len)"}
     own = report.check("runner vs self reference").details
@@ -116,7 +116,9 @@ def test_progress_names_each_check_and_counts_its_cases(tokenizer):
 def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
     toy = ToyProgram()
     over = run_gate(_inputs(tokenizer, hf_reference=TieAt(toy)), toy)  # float32: budget 0
-    tie = ("at token 2: runner 314, reference 315 (margin 1e-05 <= tolerance 0.000122, runner's token rank 2, "
+    tol = tolerance_for("float32").at(10.0)
+    assert tol > 1e-5
+    tie = (f"at token 2: runner 314, reference 315 (margin 1e-05 <= tolerance {tol:.3g}, runner's token rank 2, "
            "1e-05 below the top)")
     assert over.check("runner vs HF reference").message == (
         "0 identical, 2 tie, 0 fail of 2 requests: 2 tie positions exceed the tie budget of 0 (0.0% of 24); "
@@ -206,18 +208,20 @@ def test_program_dtype(program, want):
 def test_the_tie_tolerance_and_budget_follow_the_programs_dtype(tokenizer):
     report = run_gate(_inputs(tokenizer), Bf16Toy())
     assert (report.info["dtype"], report.info["tie_tolerance"], report.info["tie_budget"]) == (
-        "bfloat16", "32 ulp(bfloat16), top-4", default_budget("bfloat16"))
-    assert report.checks[0].message == "loaded (backend=Bf16Toy; tie tolerance 32 ulp(bfloat16), top-4, tie budget 9.0%)"
+        "bfloat16", tolerance_for("bfloat16").describe(), default_budget("bfloat16"))
+    assert report.checks[0].message == (f"loaded (backend=Bf16Toy; tie tolerance {tolerance_for('bfloat16').describe()}, "
+                                        f"tie budget {default_budget('bfloat16'):.1%})")
     given = _inputs(tokenizer, tolerance=tolerance_for("bfloat16"))  # a given tolerance sets the budget's dtype
     info: dict = {}
     follow_dtype(given, "float32", info)
-    assert info == {"dtype": "float32", "tie_tolerance": "32 ulp(bfloat16), top-4", "tie_budget": 0.09}
+    assert info == {"dtype": "float32", "tie_tolerance": tolerance_for("bfloat16").describe(),
+                    "tie_budget": default_budget("bfloat16")}
 
 
 @pytest.mark.parametrize("given, want", [
     pytest.param({"tie_budget": 0.5}, (tolerance_for("bfloat16"), 0.5), id="budget-given"),
     pytest.param({"tolerance": tolerance_for("float32")}, (tolerance_for("float32"), 0.0), id="tolerance-given"),
-    pytest.param({}, (tolerance_for("bfloat16"), 0.09), id="neither"),
+    pytest.param({}, (tolerance_for("bfloat16"), default_budget("bfloat16")), id="neither"),
 ])
 def test_a_check_run_on_its_own_takes_the_missing_dtype_defaults(tokenizer, given, want):
     inputs = _inputs(tokenizer, **given)

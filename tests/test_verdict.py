@@ -10,7 +10,7 @@ import math
 import pytest
 
 from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance, ulp
+from eagle3_check.reference.tolerance import Tolerance, tolerance_for, ulp
 from eagle3_check.reference.verdict import FAIL, PASS, TIE, Status, judge
 from eagle3_check.run.loop import RunResult
 
@@ -138,3 +138,15 @@ def test_a_run_short_of_max_new_stopped_early():
     v = judge(run(WANT[:5], (2, 1)), scores(), frozenset(), 6, 64, TOL)
     assert (v.status, v.index, v.identical) == (FAIL, 5, 5)
     assert "emitted 5 tokens and stopped early, rules fix 6 (max_new); the reference's next token is 215" in v.message
+
+
+@pytest.mark.parametrize("share, noted", [(0.3, False), (0.9, True)], ids=["within-the-measured-shifts", "above-them"])
+def test_a_tie_above_every_measured_shift_is_named_but_passes(share, noted):
+    """bf16 at a top logit of 24: a tie at 0.9 x the tolerance lies above every shift a correct runner
+    showed (the tolerance is twice them): the verdict says so and still ties; at 0.3 x it says nothing."""
+    tol = tolerance_for("bfloat16")
+    m = share * tol.at(24.0)
+    change = {2: (9, m, m, 2)}
+    v = judge(run(with_tokens(change)), scores(change, top1=24.0), frozenset(), 6, 64, tol)
+    assert v.status == TIE and v.ties == 1
+    assert v.ties_above_measured == noted and ("another program?" in v.message) == noted, v.message

@@ -77,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed, as a share of all judged positions (default per dtype: "
-                   "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET); more fails the report")
+                   "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
+                   "fails the report")
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
@@ -100,7 +101,8 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
     from eagle3_check.errors import OptionError
     from eagle3_check.reference.tolerance import default_budget
 
-    share = default_budget(args.dtype) if args.tie_budget is None else args.tie_budget
+    fixture = getattr(args, "fixture", None)  # a real-model fixture has its own measured budget
+    share = default_budget(args.dtype, fixture) if args.tie_budget is None else args.tie_budget
     if not 0.0 <= share <= 1.0:
         raise OptionError(f"--tie-budget {share:g}", "a share of judged positions in [0, 1]",
                           "pass e.g. --tie-budget 0 (no ties) or --tie-budget 0.05")

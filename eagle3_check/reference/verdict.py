@@ -8,6 +8,9 @@ plus one past the end). At emitted index i:
   within its top-N: a tie (never counted as identical);
 - else: a failing position. Every failing position is counted; the first is reported with
   its forensics (index, both tokens, margin, the runner token's rank).
+Ties at a margin above `Tolerance.noted_above` x the tolerance (above every margin shift measured
+between a correct runner and the reference) are counted and named in the message: they pass (the
+budget decides), but a correct runner has not made them, so they point at another program.
 Then DESIGN §2's length and stop rules apply to the runner's own tokens: a stop token ends the
 run (nothing after it), and `rules.expected_length` replays the run's accepted counts over its
 tokens + the reference's next token after them (row n), which tells a run that stopped early.
@@ -82,6 +85,7 @@ class Verdict:
     tie_at: list[int] = field(default_factory=list)
     tie_margins: list[float] = field(default_factory=list)  # the reference's top-1/top-2 margin at each tie_at
     tie_tolerances: list[float] = field(default_factory=list)  # the tie tolerance there
+    ties_above_measured: int = 0  # ties at a margin above every shift measured (Tolerance.noted_above)
 
     @property
     def judged(self) -> int:
@@ -107,7 +111,8 @@ def judge(
     fails = [p for p in pos if p.status == FAIL]
     counts = dict(identical=n - len(ties) - len(fails), ties=len(ties), fails=len(fails),
                   tie_at=[p.index for p in ties], tie_margins=[p.margin for p in ties],
-                  tie_tolerances=[p.tolerance for p in ties])
+                  tie_tolerances=[p.tolerance for p in ties],
+                  ties_above_measured=sum(p.margin > tolerance.noted_above * p.tolerance for p in ties))
     problems: list[tuple[int, str, Position | None]] = []  # (index, message, forensics)
     if fails:
         problems.append((fails[0].index, f"diverged {fails[0].describe()}", fails[0]))
@@ -133,10 +138,13 @@ def judge(
     reason = exp.reason if exp and exp.reason != EARLY else None
     length = exp.length if exp else None
     tie_note = f"{len(ties)} tie{'s' * (len(ties) != 1)}" if ties else ""
+    far = counts["ties_above_measured"]
+    far_note = (f"; {far} of the ties at a margin above every shift a correct runner's logits showed "
+                f"({tolerance.noted_above:g} x the tolerance, docs/calibration.md): another program?") if far else ""
     if problems:
         i, msg, p = min(problems, key=lambda x: x[0])
         extra = [f"{len(fails)} of {n} positions fail"] if fails else []
-        extra += [tie_note] if ties else []
+        extra += [tie_note + far_note] if ties else []
         extra += [m for j, m, _ in problems if m != msg]
         return Verdict(FAIL, msg + (f" ({'; '.join(extra)})" if extra else ""), index=i,
                        got=p.got if p else (tokens[i] if i < n else None),
@@ -145,7 +153,7 @@ def judge(
                        expected_len=length, expected_reason=reason, **counts)
     if ties:
         t = ties[0]
-        return Verdict(TIE, f"{tie_note} in {n} tokens ({reason}); first {t.describe()}", index=t.index,
+        return Verdict(TIE, f"{tie_note} in {n} tokens ({reason}); first {t.describe()}{far_note}", index=t.index,
                        got=t.got, want=t.want, margin=t.margin, rank=t.rank,
                        expected_len=length, expected_reason=reason, **counts)
     return Verdict(PASS, f"identical ({n} tokens, {reason})", expected_len=length, expected_reason=reason, **counts)

@@ -17,7 +17,7 @@ from eagle3_check.gating.check import run_check  # noqa: E402
 from eagle3_check.program.contract import VERIFY_KV_WINDOW, VERIFY_PLAIN, read_metadata  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import data_path_for  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
+from eagle3_check.reference.tolerance import default_budget, tolerance_for  # noqa: E402
 from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 
@@ -123,8 +123,8 @@ def test_bf16_export_reads_its_dtype_and_gates_with_the_bf16_tolerance(bf16_pte_
     assert prog.dtype == "bfloat16" and prog.info["dtype"] == "bfloat16"
     rc, data = _gate(bf16_pte_path, tmp_path, few_prompts)
     out = capsys.readouterr().out
-    assert "tie tolerance 32 ulp(bfloat16)" in out, out
-    assert data["info"]["dtype"] == "bfloat16" and data["info"]["tie_budget"] == pytest.approx(0.09)
+    assert f"tie tolerance {tolerance_for('bfloat16').describe()}" in out, out
+    assert data["info"]["dtype"] == "bfloat16" and data["info"]["tie_budget"] == pytest.approx(default_budget("bfloat16"))
     hf = next(c for c in data["checks"] if c["name"] == "runner vs HF reference")
     counted = hf["details"]
     assert {"tie", "tie_positions", "ties_allowed"} <= counted.keys()  # ties counted, against the bf16 budget
@@ -134,7 +134,7 @@ def test_bf16_export_reads_its_dtype_and_gates_with_the_bf16_tolerance(bf16_pte_
 def test_fp32_export_keeps_the_fp32_tolerance(pte_path, tmp_path, few_prompts, capsys):
     rc, data = _gate(pte_path, tmp_path, few_prompts)
     assert rc == 0 and data["info"]["dtype"] == "float32" and data["info"]["tie_budget"] == 0.0
-    assert "128 ulp(float32)" in data["info"]["tie_tolerance"]
+    assert data["info"]["tie_tolerance"] == tolerance_for("float32").describe()
 
 
 # 4. external data (.ptd)
