@@ -21,7 +21,8 @@ from eagle3_check.gating.metrics import compare_metrics, compute_metrics
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import MULTIPLE, TOP_N, tolerance_for, ulp
 from eagle3_check.reference.verdict import FAIL, PASS, TIE, judge, judge_position
-from eagle3_check.run.result import MAX_NEW, RunResult
+from eagle3_check.run.result import RunResult
+from eagle3_check.run.rules import MAX_NEW
 
 TOP = 12.0  # a row's top logit; fp32 ulp there = 2^(3 - 23), bf16 = 2^(3 - 7)
 

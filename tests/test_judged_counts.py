@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from eagle3_check.binary.check import ExecReport
+from eagle3_check.binary.judge import ExecVerdict
 from eagle3_check.gating.check import CheckReport
-from eagle3_check.gating.exec_check import ExecReport
-from eagle3_check.gating.exec_judge import ExecVerdict
 from eagle3_check.reference.verdict import Verdict
 from eagle3_check.status import FAIL, PASS, TIE
 

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_check.binary.byte_pieces import BytePieces
+from eagle3_check.binary.protocol import OutputError, parse_output
+from eagle3_check.binary.runner import ExecRunner, binary_options, program_data
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
 from eagle3_check.program.contract import Metadata, read_metadata
-from eagle3_check.run.byte_pieces import BytePieces
-from eagle3_check.run.exec_protocol import OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_data
 from eagle3_check.run.options import RunOptions, prompt_ids
 
 # why a binary's golden runs cannot be gated against the metrics baseline

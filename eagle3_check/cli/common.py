@@ -201,11 +201,11 @@ def one_thread_for_tiny_models(device: str) -> None:
 
 def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_options=None,
                       extra_files: dict | None = None) -> dict:
-    """The `provenance` block of a `--json` report (gating/provenance.py): the parsed options, the
+    """The `provenance` block of a `--json` report (report/provenance.py): the parsed options, the
     runner's RunOptions, package versions and the sha256 of every input file the flags name, plus
     the fixture's target, draft, tokenizer, card and prompt set when one is used."""
     from eagle3_check.fixtures.registry import load_fixture
-    from eagle3_check.gating.provenance import provenance
+    from eagle3_check.report.provenance import provenance
 
     options = {k: v for k, v in vars(args).items() if k not in ("func", "given")}
     files: dict = {flag: getattr(args, flag, None) for flag in ("pte", "prompts", "target", "draft", "tokenizer",

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import OptionError
     from eagle3_check.fixtures.registry import load_prompts
     from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
-    from eagle3_check.gating.junit import write_junit
+    from eagle3_check.report.junit import write_junit
     from eagle3_check.tokenizer import Tokenizer
 
     check_writable(args.report, "--report")  # before the run: a missing directory must not lose it
@@ -108,7 +108,9 @@ def main(args: argparse.Namespace) -> int:
 
         inputs.plugin = load_runner(args.runner)
     elif args.runner:
-        inputs.runner = _exec_runner(args)
+        from eagle3_check.binary.gate import BinaryGate
+
+        inputs.runner = BinaryGate(_exec_runner(args))
     if args.all_k:
         inputs.ks = _all_k(args.pte, args.data_path)
 
@@ -133,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(args.junit, report.junit_suites())
     if args.html:
-        from eagle3_check.gating.html_report import gate_html
+        from eagle3_check.report.html_report import gate_html
 
         write_html(args.html, gate_html(report.to_json()))
     if args.json:
@@ -220,7 +222,7 @@ def _exec_runner(args: argparse.Namespace):
     if not args.runner.startswith("exec:"):
         raise InputError(f"gate --runner {args.runner}", "exec:PATH (a runner binary)",
                          "drop --runner to gate with the reference runner, or pass --runner exec:PATH")
-    from eagle3_check.run.exec_runner import request_timeout
+    from eagle3_check.binary.runner import request_timeout
 
     runner = load_runner(args.runner)
     t = request_timeout(args.runner_timeout)

@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.hf import Scores
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
 

@@ -79,7 +79,7 @@ class SuiteItem(Eagle3Item):
     def runtest(self):
         state = self.state
         if state.exec_runner is not None:
-            from eagle3_check.gating.exec_suites import run_exec_case
+            from eagle3_check.binary.suites import run_exec_case
 
             result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
         else:
@@ -123,7 +123,7 @@ class PromptItem(Eagle3Item):
                                 f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
 
     def judge_exec(self, o) -> None:
-        """A runner binary's request (`exec_check.ExecOutcome`): its verdict, exit and stderr."""
+        """A runner binary's request (`binary.check.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
         allowed = int(self.state.tie_budget * v.judged + 1e-9)
         self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]
