@@ -1,4 +1,4 @@
-"""gating/judged.py: the one rule by which `check` and `check --runner exec:...` count requests and
+"""gating.check.JudgedReport: the one rule by which `check` and `check --runner exec:...` count requests and
 positions and spend the tie budget; each report's JSON keeps its own keys."""
 
 from types import SimpleNamespace

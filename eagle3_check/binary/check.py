@@ -24,8 +24,7 @@ from eagle3_check.binary.runner import (
 )
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import request_ids
-from eagle3_check.gating.judged import JudgedReport
+from eagle3_check.gating.check import JudgedReport, request_ids
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance

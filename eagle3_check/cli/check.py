@@ -250,7 +250,7 @@ def workers_main(args: argparse.Namespace, options, budget: float) -> int:
     devices = worker_devices(args.device, args.workers, count)
     fixture = None
     if args.pte:
-        from eagle3_check.program.pte_source import reference_for_pte
+        from eagle3_check.program.sidecar import reference_for_pte
 
         fx = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)[0]
         fixture = fx.name if fx else None

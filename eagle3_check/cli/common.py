@@ -156,8 +156,8 @@ def eager_program(args: argparse.Namespace, overrides: dict):
 
 
 def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):
-    """(fixture or None, target_dir, tokenizer path) for a .pte (`program.pte_source`)."""
-    from eagle3_check.program.pte_source import reference_for_pte as for_pte
+    """(fixture or None, target_dir, tokenizer path) for a .pte (`program.sidecar.reference_for_pte`)."""
+    from eagle3_check.program.sidecar import reference_for_pte as for_pte
 
     return for_pte(pte, fixture, target, tokenizer)
 

@@ -142,12 +142,12 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
 
     _need_pte(args, "golden verify")
     _timeout(args, runner)
-    from eagle3_check.binary.golden import pte_fixture
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+    from eagle3_check.program.sidecar import sidecar_fixture
 
     pte = Path(args.pte)
     program = load_probed(pte, getattr(args, "data_path", None))  # a load that aborts the runtime: one line
-    tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
+    tokenizer = Tokenizer.load(load_fixture(sidecar_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:
         outcome.notes.append(METRICS_NOT_GATED)

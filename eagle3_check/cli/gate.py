@@ -11,6 +11,7 @@ from eagle3_check.atomic import check_writable, write_text_atomic
 from eagle3_check.cli.common import add_runner_args, options_from_args, reference_for_pte
 from eagle3_check.cli.exec_cmd import add_timeout_arg
 from eagle3_check.cli.report import add_html_arg, write_html
+from eagle3_check.program.sidecar import sidecar_source
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -99,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
                               "pass e.g. --tie-budget 0")
         inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
-    quantized = _sidecar_source(args.pte).get("quantization")
+    quantized = sidecar_source(args.pte).get("quantization")
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     _drift_options(args, inputs, fx)
@@ -183,7 +184,7 @@ def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
         inputs.drift.min_agreement = args.min_agreement
     if args.max_tau_drop is not None:
         inputs.drift.max_tau_drop = args.max_tau_drop
-    source = _sidecar_source(args.pte)
+    source = sidecar_source(args.pte)
     if fx is not None and not args.target:
         from eagle3_check.fixtures.registry import load_fixture
 
@@ -206,13 +207,6 @@ def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
         return EagerBackend.from_dirs(target, draft, spec)
 
     inputs.full_precision = full_precision
-
-
-def _sidecar_source(pte: str) -> dict:
-    from eagle3_check.program.sidecar import read_sidecar
-
-    source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
-    return dict(source) if isinstance(source, dict) else {}
 
 
 def _exec_runner(args: argparse.Namespace):

@@ -1,6 +1,6 @@
 """Gating: a runner over a prompt set, goldens, metrics, baselines, the gate.
 
-What lives here: `check` (a runner over a prompt set against a reference), `judged` (a judged
+What lives here: `check` (a runner over a prompt set against a reference, and a judged
 report's counts and tie budget, shared with `binary.check`), `golden` (the golden
 file: key, record, load, save), `golden_diff` (the exact differences of runs from a golden),
 `golden_check` (re-run every golden and compare it and the metrics baseline), `metrics`

@@ -1,6 +1,6 @@
 """The kill run: every mutant, on every data placement, through every probe; a kill table.
 
-The runner loop is one (`runner.ReferenceRunner`); its data placement is a strategy
+The runner loop is one (`run.loop.ReferenceRunner`); its data placement is a strategy
 (`run/placement.py`). Each mutant edits the loop, so each is run twice: with host lists
 ("host") and with device buffers ("device"), the latter over graph-owned outputs
 (`Context.with_graphs`: emulated CUDA graphs on CPU, real ones on a GPU).

@@ -6,7 +6,7 @@ or fixture needs it (once per process: under pytest-xdist once per worker).
 
 The program is the `.pte` (`--eagle3-pte`, CPU float32; with `--eagle3-data-path`, loaded with
 its `.ptd`), or without one the embedded fixture's eager program (CPU float32). The reference and
-tokenizer of a `.pte` are the ones `check --pte` uses (`program.pte_source`):
+tokenizer of a `.pte` are the ones `check --pte` uses (`program.sidecar.reference_for_pte`):
 `--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
 export sidecar names).
 
@@ -83,7 +83,7 @@ class Eagle3State:
 
         s = self.settings
         if s["pte"]:
-            from eagle3_check.program.pte_source import reference_for_pte
+            from eagle3_check.program.sidecar import reference_for_pte
 
             return reference_for_pte(s["pte"], s["fixture"], s["target"], s["tokenizer"])
         fx = load_fixture(s["fixture"])

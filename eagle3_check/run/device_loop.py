@@ -1,4 +1,4 @@
-"""The device-resident runner: the reference loop (`runner.ReferenceRunner`) with the device
+"""The device-resident runner: the reference loop (`run.loop.ReferenceRunner`) with the device
 placement (`placement.DevicePlacement`): positions, the verify window and the reseed slices
 stay on the program's device, and a round makes one device-to-host read. Same rules, same
 calls, same arguments as `ReferenceRunner()` (a CPU test checks them call for call).

@@ -4,7 +4,7 @@ A runner is anything with `run(program, tokenizer, prompt, options) -> RunResult
 (`Runner`, in run/result.py); `ReferenceRunner` is ours. Plug-in runners implement the same.
 The loop is written once; where its data lives is a strategy (`run/placement.py`):
 `ReferenceRunner()` keeps it in host lists, `ReferenceRunner("device")` (alias
-`device_runner.DeviceRunner`) in device buffers with one read back per round.
+`run.device_loop.DeviceRunner`) in device buffers with one read back per round.
 Mutation testing (`eagle3_check.mutants`) edits this loop and runs it on both.
 
 Worked example of one round (K = 4), the index arithmetic the tests pin:
@@ -86,7 +86,7 @@ class ReferenceRunner:
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]
-        self.timer = timer  # device_runner.PhaseTimer, or None
+        self.timer = timer  # device_loop.PhaseTimer, or None
 
     def _mark(self, phase: str) -> None:
         if self.timer is not None:
