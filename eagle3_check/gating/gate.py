@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from eagle3_check.errors import InputError
 from eagle3_check.gating.drift import DriftReport
 from eagle3_check.gating.gate_model import (
     DRIFT,
@@ -204,6 +205,9 @@ def _dtype_defaults(inputs: GateInputs, program) -> None:
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
     """Runs every check; `program` defaults to `PteBackend(inputs.pte)`."""
+    if inputs.runner is not None and not callable(getattr(inputs.runner, "checks", None)):
+        raise InputError(f"GateInputs.runner is a {type(inputs.runner).__name__}", "a runner binary's gate "
+                         "(binary.gate.BinaryGate)", "pass runner=BinaryGate(ExecRunner(spec))")
     report = GateReport(info={"pte": str(inputs.pte) if inputs.pte else None})
 
     def add(chk: GateCheck) -> GateCheck:
