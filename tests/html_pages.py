@@ -17,10 +17,10 @@ from pathlib import Path
 
 from eagle3_check.gating.check import CheckReport, RequestOutcome
 from eagle3_check.gating.gate_model import GateCheck, GateReport
-from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import judge
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.result import RunResult
 
 TOL = Tolerance("bfloat16", 4)

@@ -137,9 +137,9 @@ def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
 
 def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
     """A runner binary has no chunked-prefill flag: asking for it is an error, not a silent drop."""
+    from eagle3_check.binary.check import run_exec_check
+    from eagle3_check.binary.runner import ExecRunner
     from eagle3_check.fixtures.registry import Prompt
-    from eagle3_check.gating.exec_check import run_exec_check
-    from eagle3_check.run.exec_runner import ExecRunner
 
     prog = toy.ToyProgram(max_seq_len=64, min_prefill=1, max_prefill=32)
     prog.path = "toy.pte"  # program_file() finds it; the binary never starts

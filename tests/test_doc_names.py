@@ -166,7 +166,7 @@ def test_the_pattern_takes_names_and_leaves_ordinary_code():
     ("rules.no_such_rule", "not found in eagle3_check.run.rules"),
     ("RunOptions.no_such_field", "not found in eagle3_check.run.options"),
     ("eagle3_check.run.loop:NoRunner", "not found in eagle3_check"),
-    ("runner.ReferenceRunner", "no module 'runner'"),
+    ("device_runner.DeviceRunner", "no module 'device_runner'"),  # the name before run/device_loop.py
     ("run.nothing_here.Thing", "or eagle3_check.run"),
 ], ids=["missing-function", "missing-field", "missing-class", "stale-module", "missing-submodule"])
 def test_a_wrong_name_is_caught(name, why):

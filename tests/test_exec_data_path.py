@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3_check.binary.protocol import ExecCommand
+from eagle3_check.binary.runner import ExecRunner, program_data
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.program.contract import ProgramWrapper
-from eagle3_check.run.exec_protocol import ExecCommand
-from eagle3_check.run.exec_runner import ExecRunner, program_data
 from eagle3_check.run.options import RunOptions
 from eagle3_check.suites import toy
 
@@ -56,9 +56,9 @@ def test_program_data_is_found_through_wrappers():
 
 def test_check_suite_and_golden_refuse_before_any_request(tokenizer, tmp_path):
     """The refusal is about the whole run: one line before the binary (which would fail) is started."""
-    from eagle3_check.gating.exec_check import run_exec_check
-    from eagle3_check.gating.exec_golden import verify_exec_goldens
-    from eagle3_check.gating.exec_suites import run_exec_suite
+    from eagle3_check.binary.check import run_exec_check
+    from eagle3_check.binary.golden import verify_exec_goldens
+    from eagle3_check.binary.suites import run_exec_suite
     from eagle3_check.reference.tolerance import tolerance_for
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.execute import SELF, SuiteEnv

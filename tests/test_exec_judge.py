@@ -1,30 +1,27 @@
-"""Judging a runner binary's output (exec_protocol, byte_pieces, exec_judge), without processes.
+"""Judging a runner binary's output (binary.protocol, byte_pieces, judge), without processes.
 
 Outputs are written here in the seed runner's format from a run of our reference runner on
 the eager fixture, then mutated the way a buggy binary would; each mutation must fail with
-a reason that names it. The length rules are checked against `rules.expected_length`.
+a reason that names it. The lengths a binary may emit (`rules.allowed_lengths`) are pinned
+against `rules.expected_length` in test_runner_rules.py.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from eagle3_check.gating.exec_judge import (
+from eagle3_check.binary.byte_pieces import BytePieces, byte_table
+from eagle3_check.binary.judge import (
     BYTES,
     FAIL,
     IDS,
     PASS,
     Request,
-    allowed_lengths,
     judge,
 )
-from eagle3_check.run.byte_pieces import BytePieces, byte_table
-from eagle3_check.run.exec_protocol import ExecCommand, OutputError, parse_output
+from eagle3_check.binary.protocol import ExecCommand, OutputError, parse_output
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import expected_length
 
 
 def seed_stdout(text: bytes, L: int, k: int, max_new: int, n: int, rounds: int, tau: float | None = None) -> bytes:
@@ -67,28 +64,6 @@ def test_locate_and_whole_tokens_worked_example(pieces, tokenizer):
     assert pieces.locate(ids, 0) == 0 and pieces.locate(ids, first) == 1
     assert pieces.locate(ids, len(pieces.of(ids))) == len(ids)
     assert pieces.whole_tokens(ids, pieces.of(ids[:1]) + b"\xff") == 1
-
-
-def test_allowed_lengths_worked_example():
-    req = Request(prompt_len=10, k=4, max_new_tokens=10, max_seq_len=20, stop_ids=frozenset())
-    assert allowed_lengths(list(range(100, 130)), req) == {7: "context", 8: "context", 9: "context", 10: "max_new"}
-
-
-@pytest.mark.parametrize("L,k,max_seq_len,max_new,stop_at", [
-    (10, 4, 20, 10, None), (10, 4, 48, 30, None), (10, 4, 48, 30, 12), (5, 2, 48, 8, 3), (40, 4, 48, 16, None),
-    (10, 3, 48, 6, 0), (10, 4, 48, 1, None), (44, 4, 48, 5, None)],
-    ids=lambda v: str(v))
-def test_allowed_lengths_hold_every_acceptance_pattern(L, k, max_seq_len, max_new, stop_at):
-    """Whatever the per-round accepted counts, rules.expected_length lands inside allowed_lengths,
-    and every allowed N is reached by some pattern."""
-    ref = list(range(100, 160))
-    stops = frozenset() if stop_at is None else frozenset({ref[stop_at]})
-    allowed = allowed_lengths(ref, Request(L, k, max_new, max_seq_len, stops))
-    reached = {}
-    for pattern in itertools.product(range(k + 1), repeat=4):
-        exp = expected_length(ref, stops, max_new, L, k, max_seq_len, list(pattern) * 10)
-        reached[exp.length] = exp.reason
-    assert reached == allowed
 
 
 def test_parse_round_trip():
@@ -213,7 +188,7 @@ def test_unknown_placeholder_is_a_one_line_error():
 
 def test_unforced_positions_worked_example():
     """A binary runs unforced: the case's stop index and budget become plain numbers from its pattern."""
-    from eagle3_check.gating.exec_suites import _unforced_positions
+    from eagle3_check.binary.suites import _unforced_positions
     from eagle3_check.suites.case import Case, StopAt
     from eagle3_check.suites.forcing import Forcing
     from eagle3_check.suites.request import CaseSkip
@@ -230,7 +205,7 @@ def test_unforced_positions_worked_example():
                                              ("usage: runner\n", True)], ids=["pr-flags", "with-chain", "not-gflags"])
 def test_chain_flag_read_from_the_binarys_help(tmp_path, help_text, chain):
     """The runner-PR binary has no --chain: K other than the program's default cannot be asked of it."""
-    from eagle3_check.run.exec_runner import ExecRunner
+    from eagle3_check.binary.runner import ExecRunner
 
     exe = tmp_path / "runner"
     exe.write_text(f"#!/bin/sh\nprintf '{help_text.replace(chr(10), chr(92) + 'n')}'\nexit 1\n")
@@ -288,8 +263,8 @@ def test_scored_ids_length_uses_the_reference_next_token(run, pieces):
 
 
 def test_exec_report_tie_budget():
-    from eagle3_check.gating.exec_check import ExecOutcome, ExecReport
-    from eagle3_check.gating.exec_judge import ExecVerdict
+    from eagle3_check.binary.check import ExecOutcome, ExecReport
+    from eagle3_check.binary.judge import ExecVerdict
 
     def outcome(status, judged, ties):
         return ExecOutcome("p", 3, ExecVerdict(status, "", IDS, judged=judged, ties=ties), None, None)

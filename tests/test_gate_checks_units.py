@@ -11,20 +11,23 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from test_gate_run_units import PROMPTS, Bf16Toy, OtherTarget
 from test_gating import KEY, setup
 
+from eagle3_check.binary.gate import BinaryGate
+from eagle3_check.binary.runner import ExecRunner
+from eagle3_check.errors import InputError
 from eagle3_check.gating.check import reference_json
 from eagle3_check.gating.gate import GateInputs, baseline_check, run_gate
 from eagle3_check.gating.golden_check import gate_goldens
-from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.gating.metrics import compute_metrics, format_metric_diffs, write_baseline
 from eagle3_check.gating.tau_baseline import compare_tau
 from eagle3_check.reference.hf import HFReference
 from eagle3_check.reference.self_ref import SelfReference
 from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.run.exec_runner import ExecRunner
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP
@@ -239,7 +242,7 @@ def test_a_metrics_baseline_without_a_golden_names_the_fix(tokenizer, tmp_path):
 
 def test_a_runner_binary_is_gated_in_place_of_the_reference_runner(tokenizer):
     toy = ToyProgram()
-    report = run_gate(_inputs(tokenizer, runner=ExecRunner("exec:/bin/true"), hf_reference=SelfReference(toy)), toy)
+    report = run_gate(_inputs(tokenizer, runner=BinaryGate(ExecRunner("exec:/bin/true")), hf_reference=SelfReference(toy)), toy)
     why = ("a ToyProgram program with an exec runner; expected a .pte program file. Fix: pass --pte FILE (export one "
            "with `eagle3-check export -o FILE.pte`)")
     assert _rows(report)[2:] == [
@@ -249,6 +252,13 @@ def test_a_runner_binary_is_gated_in_place_of_the_reference_runner(tokenizer):
          "for it"),
         ("golden", SKIP, "no --golden given"), ("baseline", SKIP, "no --baseline given")]
     assert report.info["runner"] == "exec:/bin/true" and report.tau is None
+
+
+def test_a_bare_runner_binary_is_a_one_line_error_naming_the_wrapper(tokenizer):
+    with pytest.raises(InputError) as e:
+        run_gate(_inputs(tokenizer, runner=ExecRunner("exec:/bin/true")), ToyProgram())
+    assert str(e.value) == ("GateInputs.runner is a ExecRunner; expected a runner binary's gate (binary.gate.BinaryGate). "
+                            "Fix: pass runner=BinaryGate(ExecRunner(spec))")
 
 
 def test_the_hf_reference_is_built_from_the_target_in_the_programs_dtype(tokenizer, fixture):

@@ -18,7 +18,7 @@ from eagle3_check.gating.gate_model import (
     summarize,
     timed,
 )
-from eagle3_check.gating.junit import JUnitCase, JUnitSuite
+from eagle3_check.report.junit import JUnitCase, JUnitSuite
 from eagle3_check.status import FAIL, PASS, SKIP, TIE
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
-from eagle3_check.gating.junit import to_xml
+from eagle3_check.report.junit import to_xml
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, SKIP
 

@@ -20,8 +20,8 @@ from eagle3_check.gating.gate_model import (
     summarize,
     timed,
 )
-from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.reference.self_ref import SelfReference
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP, TIE
 from eagle3_check.suites.toy import ToyProgram

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from html_pages import Page, check_report
 
-from eagle3_check.gating.bench_report import bench_html
-from eagle3_check.gating.html_page import write_html
-from eagle3_check.gating.html_report import check_html
+from eagle3_check.report.bench_report import bench_html
+from eagle3_check.report.html_page import write_html
+from eagle3_check.report.html_report import check_html
 
 pytestmark = pytest.mark.browser
 

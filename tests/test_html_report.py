@@ -1,4 +1,4 @@
-"""The HTML reports (eagle3_check/gating/html_report.py, bench_report.py): read back with
+"""The HTML reports (eagle3_check/report/html_report.py, bench_report.py): read back with
 html.parser, the key numbers are the report's own, and nothing is fetched at view time."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from html_pages import TOL, Page, check_report, gate_report, run_for, self_conta
 
 from eagle3_check.cli import main as cli_main
 from eagle3_check.errors import InputError
-from eagle3_check.gating.bench_report import bench_html
 from eagle3_check.gating.golden_check import GateOutcome
 from eagle3_check.gating.golden_diff import GoldenDiff
-from eagle3_check.gating.html_page import write_html
-from eagle3_check.gating.html_report import check_html, gate_html, golden_html, n_alpha
+from eagle3_check.report.bench_report import bench_html
+from eagle3_check.report.html_page import write_html
+from eagle3_check.report.html_report import check_html, gate_html, golden_html, n_alpha
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "results" / "h200.json"
 

@@ -1,13 +1,13 @@
-"""gating/judged.py: the one rule by which `check` and `check --runner exec:...` count requests and
+"""gating.check.JudgedReport: the one rule by which `check` and `check --runner exec:...` count requests and
 positions and spend the tie budget; each report's JSON keeps its own keys."""
 
 from types import SimpleNamespace
 
 import pytest
 
+from eagle3_check.binary.check import ExecReport
+from eagle3_check.binary.judge import ExecVerdict
 from eagle3_check.gating.check import CheckReport
-from eagle3_check.gating.exec_check import ExecReport
-from eagle3_check.gating.exec_judge import ExecVerdict
 from eagle3_check.reference.verdict import Verdict
 from eagle3_check.status import FAIL, PASS, TIE
 

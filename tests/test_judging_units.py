@@ -10,8 +10,8 @@ import pytest
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.reference.verdict import FAIL, PASS, TIE, Position, judge
-from eagle3_check.run.result import MAX_NEW, STOP, RunResult
-from eagle3_check.run.rules import prefill_chunk_size, prefill_chunks
+from eagle3_check.run.result import RunResult
+from eagle3_check.run.rules import MAX_NEW, STOP, prefill_chunk_size, prefill_chunks
 
 TOL = tolerance_for("float32")
 STOPS = frozenset({1})

@@ -6,6 +6,8 @@ and the leaves: the top-level modules (errors, tokenizer, table, status) and fix
 - the library never imports the CLI;
 - references (HF, self reference) and the verdict never import the runner loop they judge;
 - the program contract and its backends never import the suites or gating;
+- the runner-binary package (binary) imports downward only: only the CLI and the pytest plugin import it;
+- reports (report) format and never judge: they import no check (run, reference, suites, gating, binary);
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
 - no import circle between modules (imports at module level; lazy imports inside functions are
@@ -120,6 +122,20 @@ def test_references_never_import_the_runner_loop():
 def test_programs_never_import_suites_or_gating():
     progs = [m for m in MODULES if m == "program" or m.startswith("program.")]
     assert violations(progs, lambda m, t: "suites/gating" if covered(t, {"suites", "gating"}) else None) == []
+
+
+def test_only_the_cli_and_the_plugin_import_the_binary_package():
+    """binary/ sits above gating: nothing below it imports it (the gate is handed a `binary.gate.BinaryGate`;
+    `run.plugin` names `binary.runner.ExecRunner` as it names any plug-in runner, never importing it)."""
+    below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin"})]
+    assert violations(below, lambda m, t: "the binary package sits above it" if covered(t, {"binary"}) else None) == []
+
+
+def test_reports_import_no_check():
+    reports = [m for m in MODULES if covered(m, {"report"})]
+    assert "report.junit" in reports and "report.html_report" in reports
+    checks = {"run", "reference", "suites", "gating", "binary"}
+    assert violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None) == []
 
 
 def test_leaves_import_only_top_level_modules():

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_check.binary.runner import resolve_command
 from eagle3_check.gating.golden import golden_root
 from eagle3_check.gating.metrics import default_baseline_path
-from eagle3_check.run.exec_runner import resolve_command
 from eagle3_check.suites import SUITES, all_cases
 
 pytest_plugins = ["pytester"]
@@ -379,7 +379,7 @@ def test_a_baseline_key_whose_golden_is_absent_or_of_another_fixture_skips_with_
 ], ids=["bin-without-pte", "timeout-not-a-number", "timeout-0", "ptd-without-pte", "missing-ptd",
         "template-without-data-path", "not-executable", "bad-placeholder", "two-runners", "missing-baseline"])
 def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_error(pytester, args, message):
-    """Parsed by run/exec_runner.py, as `check --runner exec:... --request-timeout S --data-path F` is;
+    """Parsed by binary/runner.py, as `check --runner exec:... --request-timeout S --data-path F` is;
     nothing loads."""
     (pytester.path / "model.pte").write_bytes(b"")  # never loaded: the options are checked first
     (pytester.path / "model.ptd").write_bytes(b"")

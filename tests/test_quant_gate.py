@@ -19,10 +19,10 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
 from eagle3_check.gating.drift import DEFAULT_MIN_AGREEMENT, DriftThresholds  # noqa: E402
 from eagle3_check.gating.gate import DRIFT, GateInputs, format_table, run_gate  # noqa: E402
-from eagle3_check.gating.junit import to_xml  # noqa: E402
 from eagle3_check.mutants import factory  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import QUANT_KEY, zero_scales  # noqa: E402
+from eagle3_check.report.junit import to_xml  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 from eagle3_check.status import FAIL, PASS, SKIP  # noqa: E402
 

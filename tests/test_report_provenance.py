@@ -12,7 +12,7 @@ import pytest
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
-from eagle3_check.gating.provenance import file_record, versions
+from eagle3_check.report.provenance import file_record, versions
 from eagle3_check.run.options import RunOptions
 
 

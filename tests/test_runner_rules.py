@@ -4,12 +4,14 @@ Most tests use `ToyProgram` (target: next_token(t); draft wrong exactly at chose
 positions) wrapped in `RecordingProgram`, so the index arithmetic is exact and visible.
 """
 
+import itertools
+
 import pytest
 
 from eagle3_check.errors import OptionError
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import expected_length, runnable_chunks
+from eagle3_check.run.rules import allowed_lengths, expected_length, runnable_chunks
 from eagle3_check.suites import toy
 from eagle3_check.suites.instrument import RecordingProgram
 
@@ -217,3 +219,28 @@ def test_runnable_chunks_names_the_short_chunk_the_range_and_the_fix(args, head)
     with pytest.raises(OptionError) as e:
         runnable_chunks(*args)
     assert str(e.value) == f"{head}; expected every chunk within the program's prefill range [9, 32]. {_FIX}"
+
+
+# --- the lengths allowed when the accepted counts are unknown (a runner binary) ---------
+
+
+def test_allowed_lengths_worked_example():
+    assert allowed_lengths(list(range(100, 130)), frozenset(), max_new_tokens=10, prompt_len=10, k=4,
+                           max_seq_len=20) == {7: "context", 8: "context", 9: "context", 10: "max_new"}
+
+
+@pytest.mark.parametrize("L,k,max_seq_len,max_new,stop_at", [
+    (10, 4, 20, 10, None), (10, 4, 48, 30, None), (10, 4, 48, 30, 12), (5, 2, 48, 8, 3), (40, 4, 48, 16, None),
+    (10, 3, 48, 6, 0), (10, 4, 48, 1, None), (44, 4, 48, 5, None)],
+    ids=lambda v: str(v))
+def test_allowed_lengths_hold_every_acceptance_pattern(L, k, max_seq_len, max_new, stop_at):
+    """Whatever the per-round accepted counts, expected_length lands inside allowed_lengths (the
+    lengths a runner binary, whose counts are unknown, may emit), and every allowed N is reached."""
+    ref = list(range(100, 160))
+    stops = frozenset() if stop_at is None else frozenset({ref[stop_at]})
+    allowed = allowed_lengths(ref, stops, max_new, L, k, max_seq_len)
+    reached = {}
+    for pattern in itertools.product(range(k + 1), repeat=4):
+        exp = expected_length(ref, stops, max_new, L, k, max_seq_len, list(pattern) * 10)
+        reached[exp.length] = exp.reason
+    assert reached == allowed

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from eagle3_check.gating.gate_model import summarize
-from eagle3_check.gating.junit import JUnitCase, JUnitSuite, to_xml
+from eagle3_check.report.junit import JUnitCase, JUnitSuite, to_xml
 
 
 def case(name, status, ties=0, positions=10):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_check.gating.judged import JudgedReport
+from eagle3_check.gating.check import JudgedReport
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import default_budget, tolerance_for
 from eagle3_check.reference.verdict import FAIL, TIE, Verdict, judge_position

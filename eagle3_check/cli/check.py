@@ -171,16 +171,16 @@ def print_report(args: argparse.Namespace, report, health, options, fixture: str
     from eagle3_check.gating.check import format_table
 
     if args.junit:
-        from eagle3_check.gating.check_junit import check_suite, write_check_junit
+        from eagle3_check.report.check_junit import check_suite, write_check_junit
 
         write_check_junit(args.junit, [check_suite(report)])
     if args.html:
-        from eagle3_check.gating.html_report import check_html
+        from eagle3_check.report.html_report import check_html
 
         write_html(args.html, check_html(report.to_json(), health.to_json()))
     if args.json:
-        from eagle3_check.gating.provenance import jsonable
         from eagle3_check.program.contract import read_metadata
+        from eagle3_check.report.provenance import jsonable
 
         if program is not None:
             report.info["program"] = jsonable(read_metadata(program.metadata()))  # the program spec
@@ -271,7 +271,7 @@ def workers_main(args: argparse.Namespace, resolved, budget: float) -> int:
     devices = worker_devices(args.device, args.workers, count)
     fixture = None
     if args.pte:
-        from eagle3_check.program.pte_source import reference_for_pte
+        from eagle3_check.program.sidecar import reference_for_pte
 
         fx = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)[0]
         fixture = fx.name if fx else None

@@ -123,7 +123,7 @@ def quant_main(args: argparse.Namespace, runner, runner_name: str) -> int:
     report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
     label = f"CHECK --quantize {spec.short()}"
     if args.junit:
-        from eagle3_check.gating.junit import write_junit
+        from eagle3_check.report.junit import write_junit
 
         write_junit(args.junit, report.junit_suites())
     if args.json:

@@ -76,7 +76,7 @@ def refuse_junit(args: argparse.Namespace, where: str) -> None:
 def write_suites_junit(args: argparse.Namespace, reports: list) -> None:
     """`check --suite ... --junit FILE`: one testsuite per suite report."""
     if args.junit:
-        from eagle3_check.gating.check_junit import suite_suite, write_check_junit
+        from eagle3_check.report.check_junit import suite_suite, write_check_junit
 
         write_check_junit(args.junit, [suite_suite(r) for r in reports])
 

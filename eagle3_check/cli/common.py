@@ -125,7 +125,7 @@ def options_from_args(args: argparse.Namespace):
 
 
 def request_world(args: argparse.Namespace) -> tuple[Path, Path]:
-    """(tokenizer path, target dir) the flags name: --pte's reference (program.pte_source), else
+    """(tokenizer path, target dir) the flags name: --pte's reference (program.sidecar), else
     --target (its tokenizer.json unless --tokenizer), else the fixture's; builds nothing."""
     tokenizer = getattr(args, "tokenizer", None)
     if getattr(args, "pte", None):
@@ -225,8 +225,8 @@ def eager_program(args: argparse.Namespace, overrides: dict):
 
 
 def reference_for_pte(pte: str, fixture: str | None, target: str | None, tokenizer: str | None):
-    """(fixture or None, target_dir, tokenizer path) for a .pte (`program.pte_source`)."""
-    from eagle3_check.program.pte_source import reference_for_pte as for_pte
+    """(fixture or None, target_dir, tokenizer path) for a .pte (`program.sidecar.reference_for_pte`)."""
+    from eagle3_check.program.sidecar import reference_for_pte as for_pte
 
     return for_pte(pte, fixture, target, tokenizer)
 
@@ -269,11 +269,11 @@ def one_thread_for_tiny_models(device: str) -> None:
 
 def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_options=None,
                       extra_files: dict | None = None) -> dict:
-    """The `provenance` block of a `--json` report (gating/provenance.py): the parsed options, the
+    """The `provenance` block of a `--json` report (report/provenance.py): the parsed options, the
     runner's RunOptions, package versions and the sha256 of every input file the flags name, plus
     the fixture's target, draft, tokenizer, card and prompt set when one is used."""
     from eagle3_check.fixtures.registry import load_fixture
-    from eagle3_check.gating.provenance import provenance
+    from eagle3_check.report.provenance import provenance
 
     options = {k: v for k, v in vars(args).items() if k not in ("func", "given")}
     files: dict = {flag: getattr(args, flag, None) for flag in ("pte", "prompts", "target", "draft", "tokenizer",

@@ -14,7 +14,7 @@ from eagle3_check.errors import InputError
 
 
 def is_exec(runner) -> bool:
-    from eagle3_check.run.exec_runner import ExecRunner
+    from eagle3_check.binary.runner import ExecRunner
 
     return isinstance(runner, ExecRunner)
 
@@ -43,7 +43,7 @@ def _need_pte(args: argparse.Namespace, command: str) -> None:
 
 
 def _timeout(args: argparse.Namespace, runner) -> None:
-    from eagle3_check.run.exec_runner import request_timeout
+    from eagle3_check.binary.runner import request_timeout
 
     t = request_timeout(getattr(args, "runner_timeout", None))
     if t is not None:
@@ -62,8 +62,8 @@ def check_main(args: argparse.Namespace, runner) -> int:
         return _suite_main(args, runner, fixed_env)
     from tqdm import tqdm
 
+    from eagle3_check.binary.check import format_exec_table, run_exec_check
     from eagle3_check.cli.check import tie_budget_from_args
-    from eagle3_check.gating.exec_check import format_exec_table, run_exec_check
     from eagle3_check.reference.tolerance import tolerance_for
 
     setup = build_program(args)
@@ -83,7 +83,7 @@ def check_main(args: argparse.Namespace, runner) -> int:
                        ties="per position where the binary prints [ids]; bytes are judged exactly",
                        run_options=resolved.to_json())
     if args.junit:
-        from eagle3_check.gating.check_junit import exec_check_suite, write_check_junit
+        from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
 
         write_check_junit(args.junit, [exec_check_suite(report)])
     if args.json:
@@ -111,8 +111,8 @@ def _reference(args: argparse.Namespace, setup):
 def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
     from tqdm import tqdm
 
+    from eagle3_check.binary.suites import run_exec_suite
     from eagle3_check.cli.check_suite import ordered_cases, write_suites_junit
-    from eagle3_check.gating.exec_suites import run_exec_suite
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.report import format_suite_table
 
@@ -138,18 +138,18 @@ def golden_verify_main(args: argparse.Namespace, runner) -> int:
     """`golden verify --runner exec:... --pte FILE`."""
     from pathlib import Path
 
-    from eagle3_check.gating.exec_golden import METRICS_NOT_GATED, golden_files, verify_exec_goldens
+    from eagle3_check.binary.golden import METRICS_NOT_GATED, golden_files, verify_exec_goldens
     from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.tokenizer import Tokenizer
 
     _need_pte(args, "golden verify")
     _timeout(args, runner)
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
-    from eagle3_check.gating.exec_golden import pte_fixture
+    from eagle3_check.program.sidecar import sidecar_fixture
 
     pte = Path(args.pte)
     program = load_probed(pte, getattr(args, "data_path", None))  # a load that aborts the runtime: one line
-    tokenizer = Tokenizer.load(load_fixture(pte_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
+    tokenizer = Tokenizer.load(load_fixture(sidecar_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
     outcome = verify_exec_goldens(golden_files(args.goldens), runner, pte, program, tokenizer)
     if not args.no_baseline:
         outcome.notes.append(METRICS_NOT_GATED)

@@ -17,6 +17,7 @@ from eagle3_check.cli.common import (
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg
 from eagle3_check.cli.report import add_html_arg, write_html
+from eagle3_check.program.sidecar import sidecar_source
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -74,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import OptionError
     from eagle3_check.fixtures.registry import load_prompts
     from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
-    from eagle3_check.gating.junit import write_junit
+    from eagle3_check.report.junit import write_junit
 
     check_writable(args.report, "--report")  # before the run: a missing directory must not lose it
     if args.junit:
@@ -102,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
                               "pass e.g. --tie-budget 0")
         inputs.tie_budget = args.tie_budget
     inputs.suite = None if args.suite == "none" else args.suite
-    quantized = _sidecar_source(args.pte).get("quantization")
+    quantized = sidecar_source(args.pte).get("quantization")
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     _drift_options(args, inputs, fx)
@@ -111,7 +112,9 @@ def main(args: argparse.Namespace) -> int:
 
         inputs.plugin = load_runner(args.runner)
     elif args.runner:
-        inputs.runner = _exec_runner(args)
+        from eagle3_check.binary.gate import BinaryGate
+
+        inputs.runner = BinaryGate(_exec_runner(args))
     if args.all_k:
         inputs.ks = _all_k(args.pte, args.data_path)
 
@@ -136,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(args.junit, report.junit_suites())
     if args.html:
-        from eagle3_check.gating.html_report import gate_html
+        from eagle3_check.report.html_report import gate_html
 
         write_html(args.html, gate_html(report.to_json()))
     if args.json:
@@ -175,7 +178,7 @@ def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
     """The drift thresholds, and how to build the full-precision twin of a quantized .pte: the
     fixture's (a variant's base) or the sidecar's --target/--draft, in the .pte's own shape."""
     inputs.drift = drift_thresholds(args)
-    source = _sidecar_source(args.pte)
+    source = sidecar_source(args.pte)
     if fx is not None and not args.target:
         from eagle3_check.fixtures.registry import load_fixture
 
@@ -200,13 +203,6 @@ def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
     inputs.full_precision = full_precision
 
 
-def _sidecar_source(pte: str) -> dict:
-    from eagle3_check.program.sidecar import read_sidecar
-
-    source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
-    return dict(source) if isinstance(source, dict) else {}
-
-
 def _exec_runner(args: argparse.Namespace):
     from eagle3_check.errors import InputError
     from eagle3_check.run.plugin import load_runner
@@ -214,7 +210,7 @@ def _exec_runner(args: argparse.Namespace):
     if not args.runner.startswith("exec:"):
         raise InputError(f"gate --runner {args.runner}", "exec:PATH (a runner binary)",
                          "drop --runner to gate with the reference runner, or pass --runner exec:PATH")
-    from eagle3_check.run.exec_runner import request_timeout
+    from eagle3_check.binary.runner import request_timeout
 
     runner = load_runner(args.runner)
     t = request_timeout(args.runner_timeout)

@@ -188,7 +188,7 @@ def verify_main(args: argparse.Namespace) -> int:
                            data_path=args.data_path)
     bar.close()
     if args.html:
-        from eagle3_check.gating.html_report import golden_html
+        from eagle3_check.report.html_report import golden_html
 
         write_html(args.html, golden_html(outcome.to_json()))
     if args.json:

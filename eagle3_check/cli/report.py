@@ -1,5 +1,5 @@
 """`--html FILE` on check, gate and golden verify, and `eagle3-check report`: render a report as
-one self-contained HTML page (eagle3_check/gating/html_report.py, bench_report.py)."""
+one self-contained HTML page (eagle3_check/report/html_report.py, bench_report.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def refuse_html(args: argparse.Namespace, where: str) -> None:
 
 
 def write_html(path: str, document: str) -> None:
-    from eagle3_check.gating.html_page import write_html as write
+    from eagle3_check.report.html_page import write_html as write
 
     write(path, document)
 
@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from eagle3_check.errors import InputError
-    from eagle3_check.gating.bench_report import bench_html
-    from eagle3_check.gating.html_report import check_html, gate_html, golden_html
+    from eagle3_check.report.bench_report import bench_html
+    from eagle3_check.report.html_report import check_html, gate_html, golden_html
 
     kind = next(k for k in KINDS if getattr(args, k))
     src = Path(getattr(args, kind))

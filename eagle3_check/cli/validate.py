@@ -163,7 +163,7 @@ def _ranges(args: argparse.Namespace) -> None:
         v = getattr(args, dest, None)
         if v is not None and not 0.0 <= v <= 1.0:
             raise OptionError(f"{flag} {v:g}", "a share of judged positions in [0, 1]", f"pass e.g. {flag} 0")
-    from eagle3_check.run.exec_runner import request_timeout
+    from eagle3_check.binary.runner import request_timeout
 
     request_timeout(getattr(args, "runner_timeout", None))  # one rule with the pytest plugin's
     mem = getattr(args, "max_memory", None)

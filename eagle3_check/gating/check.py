@@ -12,6 +12,8 @@ every other field it reports (text, max_new, accepted, its call counts and times
 reason) is audited against the rules and that log (`suites.audit.result_problems`).
 Ties are counted apart from identical positions; a report passes when no request fails and
 its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
+That counting is one rule for `check` and `check --runner exec:...` (`JudgedReport`, the
+base of CheckReport and `binary.check.ExecReport`); each report's JSON keeps its own keys.
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.judged import JudgedReport
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.reference.hf import HFReference
 from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import FAIL, Verdict, judge
+from eagle3_check.reference.verdict import Verdict, judge
 from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.run.loop import ReferenceRunner, check_prompt_len
 from eagle3_check.run.options import (
@@ -41,6 +42,7 @@ from eagle3_check.run.options import (
 )
 from eagle3_check.run.result import Runner, RunResult
 from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.status import FAIL, PASS, TIE
 from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
@@ -67,6 +69,39 @@ def reference_json(scores) -> dict:
     reference). Example: tokens [5, 7], rows argmax [5, 8, 2] -> {"tokens": [5, 8, 2], ...}."""
     return {"tokens": [int(t) for t in scores.argmax],
             "margins": [float(m) if math.isfinite(m) else None for m in scores.margins]}
+
+
+class JudgedReport:
+    """Mixin of a report with `outcomes` (each with a `verdict`: status, judged, ties, fails) and a
+    `tie_budget` (ties allowed, as a share of judged positions)."""
+
+    COUNTS_IDENTICAL_POSITIONS = True  # its verdicts count identical positions (an exec verdict does not)
+
+    def counts(self) -> dict[str, int]:
+        """Requests and positions by outcome."""
+        vs = [o.verdict for o in self.outcomes]
+        c = {"requests": len(vs), "identical": sum(v.status == PASS for v in vs),
+             "tie": sum(v.status == TIE for v in vs), "fail": sum(v.status == FAIL for v in vs),
+             "positions": sum(v.judged for v in vs)}
+        if self.COUNTS_IDENTICAL_POSITIONS:
+            c["identical_positions"] = sum(v.identical for v in vs)
+        c.update(tie_positions=sum(v.ties for v in vs), fail_positions=sum(v.fails for v in vs))
+        return c
+
+    @property
+    def ties_allowed(self) -> int:
+        """floor(share x positions), the float's rounding forgiven: 0.07 x 100 = 7.000000000000001 -> 7,
+        0.29 x 100 = 28.999999999999996 -> 29."""
+        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.counts()["tie_positions"] > self.ties_allowed
+
+    @property
+    def passed(self) -> bool:
+        """At least one request, none failing, the ties within the budget."""
+        return bool(self.outcomes) and self.counts()["fail"] == 0 and not self.over_budget
 
 
 @dataclass

@@ -49,7 +49,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from eagle3_check.gating.junit import JUnitCase
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
 

@@ -20,7 +20,7 @@ Checks, in order (a check that cannot run is skipped with the reason, never sile
                `tau_tolerance` below it.
 
 The inputs, the report and its table live in `gating/gate_model.py`; the report is JSON-serialisable
-and converts to JUnit suites (`gating/junit.py`).
+and converts to JUnit suites (`report/junit.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from eagle3_check.errors import InputError
 from eagle3_check.gating.drift import DriftReport
 from eagle3_check.gating.gate_model import (
     DRIFT,
@@ -40,13 +41,13 @@ from eagle3_check.gating.gate_model import (
     timed,
 )
 from eagle3_check.gating.gate_requests import run_requests, runner_tau
-from eagle3_check.gating.junit import JUnitCase
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.program.metadata_check import target_facts, validate_metadata
 from eagle3_check.program.quantize import program_quantization
 from eagle3_check.reference.tolerance import default_budget, tolerance_for
 from eagle3_check.reference.verdict import FAIL
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import PASS, SKIP
 
 __all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "request_checks",
@@ -209,6 +210,9 @@ def _dtype_defaults(inputs: GateInputs, program) -> None:
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
     """Runs every check; `program` defaults to `PteBackend(inputs.pte)`."""
+    if inputs.runner is not None and not callable(getattr(inputs.runner, "checks", None)):
+        raise InputError(f"GateInputs.runner is a {type(inputs.runner).__name__}", "a runner binary's gate "
+                         "(binary.gate.BinaryGate)", "pass runner=BinaryGate(ExecRunner(spec))")
     report = GateReport(info={"pte": str(inputs.pte) if inputs.pte else None})
 
     def add(chk: GateCheck) -> GateCheck:
@@ -260,10 +264,8 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         from eagle3_check.reference.hf import HFReference
 
         hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))  # the program's dtype
-    if inputs.runner is not None:  # a runner binary under gate: gating/exec_gate.py
-        from eagle3_check.gating.exec_gate import exec_gate_checks
-
-        checks, report.tau = exec_gate_checks(program, inputs, hf, timed)
+    if inputs.runner is not None:  # a runner binary under gate: its own checks (binary/gate.py)
+        checks, report.tau = inputs.runner.checks(program, inputs, hf, timed)
         for chk in checks:
             add(chk)
         report.info["runner"] = inputs.runner.name

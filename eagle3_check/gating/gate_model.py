@@ -14,11 +14,11 @@ from pathlib import Path
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.drift import DriftThresholds, drift_table
-from eagle3_check.gating.junit import JUnitCase, JUnitSuite
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE
 from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import FAIL, TIE
+from eagle3_check.report.junit import JUnitCase, JUnitSuite
 from eagle3_check.run.crash import crash_reason
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import PASS, SKIP, Status, overall, passes, skip_note
@@ -42,7 +42,7 @@ class GateInputs:
     baseline: Path | None = None
     tau_tolerance: float = TAU_TOLERANCE
     hf_reference: object | None = None  # an HFReference to reuse (tests); built from target_dir otherwise
-    runner: object | None = None  # an exec_runner.ExecRunner: a runner binary is gated instead (gating/exec_gate.py)
+    runner: object | None = None  # a binary.gate.BinaryGate: a runner binary is gated instead (its checks)
     on_step: Callable[[str, int, int], None] | None = None  # progress: (check, done, total) as cases finish
     plugin: object | None = None  # a plug-in runner (`run()` returning a RunResult) instead of the reference runner
     drift: DriftThresholds = field(default_factory=DriftThresholds)  # quantized programs only

@@ -1,5 +1,8 @@
 """The files an export writes beside its `.pte`: the sidecar `<name>.export.json` (what was exported,
-how, from what; linked to the very .pte by its size and sha256) and the `.ptd` external data path."""
+how, from what; linked to the very .pte by its size and sha256) and the `.ptd` external data path;
+and what a `.pte` is judged with, read from them (`reference_for_pte`: its fixture, for the HF
+reference, the tokenizer and the prompt set, or a given target), as `check --pte`, `gate --pte`
+and the pytest plugin's `--eagle3-pte` judge it."""
 
 from __future__ import annotations
 
@@ -94,3 +97,34 @@ def data_path_for(pte_path: str | Path) -> Path:
     """`model.pte` -> `model.ptd`, the external data file `export --external-data` writes."""
     p = Path(pte_path)
     return p.with_suffix(".ptd")
+
+
+def sidecar_source(pte_path: str | Path) -> dict:
+    """What the export of `pte_path` was made from (`{"fixture": ...}` or the target/draft dirs), from its
+    sidecar; {} without one. A stale sidecar is an error (`read_sidecar`), never trusted."""
+    source = (read_sidecar(pte_path) or {}).get("source")
+    return dict(source) if isinstance(source, dict) else {}
+
+
+def sidecar_fixture(pte_path: str | Path) -> str | None:
+    """The fixture a .pte was exported from, from its sidecar (None when unknown)."""
+    fixture = sidecar_source(pte_path).get("fixture")
+    return fixture if isinstance(fixture, str) else None
+
+
+def reference_for_pte(pte: str | Path, fixture: str | None, target: str | Path | None,
+                      tokenizer: str | Path | None) -> tuple:
+    """(fixture or None, target_dir, tokenizer path) a .pte is judged with: `target`/`tokenizer`,
+    else `fixture`, else the fixture recorded in the export sidecar, else the default fixture."""
+    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
+
+    if target:
+        if fixture:
+            raise InputError("--fixture with --target", "one or the other", "drop --fixture")
+        t = Path(target)
+        return None, t, Path(tokenizer) if tokenizer else t / "tokenizer.json"
+    if not fixture:
+        fixture = sidecar_fixture(pte)
+        fixture = DEFAULT_FIXTURE if fixture is None else fixture
+    fx = load_fixture(fixture)
+    return fx, fx.target_dir, Path(tokenizer) if tokenizer else fx.tokenizer_path

@@ -13,7 +13,7 @@ forensics (no traceback); a user error (a program that does not load, a bad prom
 line. An item's location (in skip lines and failure headers) is where it is written down: the
 case in its suite module, the prompt in its prompt set, the prompt in its golden file, the key in
 the baseline. With a runner binary (--eagle3-runner-bin) the same items run through it and are
-judged by `gating/exec_*`; a failure also shows the binary's exit and the end of its stderr.
+judged by `binary/`; a failure also shows the binary's exit and the end of its stderr.
 
 A golden prompt runs once per process (`Eagle3State.golden_run`), shared by its golden item and the
 baseline item of its key. Under pytest-xdist each worker is a process: both kinds of item of a
@@ -79,7 +79,7 @@ class SuiteItem(Eagle3Item):
     def runtest(self):
         state = self.state
         if state.exec_runner is not None:
-            from eagle3_check.gating.exec_suites import run_exec_case
+            from eagle3_check.binary.suites import run_exec_case
 
             result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
         else:
@@ -123,7 +123,7 @@ class PromptItem(Eagle3Item):
                                 f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
 
     def judge_exec(self, o) -> None:
-        """A runner binary's request (`exec_check.ExecOutcome`): its verdict, exit and stderr."""
+        """A runner binary's request (`binary.check.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
         allowed = int(self.state.tie_budget * v.judged + 1e-9)
         self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]

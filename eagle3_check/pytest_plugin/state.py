@@ -6,13 +6,13 @@ or fixture needs it (once per process: under pytest-xdist once per worker).
 
 The program is the `.pte` (`--eagle3-pte`, CPU float32; with `--eagle3-data-path`, loaded with
 its `.ptd`), or without one the embedded fixture's eager program (CPU float32). The reference and
-tokenizer of a `.pte` are the ones `check --pte` uses (`program.pte_source`):
+tokenizer of a `.pte` are the ones `check --pte` uses (`program.sidecar.reference_for_pte`):
 `--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
 export sidecar names).
 
 The runner under test is in-process (`--eagle3-runner`, default the reference runner; limited per
 request as `check --request-timeout` limits it, `watchdog.time_limited`) or a runner binary
-(`--eagle3-runner-bin`, `exec_runner`) that runs the `.pte` file itself, judged by `gating/exec_*`
+(`--eagle3-runner-bin`, `binary.runner`) that runs the `.pte` file itself, judged by `binary/`
 as `check --runner exec:` judges it. A golden prompt runs once per session: its golden item and
 the metrics-baseline item of its key share the run (`golden_run`).
 """
@@ -36,7 +36,7 @@ class Eagle3State:
     def __init__(self, settings: dict[str, str | None], exec_runner=None, timeout: float | None = None):
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
-        self.exec_runner = exec_runner  # run.exec_runner.ExecRunner with --eagle3-runner-bin, else None
+        self.exec_runner = exec_runner  # binary.runner.ExecRunner with --eagle3-runner-bin, else None
         self.timeout = timeout  # --eagle3-request-timeout in seconds (None: not given)
         self._runs: dict[tuple[str, str], object] = {}  # (golden stem, prompt id) -> RunResult
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -68,8 +68,8 @@ class Eagle3State:
         n = s["max_new_tokens"]
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise OptionError(f"--eagle3-max-new-tokens {n}", "an integer >= 1", "pass e.g. 64")
+        from eagle3_check.binary.runner import request_timeout
         from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG, exec_runner_from
-        from eagle3_check.run.exec_runner import request_timeout
 
         timeout = request_timeout(s["request_timeout"], TIMEOUT_FLAG)  # `check --request-timeout`'s rule
         return cls(s, exec_runner_from(s), timeout)
@@ -83,7 +83,7 @@ class Eagle3State:
 
         s = self.settings
         if s["pte"]:
-            from eagle3_check.program.pte_source import reference_for_pte
+            from eagle3_check.program.sidecar import reference_for_pte
 
             return reference_for_pte(s["pte"], s["fixture"], s["target"], s["tokenizer"])
         fx = load_fixture(s["fixture"])
@@ -260,7 +260,7 @@ class Eagle3State:
         if golden.key.fixture != self.fixture_name:
             return golden, f"a golden of fixture {golden.key.fixture}; this program is {self.fixture_name}"
         if self.exec_runner is not None:
-            from eagle3_check.gating.exec_golden import METRICS_NOT_GATED
+            from eagle3_check.binary.golden import METRICS_NOT_GATED
 
             return golden, METRICS_NOT_GATED
         return golden, self._unavailable(golden.key)
@@ -297,14 +297,14 @@ class Eagle3State:
 
     def check_request(self, prompt, prompt_id: str = "request", **fields):
         """One request through the runner under test, judged as `check` judges it: a RequestOutcome
-        (an `exec_check.ExecOutcome` for a runner binary)."""
+        (a `binary.check.ExecOutcome` for a runner binary)."""
         from eagle3_check.fixtures.registry import Prompt
 
         if "stop_ids" in fields:
             fields["stop_ids"] = tuple(fields["stop_ids"])
         prompts, options = [Prompt(prompt_id, prompt)], self.options(**fields)
         if self.exec_runner is not None:
-            from eagle3_check.gating.exec_check import run_exec_check
+            from eagle3_check.binary.check import run_exec_check
 
             report = run_exec_check(self.exec_runner, self.program, self.tokenizer, self.reference, prompts, options,
                                     tolerance=self.tolerance, tie_budget=self.tie_budget)

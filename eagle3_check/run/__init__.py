@@ -2,7 +2,7 @@
 
 What lives here: the one reference runner loop (`loop`), its result (`result`: RunResult, what
 references and the verdict read without importing the loop), the options and the stop set
-(`options`), the output length the rules fix (`rules`), plug-in runners (`plugin`:
+(`options`), the stop reasons and the output lengths the rules fix (`rules`), plug-in runners (`plugin`:
 `module:factory`) and, until it is merged into `loop`, the loop with data on the program's
 device (`device_loop`).
 

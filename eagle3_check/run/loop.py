@@ -38,8 +38,8 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
-from eagle3_check.run.result import CONTEXT, MAX_NEW, STOP, Runner, RunResult  # noqa: F401 (Runner: re-exported)
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.run.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
+from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
 

@@ -8,7 +8,7 @@ exactly as it judges ours; `reference` is short for `eagle3_check.run.loop:Refer
     load_runner("reference")                             # ReferenceRunner()
     load_runner("my_pkg.runners:make_runner")            # my_pkg.runners.make_runner()
     load_runner("eagle3_check.mutants:accept_off_by_one")  # a seeded mutant
-    load_runner("exec:./eagle3_speculator_runner")        # a runner binary (run/exec_runner.py)
+    load_runner("exec:./eagle3_speculator_runner")        # a runner binary (binary/runner.py)
 """
 
 from __future__ import annotations
@@ -23,16 +23,18 @@ ALIASES = {
     "reference": "eagle3_check.run.loop:ReferenceRunner",
     "device": "eagle3_check.run.device_loop:DeviceRunner",  # data on the program's device (CUDA)
 }
+# `exec:PATH [ARGS]`: a runner binary, ExecRunner(spec). Named, as the aliases are: the binary package sits
+# above run (it judges through references, suites and gating), so run reaches it only by name.
+EXEC = "eagle3_check.binary.runner:ExecRunner"
 FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.run.loop:ReferenceRunner"
 
 
 def load_runner(spec: str) -> Runner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
-    `exec:PATH [ARGS]` is a runner binary instead (`exec_runner.ExecRunner`, judged by `exec_check`)."""
+    `exec:PATH [ARGS]` is a runner binary instead (`binary.runner.ExecRunner`, judged by `binary.check`)."""
     if spec.startswith("exec:"):
-        from eagle3_check.run.exec_runner import ExecRunner
-
-        return ExecRunner(spec)
+        module_name, _, attr = EXEC.partition(":")
+        return getattr(importlib.import_module(module_name), attr)(spec)
     spec = ALIASES.get(spec, spec)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

@@ -1,4 +1,5 @@
-"""What a run returns (RunResult), the stop reasons, and the plug-in runner interface (Runner).
+"""What a run returns (RunResult) and the plug-in runner interface (Runner); the stop reasons
+are `run.rules`'.
 
 Its own module so that references, the verdict and gating read a run without importing the
 runner loop they judge (tests/test_layout.py checks that).
@@ -13,8 +14,6 @@ from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.run.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
-STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
-
 
 @dataclass
 class RunResult:
@@ -24,7 +23,7 @@ class RunResult:
     rounds: int
     accepted: list[int]  # a per round (leading proposals matching verify_ids)
     tau: float  # (emitted - 1) / rounds; 0.0 when no round ran
-    stop_reason: str  # "stop" | "max_new" | "context"
+    stop_reason: str  # rules.STOP | MAX_NEW | CONTEXT
     k: int
     max_new: int
     method_ms: dict[str, float] = field(default_factory=dict)

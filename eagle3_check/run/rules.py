@@ -1,5 +1,9 @@
-"""The length DESIGN §2 fixes for a request, given the greedy reference, and the prefill
-chunk plan of chunked prefill (DESIGN §2 rule 4, `prefill_chunks`).
+"""The stop reasons, the length DESIGN §2 fixes for a request given the greedy reference, and
+the prefill chunk plan of chunked prefill (DESIGN §2 rule 4, `prefill_chunks`).
+
+The one definition of each: a run's `stop_reason` (STOP, MAX_NEW, CONTEXT), the length of a run
+whose accepted counts are known (`expected_length`) and the lengths allowed when they are not
+(`allowed_lengths`, a runner binary's). Every user imports them from here.
 
 The emitted tokens of any correct runner are `reference[:n]`; `expected_length` computes
 n. Rules 7 and 9 stop on the context limit through `anchor_pos`, which moves by a + 1 per
@@ -18,7 +22,8 @@ from dataclasses import dataclass
 
 from eagle3_check.errors import OptionError
 
-STOP, MAX_NEW, CONTEXT, EARLY = "stop", "max_new", "context", "stopped early"
+STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"  # a run's stop_reason
+EARLY = "stopped early"  # an Expected reason only: the run ended while the rules say go on
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,41 @@ def expected_length(
     if anchor_pos + k > max_seq_len - 1:
         return Expected(n, CONTEXT)
     return Expected(n, EARLY)
+
+
+def allowed_lengths(
+    reference: list[int],
+    stop_ids: frozenset[int],
+    max_new_tokens: int,
+    prompt_len: int,
+    k: int,
+    max_seq_len: int,
+) -> dict[int, str]:
+    """Every length the rules allow given the greedy reference, with its stop reason, when the
+    per-round accepted counts are unknown (a runner binary does not print them).
+
+    Without them the context end is a range: after n tokens the anchor sits at L + n - 1, so
+    speculation must stop at the first round end with n >= ctx = max_seq_len - K - L + 1, and
+    the round that crosses emits at most K + 1 tokens. Every `expected_length` of some accepted
+    counts is one of these, and each of these is reached by some counts.
+    Worked example: L = 10, K = 4, max_seq_len = 20, no stop, max_new 10 -> ctx = 7: the run
+    ends by context at any N in 7..9 (9 = ctx + K stops before the limit), or reaches the
+    limit N = 10 (from a round end at 6); so {7, 8, 9: context, 10: max_new}."""
+    max_new = min(max_new_tokens, max_seq_len - prompt_len)
+    cap = MAX_NEW if max_new == max_new_tokens else CONTEXT
+    if reference and reference[0] in stop_ids:
+        return {1: STOP}
+    if max_new <= 1:
+        return {1: cap}
+    if prompt_len + k > max_seq_len - 1:
+        return {1: CONTEXT}
+    stop = next((i + 1 for i, t in enumerate(reference) if t in stop_ids), None)
+    limit, why = (stop, STOP) if stop is not None and stop <= max_new else (max_new, cap)
+    ctx = max_seq_len - k - prompt_len + 1
+    allowed = {n: CONTEXT for n in range(max(ctx, 2), min(limit - 1, ctx + k) + 1)}
+    if limit <= ctx + k:
+        allowed[limit] = why
+    return allowed
 
 
 def prefill_chunk_size(max_prefill: int, sliding_window: int | None) -> int:

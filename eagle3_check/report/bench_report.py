@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_check.errors import InputError
-from eagle3_check.gating import plots
-from eagle3_check.gating.html_page import esc, info_list, num, page, section, table
-from eagle3_check.gating.html_page import plots as plot_row
+from eagle3_check.report import plots
+from eagle3_check.report.html_page import esc, info_list, num, page, section, table
+from eagle3_check.report.html_page import plots as plot_row
 
 NEEDED = ("tokens_per_s", "ms_per_round")
 SPLIT = ("draft_ms_per_round", "verify_ms_per_round", "host_ms_per_round")

@@ -1,32 +1,49 @@
 """`gate --pte FILE --runner exec:PATH`: the gate's runner checks with a runner binary as the runner.
 
 Load and metadata are the program's own (gating/gate.py). Then, through the binary: the edge suites
-a binary can take (`exec_suites`), binary vs self reference (the program's own greedy
-decoding: the lossless check) and binary vs HF reference (`exec_check`), the golden
-(`exec_golden`), and a tau baseline. Self vs HF and the metrics baseline do not involve the
+a binary can take (`binary.suites`), binary vs self reference (the program's own greedy
+decoding: the lossless check) and binary vs HF reference (`binary.check`), the golden
+(`binary.golden`), and a tau baseline. Self vs HF and the metrics baseline do not involve the
 runner, or need program-call counts a binary does not report: they skip with the reason.
+
+The gate gets the binary as a `BinaryGate` (`GateInputs.runner`) and asks it for these checks,
+so gating imports nothing of this package, which sits above it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from eagle3_check.gating.exec_check import run_exec_check
-from eagle3_check.gating.exec_judge import FAIL, PASS, TIE
-from eagle3_check.gating.junit import JUnitCase
+from eagle3_check.binary.check import run_exec_check
+from eagle3_check.binary.judge import FAIL, PASS, TIE
+from eagle3_check.binary.runner import ExecRunner, program_file
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.exec_runner import program_file
+from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import skip_note
 
 
-def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
-    """The gate's checks after metadata, for `GateInputs.runner` (an ExecRunner). `timed(name, fn)`
-    runs one check (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
+@dataclass
+class BinaryGate:
+    """A runner binary under gate (`GateInputs.runner`): its name and its runner checks."""
+
+    runner: ExecRunner
+
+    @property
+    def name(self) -> str:
+        return self.runner.name
+
+    def checks(self, program, inputs, hf, timed) -> tuple[list, float | None]:
+        return exec_gate_checks(self.runner, program, inputs, hf, timed)
+
+
+def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[list, float | None]:
+    """The gate's checks after metadata, through `runner`. `timed(name, fn)` runs one check
+    (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
     from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
     from eagle3_check.program.quantize import program_quantization
     from eagle3_check.suites.execute import SELF
 
-    runner = inputs.runner
     md = read_metadata(program.metadata())
     quant = program_quantization(program.metadata())  # DESIGN §3: a quantized program is judged against itself
     checks, tau = [], None
@@ -36,7 +53,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
             return skip_check("edge suites", "disabled (--suite none)")
         if hf is None:
             return skip_check("edge suites", "no reference target given (--target or --fixture)")
-        from eagle3_check.gating.exec_suites import run_exec_suite
+        from eagle3_check.binary.suites import run_exec_suite
         from eagle3_check.suites import suite_cases
         from eagle3_check.suites.execute import SuiteEnv
 
@@ -63,7 +80,7 @@ def exec_gate_checks(program, inputs, hf, timed) -> tuple[list, float | None]:
     def golden():
         if inputs.golden is None:
             return skip_check("golden", "no --golden given")
-        from eagle3_check.gating.exec_golden import golden_files, verify_exec_goldens
+        from eagle3_check.binary.golden import golden_files, verify_exec_goldens
 
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
                                   inputs.tokenizer)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eagle3_check.gating import plots
-from eagle3_check.gating.html_page import (
+from eagle3_check.report import plots
+from eagle3_check.report.html_page import (
     info_list,
     num,
     page,
@@ -23,7 +23,7 @@ from eagle3_check.gating.html_page import (
     table,
     verdict_line,
 )
-from eagle3_check.gating.html_page import plots as plot_row
+from eagle3_check.report.html_page import plots as plot_row
 
 
 def n_alpha(accepted: Sequence[int], k: int) -> list[float]:

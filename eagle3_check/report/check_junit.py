@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle3_check.gating.junit import JUnitCase, JUnitSuite, write_junit
+from eagle3_check.report.junit import JUnitCase, JUnitSuite, write_junit
 from eagle3_check.status import FAIL, PASS, TIE
 
 NAME = "eagle3-check check"
@@ -43,7 +43,7 @@ def check_suite(report) -> JUnitSuite:
 
 
 def exec_check_suite(report) -> JUnitSuite:
-    """A `gating.exec_check.ExecReport` (the prompt-set check through a runner binary)."""
+    """A `binary.check.ExecReport` (the prompt-set check through a runner binary)."""
     cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
                        f"[{o.verdict.mode or '-'}] {o.verdict.message}",
                        o.process.seconds, properties=_positions(o.verdict)) for o in report.outcomes]

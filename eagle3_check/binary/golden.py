@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_check.binary.byte_pieces import BytePieces
+from eagle3_check.binary.protocol import OutputError, parse_output
+from eagle3_check.binary.runner import ExecRunner, binary_options, program_data
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
 from eagle3_check.program.contract import Metadata, read_metadata
-from eagle3_check.run.byte_pieces import BytePieces
-from eagle3_check.run.exec_protocol import OutputError, parse_output
-from eagle3_check.run.exec_runner import ExecRunner, binary_options, program_data
+from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.run.options import RunOptions, prompt_ids
 
 # why a binary's golden runs cannot be gated against the metrics baseline
@@ -52,21 +53,12 @@ class ExecGoldenOutcome:
         return "\n".join(lines)
 
 
-def pte_fixture(pte: Path) -> str | None:
-    """The fixture a .pte was exported from, from its sidecar (None when unknown)."""
-    from eagle3_check.program.sidecar import read_sidecar
-
-    source = (read_sidecar(pte) or {}).get("source")  # a stale sidecar is an error, never trusted
-    fixture = source.get("fixture") if isinstance(source, dict) else None
-    return fixture if isinstance(fixture, str) else None
-
-
 def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, program, tokenizer,
                         on_prompt: Callable[[str], None] | None = None) -> ExecGoldenOutcome:
     """Runs every applicable golden's prompts through the binary on `pte` and compares exactly."""
     out = ExecGoldenOutcome(notes=["per-round accepted counts and the stop reason are not printed by a "
                                    "seed-format binary: not compared"])
-    fixture = pte_fixture(pte)
+    fixture = sidecar_fixture(pte)
     md = read_metadata(program.metadata())
     data = program_data(program)
     runner.check_data(data)  # a template with no place for the .ptd: refused before any golden

@@ -1,8 +1,8 @@
 """`check --runner exec:...`: the prompt set through a runner binary, each request judged.
 
 Per request: the harness derives the prompt ids, the stop set and the length rules itself,
-runs the binary once (`exec_runner`), parses its output (`exec_protocol`) and judges it
-against the greedy reference (`exec_judge`: by ids when the binary prints them, else by
+runs the binary once (`runner`), parses its output (`protocol`) and judges it
+against the greedy reference (`judge`: by ids when the binary prints them, else by
 bytes). A hang, a crash, an error exit or output off the protocol fails that request with
 the reason and the end of stderr; the other requests still run.
 """
@@ -12,23 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from eagle3_check.errors import InputError, OptionError
-from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import request_ids
-from eagle3_check.gating.exec_judge import FAIL, ExecVerdict, Request, judge
-from eagle3_check.gating.judged import JudgedReport
-from eagle3_check.program.contract import read_metadata
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.run.byte_pieces import BytePieces
-from eagle3_check.run.exec_protocol import ExecOutput, OutputError, parse_output
-from eagle3_check.run.exec_runner import (
+from eagle3_check.binary.byte_pieces import BytePieces
+from eagle3_check.binary.judge import FAIL, ExecVerdict, Request, judge
+from eagle3_check.binary.protocol import ExecOutput, OutputError, parse_output
+from eagle3_check.binary.runner import (
     ExecRunner,
     ProcessRun,
     binary_options,
     program_data,
     program_file,
 )
+from eagle3_check.errors import InputError, OptionError
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import JudgedReport, request_ids
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.hf import Scores
+from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.options import (
     RunOptions,
     check_options,

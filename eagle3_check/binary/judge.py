@@ -11,7 +11,7 @@ Two modes, and the verdict says which one judged:
   concatenated (`byte_pieces`), for the N tokens the summary line reports. A byte
   difference cannot be called a tie (there are no token boundaries to judge), so it
   fails; the message gives the reference margin there.
-Both modes check N against the length DESIGN §2 fixes (`allowed_lengths`), the header
+Both modes check N against the length DESIGN §2 fixes (`rules.allowed_lengths`), the header
 (L, K, max_new) against the request, and R / tau against N.
 
 What bytes cannot prove: two token sequences with the same bytes are indistinguishable (a
@@ -25,20 +25,20 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from eagle3_check.binary.byte_pieces import BytePieces
+from eagle3_check.binary.protocol import ExecOutput
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import judge_position
-from eagle3_check.run.byte_pieces import BytePieces
-from eagle3_check.run.exec_protocol import ExecOutput
+from eagle3_check.run.rules import allowed_lengths
+from eagle3_check.status import FAIL, PASS, TIE, Status
 
-PASS, TIE, FAIL = "pass", "tie", "fail"
-STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"
 IDS, BYTES = "ids", "bytes"
 
 
 @dataclass
 class ExecVerdict:
-    status: str  # pass | tie | fail
+    status: Status  # pass | tie | fail
     message: str
     mode: str | None = None  # ids | bytes (None: the run produced nothing to judge)
     index: int | None = None  # first differing token (or the token whose bytes differ)
@@ -53,7 +53,7 @@ class ExecVerdict:
     tie_at: list[int] | None = None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "status": str(self.status)}
 
 
 @dataclass(frozen=True)
@@ -66,31 +66,10 @@ class Request:
     max_seq_len: int
     stop_ids: frozenset[int]
 
-
-def allowed_lengths(ref: list[int], req: Request) -> dict[int, str]:
-    """Every N the rules allow given the greedy reference, with its stop reason.
-
-    Without per-round accepted counts the context end is a range: after n tokens the anchor
-    sits at L + n - 1, so speculation must stop at the first round end with
-    n >= ctx = max_seq_len - K - L + 1, and the round that crosses emits at most K + 1 tokens.
-    Worked example: L = 10, K = 4, max_seq_len = 20, no stop, max_new 10 -> ctx = 7: the run
-    ends by context at any N in 7..9 (9 = ctx + K stops before the limit), or reaches the
-    limit N = 10 (from a round end at 6); so {7, 8, 9: context, 10: max_new}."""
-    max_new = min(req.max_new_tokens, req.max_seq_len - req.prompt_len)
-    cap = MAX_NEW if max_new == req.max_new_tokens else CONTEXT
-    if ref and ref[0] in req.stop_ids:
-        return {1: STOP}
-    if max_new <= 1:
-        return {1: cap}
-    if req.prompt_len + req.k > req.max_seq_len - 1:
-        return {1: CONTEXT}
-    stop = next((i + 1 for i, t in enumerate(ref) if t in req.stop_ids), None)
-    limit, why = (stop, STOP) if stop is not None and stop <= max_new else (max_new, cap)
-    ctx = req.max_seq_len - req.k - req.prompt_len + 1
-    allowed = {n: CONTEXT for n in range(max(ctx, 2), min(limit - 1, ctx + req.k) + 1)}
-    if limit <= ctx + req.k:
-        allowed[limit] = why
-    return allowed
+    def allowed(self, reference: list[int]) -> dict[int, str]:
+        """Every N the rules allow given the greedy reference, with its stop reason (`rules.allowed_lengths`)."""
+        return allowed_lengths(reference, self.stop_ids, self.max_new_tokens, self.prompt_len, self.k,
+                               self.max_seq_len)
 
 
 def _describe(allowed: dict[int, str]) -> str:
@@ -131,7 +110,7 @@ def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePie
     if out.ids is not None and scores is not None and tolerance is not None:
         v = _judge_ids_scored(out, scores, tolerance, pieces, req)
     else:
-        allowed = allowed_lengths(ref, req)
+        allowed = req.allowed(ref)
         v = _judge_ids(out, ref, margins, pieces, allowed) if out.ids is not None \
             else _judge_bytes(out, ref, margins, pieces, allowed)
         v.expected = allowed
@@ -182,7 +161,7 @@ def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Re
     ties = [p for p in pos if p.status == TIE]
     counts = dict(judged=len(ids), ties=len(ties), fails=len(fails), tie_at=[p.index for p in ties])
     seq = list(ids) + list(scores.argmax[len(ids):len(ids) + 1])  # the binary's ids, then the next token
-    allowed = allowed_lengths(seq, req)
+    allowed = req.allowed(seq)
     if fails:
         f = fails[0]
         more = f"; {len(fails)} failing positions" if len(fails) > 1 else ""

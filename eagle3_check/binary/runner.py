@@ -3,10 +3,10 @@
 One process per request, its stdout and stderr read as bytes, a per-request timeout (the
 whole process group is killed), stderr kept for the verdict. The binary gets the program
 file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
-`--data_path`), the tokenizer file and the request as the seed's flags (`exec_protocol`).
+`--data_path`), the tokenizer file and the request as the seed's flags (`protocol`).
 
 A binary cannot be handed a wrapped program, so what the harness learns is only what the
-binary prints; `exec_check`, `exec_suites` and `exec_golden` judge that.
+binary prints; `check`, `suites` and `golden` judge that.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_check.binary.protocol import ExecCommand
 from eagle3_check.errors import InputError
-from eagle3_check.run.exec_protocol import ExecCommand
 from eagle3_check.run.options import RunOptions
 
 DEFAULT_TIMEOUT_S = 300.0
