@@ -91,7 +91,7 @@ def main_train(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from eagle3_check.fixtures.draft_train import train_for_target
+    from eagle3_check.fixtures.draft_recipe import train_for_target
 
     a = check_train_args(args)
     bars = lambda total, desc, unit: tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)  # noqa: E731
