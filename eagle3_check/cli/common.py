@@ -217,7 +217,6 @@ def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_
         files.update({"fixture target": fx.target_dir, "fixture draft": fx.draft_dir,
                       "fixture tokenizer": fx.tokenizer_path, "fixture card": fx.card_path})
         if not getattr(args, "prompts", None):
-            own = fx.root / "prompts.json"
-            files["prompts"] = own if own.is_file() else fx.root.parent / "prompts.json"
+            files["prompts"] = fx.prompts_path
     files.update(extra_files or {})
     return provenance(options, files, run_options)
