@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -150,8 +151,9 @@ def test_golden_record_and_verify_on_smollm2(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_pytest_plugin_on_smollm2(pytester, tmp_path):
+def test_pytest_plugin_on_smollm2(pytester, tmp_path, monkeypatch):
     real("smollm2-135m")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # this checkout's package
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest_subprocess(
         "-p", "eagle3_check.pytest_plugin", "--eagle3-fixture", "smollm2-135m", "--eagle3-suite", "none",
