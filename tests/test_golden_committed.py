@@ -51,7 +51,7 @@ def eager_cpu(path) -> bool:
     return key.backend == "eager" and key.device == "cpu"
 
 
-@pytest.mark.parametrize("fixture_name", list_fixtures())
+@pytest.mark.parametrize("fixture_name", list_fixtures(real=False))  # real ones: tests/test_real_fixtures.py
 def test_every_embedded_fixture_has_a_committed_cpu_golden(fixture_name):
     keys = [load_golden(p).key for p in PATHS]
     assert any(k.fixture == fixture_name and k.device == "cpu" for k in keys), (

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from eagle3_check.cli.common import build_program, one_thread_for_tiny_models, report_provenance
+from eagle3_check.cli.common import build_program, report_provenance, set_threads
 
 
 def list_main(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def list_main(args: argparse.Namespace) -> int:
 
 
 def suite_main(args: argparse.Namespace, runner) -> int:
-    """`check --suite NAME`: the cases of the suite on every embedded fixture (or --fixture NAME;
+    """`check --suite NAME`: the cases of the suite on every tiny embedded fixture (or --fixture NAME;
     eager programs built per case spec) or on one given program (--target/--draft, --pte):
     there cases that cannot fit skip."""
     from tqdm import tqdm
@@ -39,8 +39,8 @@ def suite_main(args: argparse.Namespace, runner) -> int:
             flag = "--" + given[0].replace("_", "-")
             raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",
                              f"drop {flag}")
-        names = [load_fixture(args.fixture).name] if args.fixture else list_fixtures()
-        one_thread_for_tiny_models(args.device)
+        names = [load_fixture(args.fixture).name] if args.fixture else list_fixtures(real=False)
+        set_threads(args.device, getattr(args, "threads", None))
         envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
     reports, bar = [], None

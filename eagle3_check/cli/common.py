@@ -38,6 +38,8 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
                    "(default: on with --device cuda; --cuda-graph on CPU is an error)")
     g.add_argument("--max-seq-len", type=int, default=None,
                    help="override the program's max_seq_len (at most the target's max_position_embeddings)")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="CPU torch threads (default 1, or OMP_NUM_THREADS when set: see docs/real-models.md)")
     g.add_argument("--max-memory", type=float, default=None, metavar="GIB",
                    help="memory budget in GiB for the program and the HF reference, checked against an "
                    "estimate before anything is allocated (default: the memory available now)")
@@ -201,6 +203,7 @@ def eager_program(args: argparse.Namespace, overrides: dict):
 
     device, dtype = getattr(args, "device", "cpu"), getattr(args, "dtype", "float32")
     tokenizer = getattr(args, "tokenizer", None)
+    set_threads(device, getattr(args, "threads", None))
     if args.target or args.draft:
         if not (args.target and args.draft):
             missing = "--draft" if args.target else "--target"
@@ -216,7 +219,6 @@ def eager_program(args: argparse.Namespace, overrides: dict):
         info = {"target": str(target_dir), "draft": str(draft_dir), "program_shape": shape}
     else:
         fx = load_fixture(args.fixture or DEFAULT_FIXTURE)
-        one_thread_for_tiny_models(device)
         target_dir = fx.target_dir
         tok_path = Path(tokenizer) if tokenizer else fx.tokenizer_path
         program = EagerBackend.from_fixture(fx, device, dtype, reuse_outputs=True, **overrides)
@@ -258,13 +260,17 @@ def default_runner(device: str) -> str:
     return "device" if str(device).startswith("cuda") else "reference"
 
 
-def one_thread_for_tiny_models(device: str) -> None:
-    """Embedded fixtures are tiny: one torch thread is ~3x faster than two on a 2-core machine
-    (measured on `check --suite edge`). Left alone when OMP_NUM_THREADS is set or on CUDA."""
-    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        import torch
+def set_threads(device: str, threads: int | None = None) -> None:
+    """CPU torch threads: `--threads N`, else 1. One thread: the embedded fixtures are tiny (one is
+    ~3x faster than two on a 2-core machine, measured on `check --suite edge`), and on the shared
+    2-core machine two threads of SmolLM2 were 5 to 20 times slower than one (docs/real-models.md;
+    one against two on an idle machine is not measured yet). Without --threads, left alone when
+    OMP_NUM_THREADS is set; always left alone on CUDA."""
+    if device != "cpu" or (threads is None and "OMP_NUM_THREADS" in os.environ):
+        return
+    import torch
 
-        torch.set_num_threads(1)
+    torch.set_num_threads(threads or 1)
 
 
 def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_options=None,
@@ -285,7 +291,6 @@ def report_provenance(args: argparse.Namespace, fixture: str | None = None, run_
         files.update({"fixture target": fx.target_dir, "fixture draft": fx.draft_dir,
                       "fixture tokenizer": fx.tokenizer_path, "fixture card": fx.card_path})
         if not getattr(args, "prompts", None):
-            own = fx.root / "prompts.json"
-            files["prompts"] = own if own.is_file() else fx.root.parent / "prompts.json"
+            files["prompts"] = fx.prompts_path
     files.update(extra_files or {})
     return provenance(options, files, run_options)

@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from eagle3_check.cli.common import one_thread_for_tiny_models
+    from eagle3_check.cli.common import set_threads
     from eagle3_check.errors import InputError
     from eagle3_check.mutants import BY_NAME, MUTANTS
     from eagle3_check.mutants.kill import format_kill_table, kill_run
@@ -81,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
         mutants = [BY_NAME[n] for n in args.only]
     bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
                disable=args.no_progress or args.json)
-    one_thread_for_tiny_models(args.device)  # the toy probes always run on CPU
+    set_threads(args.device)  # the toy probes always run on CPU
     probes = FAST_PROBES if args.no_suites else PROBES
     first_kill = True if args.first_kill else False if args.all else "group"
     report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device, fixture_name=args.fixture),

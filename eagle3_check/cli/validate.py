@@ -166,6 +166,9 @@ def _ranges(args: argparse.Namespace) -> None:
     from eagle3_check.binary.runner import request_timeout
 
     request_timeout(getattr(args, "runner_timeout", None))  # one rule with the pytest plugin's
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1 and getattr(args, "command", None) != "fixtures":
+        raise OptionError(f"--threads {threads}", "1 or more CPU threads", "pass --threads 1")
     mem = getattr(args, "max_memory", None)
     if mem is not None and not mem > 0:
         raise OptionError(f"--max-memory {mem:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")

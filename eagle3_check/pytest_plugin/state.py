@@ -198,11 +198,10 @@ class Eagle3State:
 
     @property
     def prompts_path(self) -> Path:
-        """The file the prompt set comes from (the fixture's own prompts.json, else the shared one)."""
+        """The file the prompt set comes from (the fixture's, registry.Fixture.prompts_path)."""
         if self.settings["prompts"] not in (None, NONE):
             return Path(self.settings["prompts"])
-        own = self.fixture.root / "prompts.json"
-        return own if own.is_file() else self.fixture.root.parent / "prompts.json"
+        return self.fixture.prompts_path
 
     def cases(self) -> list:
         from eagle3_check.suites import suite_cases

@@ -36,7 +36,7 @@ def _llama(name: str) -> bool:
     return AutoConfig.from_pretrained(load_fixture(name).target_dir).model_type == "llama"
 
 
-LLAMA = [n for n in list_fixtures() if _llama(n)]
+LLAMA = [n for n in list_fixtures(real=False) if _llama(n)]
 _cache: dict = {}
 
 

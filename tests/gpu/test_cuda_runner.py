@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; torch.cuda.is_available() is False"),
 ]
 
-FIXTURES = list_fixtures()
+FIXTURES = list_fixtures(real=False)  # the real ones convert from a GGUF (the gguf package): not on the GPU host
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 OPTS = RunOptions(max_new_tokens=64)
 NO_STOP = RunOptions(max_new_tokens=64, stop_ids=(), stop_token=None, eos_id=None)
