@@ -145,13 +145,15 @@ def _convert(name: str, gguf_file: Path, out: Path) -> dict:
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     from eagle3_check.atomic import write_text_atomic
+    from eagle3_check.hf_config import TRUST_REMOTE_CODE
     from eagle3_check.quiet import third_party_quiet
 
     print(f"converting fixture {name} from its GGUF into {out.parent} (once: later uses read the cache)",
           file=sys.stderr)
     target = out / "target"
     with third_party_quiet():
-        config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+        config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                            trust_remote_code=TRUST_REMOTE_CODE)
         if hasattr(config, "quantization_config"):
             del config.quantization_config  # the GGUF's; the weights written are plain fp32
         torch.manual_seed(0)  # every tensor is overwritten below; the seed only fixes the init's cost
@@ -165,7 +167,8 @@ def _convert(name: str, gguf_file: Path, out: Path) -> dict:
                              "one GGUF tensor per model parameter",
                              "use the transformers version pyproject.toml names, or report the GGUF")
         model.save_pretrained(target)
-        tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+        tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                                  trust_remote_code=TRUST_REMOTE_CODE)
         tokenizer.save_pretrained(target)
     cfg = json.loads((target / "config.json").read_text())
     if "quantization_config" in cfg:

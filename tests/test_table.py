@@ -53,9 +53,9 @@ def test_bench_scripts_print_their_committed_results_through_format_rows(capsys)
             rows.setdefault(line.split()[0], line.split())
     for method, r in res["results"].items():
         assert rows[method][1:2] + rows[method][3:4] == [f"{r['tokens_per_s']:.1f}", f"{r['ms_per_round']:.3f}"]
-    tol = json.loads((bench / "results" / "tolerance-cpu-float32.json").read_text())["fixtures"]
-    lines = measure_tolerance.format_results(tol).splitlines()
-    assert lines[0].split()[:3] == ["fixture", "rows", "pair"]
-    first = tol[0]
-    pair, d = next(iter(first["shift_ulps"].items()))
-    assert lines[1].split()[:4] == [first["fixture"], str(first["rows"]), pair, f"{d['max']:.2f}"]
+    tol = json.loads((bench / "results" / "tolerance-cpu-float32-smollm2.json").read_text())
+    lines = measure_tolerance.format_table([tol]).splitlines()
+    assert lines[0].split()[:4] == ["fixture", "dtype", "rows", "pair"]
+    pair, d = next(iter(tol["summary"]["pairs"].items()))
+    assert lines[1].split()[:5] == [tol["fixture"], tol["dtype"], str(tol["summary"]["rows"]), pair,
+                                    f"{d['shift']['max']:.3g}"]

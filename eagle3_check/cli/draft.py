@@ -56,7 +56,7 @@ examples:
 
 def add_train_parser(dsub) -> None:
     from eagle3_check.cli.common import add_runner_args
-    from eagle3_check.fixtures.draft_train import Recipe
+    from eagle3_check.fixtures.recipe import Recipe
 
     r = Recipe()
     t = dsub.add_parser("train", help="train an EAGLE-3 draft for a target (EAGLE-3 recipe)",
@@ -145,7 +145,7 @@ def check_train_args(args: argparse.Namespace) -> dict:
 
     from eagle3_check.cli.common import options_from_args
     from eagle3_check.errors import InputError, OptionError
-    from eagle3_check.fixtures.draft_train import Recipe
+    from eagle3_check.fixtures.recipe import Recipe
     from eagle3_check.fixtures.registry import fixtures_root
 
     target = Path(args.target)
@@ -157,6 +157,7 @@ def check_train_args(args: argparse.Namespace) -> dict:
     if tok is None or not tok.is_file():
         raise InputError(f"--tokenizer {tok or '(none beside --target)'} does not exist", "a tokenizer.json",
                          "pass --tokenizer PATH/tokenizer.json")
+    args.tokenizer = str(tok)  # the run options resolve from this tokenizer's files (run/defaults.py)
     out = Path(args.output)
     if out.exists():
         raise InputError(f"-o {out} already exists", "a new directory", "pass a new -o DIR or delete it")
