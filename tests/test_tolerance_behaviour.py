@@ -133,8 +133,12 @@ def test_four_times_the_largest_measured_shift_is_not_a_tie(dtype):
         assert status(dtype, top, far, far) == FAIL, f"{far:.3g} below a top of {top:.3g} ({dtype})"
 
 
-EXPECT = {"none": True, "int4-zero:layers.15.self_attn.o_proj": False, "int4-zero:layers.0.mlp.down_proj": False,
-          "int8": False}  # scale:15 (one layer x 1.01) cannot be told from bf16 rounding: docs/calibration.md
+def expected(kind: str) -> bool | None:
+    """A perturbed program's expected verdict by its kind: the correct one passes, zeroed layers and
+    the int8 copy fail; scale:L (one layer x 1.01) cannot be told from bf16 rounding (None: either)."""
+    if kind == "none":
+        return True
+    return None if kind.startswith("scale:") else False
 
 
 def test_the_perturbed_programs_verdicts_follow_from_the_rule():
@@ -151,6 +155,8 @@ def test_the_perturbed_programs_verdicts_follow_from_the_rule():
     for f in files:
         data = json.loads(f.read_text())
         rows = {r["program"]: r for r in rejudge(data)}
-        for kind, passes in EXPECT.items():
-            assert rows[kind]["passed"] == passes, f"{f.name} {kind}: {rows[kind]['ties']} ties, {rows[kind]['fails']} fails"
+        assert {"none", "int8"} <= set(rows) and any(k.startswith("int4-zero:") for k in rows), f.name
+        for kind, row in rows.items():
+            if expected(kind) is not None:
+                assert row["passed"] == expected(kind), f"{f.name} {kind}: {row['ties']} ties, {row['fails']} fails"
         assert rows["int8"]["fails"] == 0 and rows["int8"]["ties"] > rows["int8"]["ties_allowed"]
