@@ -56,38 +56,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(cfg) -> int:
     import difflib
 
     from tqdm import tqdm
 
-    from eagle3_check.cli.common import set_threads
     from eagle3_check.errors import InputError
     from eagle3_check.mutants import BY_NAME, MUTANTS
     from eagle3_check.mutants.kill import format_kill_table, kill_run
     from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
+    from eagle3_check.session.world import set_threads
 
-    if args.fixture:
+    if cfg.fixture:
         from eagle3_check.fixtures.registry import load_fixture
 
-        load_fixture(args.fixture)  # an unknown name is a one-line error before any work
+        load_fixture(cfg.fixture)  # an unknown name is a one-line error before any work
     mutants = list(MUTANTS)
-    if args.only:
-        for name in args.only:
+    if cfg.only:
+        for name in cfg.only:
             if name not in BY_NAME:
                 close = difflib.get_close_matches(name, list(BY_NAME), n=1)
                 hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check mutants` for the list"
                 raise InputError(f"unknown mutant '{name}'", f"one of {len(BY_NAME)} seeded mutants", hint)
-        mutants = [BY_NAME[n] for n in args.only]
+        mutants = [BY_NAME[n] for n in cfg.only]
     bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
-               disable=args.no_progress or args.json)
-    set_threads(args.device)  # the toy probes always run on CPU
-    probes = FAST_PROBES if args.no_suites else PROBES
-    first_kill = True if args.first_kill else False if args.all else "group"
-    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device, fixture_name=args.fixture),
-                      on_step=lambda _: bar.update(1), placements=args.placement)
+               disable=cfg.no_progress or cfg.json)
+    set_threads(cfg.device)  # the toy probes always run on CPU
+    probes = FAST_PROBES if cfg.no_suites else PROBES
+    first_kill = True if cfg.first_kill else False if cfg.all else "group"
+    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=cfg.dtype, device=cfg.device, fixture_name=cfg.fixture),
+                      on_step=lambda _: bar.update(1), placements=cfg.placement)
     bar.close()
-    print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
-    if args.strict_suites and report.ok and not report.suites_ok and not args.json:
+    print(json.dumps(report.to_json(), indent=2) if cfg.json else format_kill_table(report))
+    if cfg.strict_suites and report.ok and not report.suites_ok and not cfg.json:
         print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
-    return 0 if report.ok and (report.suites_ok or not args.strict_suites) else 1
+    return 0 if report.ok and (report.suites_ok or not cfg.strict_suites) else 1
