@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from eagle3_check.cli.common import bars
 
 HELP = """Mutation testing of the harness itself: run every seeded mutant of the reference runner
 (each loaded as a plug-in runner, like --runner) through `check` on the embedded fixture,
@@ -57,36 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    import difflib
+    from eagle3_check.mutants.kill import format_kill_table
+    from eagle3_check.session.mutants import kill_table
 
-    from tqdm import tqdm
-
-    from eagle3_check.errors import InputError
-    from eagle3_check.mutants import BY_NAME, MUTANTS
-    from eagle3_check.mutants.kill import format_kill_table, kill_run
-    from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
-    from eagle3_check.session.world import set_threads
-
-    if cfg.fixture:
-        from eagle3_check.fixtures.registry import load_fixture
-
-        load_fixture(cfg.fixture)  # an unknown name is a one-line error before any work
-    mutants = list(MUTANTS)
-    if cfg.only:
-        for name in cfg.only:
-            if name not in BY_NAME:
-                close = difflib.get_close_matches(name, list(BY_NAME), n=1)
-                hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check mutants` for the list"
-                raise InputError(f"unknown mutant '{name}'", f"one of {len(BY_NAME)} seeded mutants", hint)
-        mutants = [BY_NAME[n] for n in cfg.only]
-    bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
-               disable=cfg.no_progress or cfg.json)
-    set_threads(cfg.device)  # the toy probes always run on CPU
-    probes = FAST_PROBES if cfg.no_suites else PROBES
-    first_kill = True if cfg.first_kill else False if cfg.all else "group"
-    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=cfg.dtype, device=cfg.device, fixture_name=cfg.fixture),
-                      on_step=lambda _: bar.update(1), placements=cfg.placement)
-    bar.close()
+    report = kill_table(cfg, bars(cfg))
     print(json.dumps(report.to_json(), indent=2) if cfg.json else format_kill_table(report))
     if cfg.strict_suites and report.ok and not report.suites_ok and not cfg.json:
         print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
