@@ -65,6 +65,7 @@ def main(cfg) -> int:
     from eagle3_check.atomic import write_text_atomic
     from eagle3_check.gating.gate import format_table
     from eagle3_check.report.junit import write_junit
+    from eagle3_check.session.context import CheckContext
     from eagle3_check.session.gate import run_gate
 
     quiet = cfg.json or cfg.no_progress
@@ -76,7 +77,7 @@ def main(cfg) -> int:
             print(f"  {chk.name}: {chk.status} ({chk.seconds:.1f} s)", file=sys.stderr)
 
     try:
-        report, inputs, fixture = run_gate(cfg, on_check=progress, on_step=bars)
+        report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
     out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}

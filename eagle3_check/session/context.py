@@ -17,6 +17,7 @@ from functools import cached_property
 
 from eagle3_check.errors import InputError
 from eagle3_check.session import world
+from eagle3_check.session.validate import check_share
 
 
 class CheckContext:
@@ -80,7 +81,6 @@ class CheckContext:
     def tie_budget(self) -> float:
         """--tie-budget, else the dtype's (a real-model fixture has its own measured budget)."""
         from eagle3_check.reference.tolerance import default_budget
-        from eagle3_check.session.validate import check_share
 
         share = default_budget(self.cfg.dtype, self.cfg.fixture) if self.cfg.tie_budget is None \
             else self.cfg.tie_budget
@@ -162,7 +162,7 @@ class CheckContext:
         cfg = self.cfg
         if cfg.expect_tau is not None:
             return cfg.expect_tau, "--expect-tau"
-        if not fixture or cfg.target or any(getattr(cfg, f) is not None for f in world_overrides()):
+        if not fixture or cfg.target or any(getattr(cfg, f) is not None for f in world.OVERRIDES):
             return None, None
         from eagle3_check.fixtures.card import read_card
         from eagle3_check.fixtures.registry import load_fixture
@@ -171,12 +171,6 @@ class CheckContext:
         fx = load_fixture(fixture)
         return card_expectation(read_card(fx), str(fx.card_path), k, self.options,
                                 own_prompts=not cfg.prompts and not cfg.shard)
-
-
-def world_overrides() -> tuple:
-    from eagle3_check.session.validate import OVERRIDES
-
-    return OVERRIDES
 
 
 def limited(runner, spec: str, timeout: float | None, flag: str | None = None):

@@ -10,11 +10,10 @@ from eagle3_check.errors import InputError
 def export(cfg, on_phase=None):
     """The ExportRecord of the .pte written to --output."""
     from eagle3_check.program.export import export_eager, require_executorch
-    from eagle3_check.session.world import eager_program, overrides_of
+    from eagle3_check.session.world import OVERRIDES, eager_program, overrides_of
 
     require_executorch()
-    overrides = overrides_of(cfg, ("max_seq_len", "min_prefill", "max_prefill", "chain_len", "min_verify_len",
-                                   "max_verify_len"))
+    overrides = overrides_of(cfg, (*OVERRIDES, "chain_len", "min_verify_len", "max_verify_len"))
     program, _, _, source = eager_program(cfg, overrides)
     from eagle3_check.program.contract import VERIFY_KV_WINDOW, read_metadata
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_check.program.sidecar import reference_for_pte, sidecar_source
-from eagle3_check.session.context import no_prompts
-from eagle3_check.session.world import load_tokenizer, resolved_options
+from eagle3_check.session.context import CheckContext, no_prompts
+from eagle3_check.session.world import load_tokenizer
 
 
-def run_gate(cfg, on_check=None, on_step=None):
-    """(GateReport, GateInputs, fixture name or None) of the .pte the config names."""
+def run_gate(ctx: CheckContext, on_check=None, on_step=None):
+    """(GateReport, GateInputs, fixture name or None) of the .pte the context's config names."""
     from eagle3_check.gating.gate import run_gate as run
 
-    inputs, fixture, target_dir, resolved = gate_inputs(cfg)
+    inputs, fixture, target_dir, resolved = gate_inputs(ctx)
     inputs.on_step = on_step
     report = run(inputs, on_check=on_check)
     report.info.update({"fixture": fixture} if fixture else {"target": str(target_dir)},
@@ -27,11 +27,13 @@ def run_gate(cfg, on_check=None, on_step=None):
     return report, inputs, fixture
 
 
-def gate_inputs(cfg):
-    """(GateInputs, fixture name or None, target dir, ResolvedOptions)."""
+def gate_inputs(ctx: CheckContext):
+    """(GateInputs, fixture name or None, target dir, ResolvedOptions). The gate loads the .pte
+    itself (its load is a check): the context gives the run options and the runner."""
     from eagle3_check.fixtures.registry import load_prompts
     from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs
 
+    cfg = ctx.cfg
     fx, target_dir, tok_path = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)
     if cfg.prompts:
         prompts = load_prompts(cfg.prompts)
@@ -39,7 +41,7 @@ def gate_inputs(cfg):
         raise no_prompts()
     else:
         prompts = fx.prompts()
-    resolved = resolved_options(cfg)
+    resolved = ctx.resolved
     inputs = GateInputs(
         pte=Path(cfg.pte), tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
         options=resolved.options, golden=Path(cfg.golden) if cfg.golden else None,
@@ -54,14 +56,12 @@ def gate_inputs(cfg):
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     drift_options(cfg, inputs, fx)
-    if cfg.runner and not cfg.runner.startswith("exec:"):
-        from eagle3_check.run.plugin import load_runner
-
-        inputs.plugin = load_runner(cfg.runner)
+    if cfg.runner and not ctx.is_exec:
+        inputs.plugin = ctx.loaded_runner  # as loaded (run/plugin.py)
     elif cfg.runner:
         from eagle3_check.binary.gate import BinaryGate
 
-        inputs.runner = BinaryGate(exec_runner(cfg))
+        inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
     if cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
     return inputs, (fx.name if fx else None), target_dir, resolved
@@ -96,18 +96,6 @@ def drift_options(cfg, inputs, fx) -> None:
         return EagerBackend.from_dirs(target, draft, spec)
 
     inputs.full_precision = full_precision
-
-
-def exec_runner(cfg):
-    """The runner binary of `gate --runner exec:PATH`, with --request-timeout as its timeout."""
-    from eagle3_check.binary.runner import request_timeout
-    from eagle3_check.run.plugin import load_runner
-
-    runner = load_runner(cfg.runner)
-    t = request_timeout(cfg.runner_timeout)
-    if t is not None:
-        runner.timeout = t
-    return runner
 
 
 def all_k(pte: str, data_path: str | None) -> list[int] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from eagle3_check.errors import InputError
 from eagle3_check.session.check import NoBar
 from eagle3_check.session.context import CheckContext
+from eagle3_check.session.world import OVERRIDES
 
 
 def select(prompts: list, only: str | None) -> list:
@@ -51,7 +52,7 @@ def record(ctx: CheckContext, make_bar=NoBar):
     if cfg.target or cfg.draft:
         raise InputError("--target/--draft for a golden", "an embedded fixture (goldens are named by it)",
                          "pass --fixture NAME (see fixtures/)")
-    over = [f for f in ("max_seq_len", "min_prefill", "max_prefill") if getattr(cfg, f) is not None]
+    over = [f for f in OVERRIDES if getattr(cfg, f) is not None]
     if over:
         raise InputError(f"--{over[0].replace('_', '-')} for a golden", "the fixture's own program shape",
                          "drop the override (a golden's name does not record it)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from eagle3_check.errors import InputError
 from eagle3_check.session.check import NoBar
 from eagle3_check.session.context import CheckContext, no_prompts
-from eagle3_check.session.world import set_threads
+from eagle3_check.session.world import OVERRIDES, set_threads
 
 
 def ordered_cases(ctx: CheckContext, cases: list) -> list:
@@ -53,7 +53,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar) -> list:
     if cfg.target or cfg.draft or cfg.pte:  # one given program
         envs = [lambda: fixed_env(ctx)]
     else:
-        given = [f for f in ("max_seq_len", "min_prefill", "max_prefill") if getattr(cfg, f) is not None]
+        given = [f for f in OVERRIDES if getattr(cfg, f) is not None]
         if given:
             flag = "--" + given[0].replace("_", "-")
             raise InputError(f"{flag} with --suite", "no program overrides (each case sets its own spec)",

@@ -25,7 +25,6 @@ AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefil
             "group_size": 1}
 DRIFT_FLAGS = ("group_size", "quantize_draft", "min_agreement", "max_tau_drop", "far_rank", "max_far_share",
                "max_mean_gap")
-OVERRIDES = ("max_seq_len", "min_prefill", "max_prefill")  # ProgramSpec fields a flag may set
 
 
 def validated(cfg):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from eagle3_check.errors import InputError
 
+OVERRIDES = ("max_seq_len", "min_prefill", "max_prefill")  # the ProgramSpec fields a flag may set
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # program/compiled.MODES (no torch here)
 COMPILE_ATTENTIONS = ("grouped", "sdpa")  # program/compiled.ATTENTIONS; grouped is the bench's default
 
@@ -43,7 +44,7 @@ def build_program(cfg) -> ProgramSetup:
     return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
 
 
-def overrides_of(cfg, fields: tuple = ("max_seq_len", "min_prefill", "max_prefill")) -> dict:
+def overrides_of(cfg, fields: tuple = OVERRIDES) -> dict:
     """The ProgramSpec fields the config sets."""
     return {k: getattr(cfg, k) for k in fields if getattr(cfg, k) is not None}
 
@@ -97,7 +98,7 @@ def build_pte_program(cfg) -> ProgramSetup:
 
     if cfg.draft:
         raise InputError("--draft with --pte", "the draft inside the .pte", "drop --draft")
-    for flag in ("max_seq_len", "min_prefill", "max_prefill"):
+    for flag in OVERRIDES:
         if getattr(cfg, flag) is not None:
             name = "--" + flag.replace("_", "-")
             raise InputError(f"{name} with --pte", "the shapes the .pte was exported with",
