@@ -58,6 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: device with --device cuda, reference elsewhere), or exec:PATH: a runner "
                    "binary speaking the seed runner's flags and output (needs --pte)")
     add_timeout_arg(p)
+    p.add_argument("--isolate", action="store_true", help="run the reference/device runner in its own process too "
+                   "(a plug-in runner always runs in its own process: docs/isolation.md)")
+    p.add_argument("--in-process", action="store_true", help="run a plug-in runner in the harness's process "
+                   "(faster to start; what it patches or prints can reach the harness)")
     p.add_argument("--suite", default=None, metavar="NAME",
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
@@ -110,10 +114,6 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.tolerance import tolerance_for
     from eagle3_check.run.plugin import load_runner
 
     if args.list:
@@ -125,6 +125,8 @@ def main(args: argparse.Namespace) -> int:
 
         check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
     runner_name = args.runner = args.runner or default_runner(args.device)
+    if isolated(args, runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
+        return isolated_main(args, runner_name)
     runner = load_runner(runner_name)
     if args.quantize:  # the gate's quantized checks in process: cli/check_quant.py
         return quant_main(args, runner, runner_name)
@@ -138,10 +140,23 @@ def main(args: argparse.Namespace) -> int:
         return suite_main(args, runner)
     if args.workers > 1:
         return workers_main(args, resolved_from_args(args), tie_budget_from_args(args))
+    return main_with(args, runner_name, runner)
+
+
+def main_with(args: argparse.Namespace, runner_name: str, runner, on_report=None) -> int:
+    """The prompt-set check with `runner` (in process, or an IsolatedRunner); `on_report(report)` adds
+    to the report before it is written."""
+    from tqdm import tqdm
+
+    from eagle3_check.gating.check import run_check
+    from eagle3_check.reference.tolerance import tolerance_for
+
     setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
     resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
     options = resolved.options
     budget = tie_budget_from_args(args)
+    if getattr(runner, "isolated", False):
+        runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
     prompts = shard_of(args, prompts_for(args, setup))
     reference = reference_for(args, setup)
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
@@ -158,11 +173,47 @@ def main(args: argparse.Namespace) -> int:
     report.info.update(setup.info, runner=runner_name, reference=args.reference, dtype=args.dtype,
                        tie_tolerance=tolerance_for(args.dtype).describe(), k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
+    if on_report:
+        on_report(report)
     from eagle3_check.gating.draft_health import assess
 
     expect, source = expected_tau(args, setup, report.k, options)
     health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
     return print_report(args, report, health, options, setup.info.get("fixture") or args.fixture, setup.program)
+
+
+def isolated(args: argparse.Namespace, spec: str) -> bool:
+    from eagle3_check.isolate.runner import wants_isolation
+
+    return not (args.quantize or args.suite or args.workers > 1) and wants_isolation(
+        spec, args.isolate, args.in_process)
+
+
+def child_program(args: argparse.Namespace):
+    """(program, tokenizer) in the isolated runner's process (module-level: the child gets it pickled)."""
+    from eagle3_check.cli.common import offline_environment
+
+    offline_environment()
+    setup = build_program(args)
+    return setup.program, setup.tokenizer
+
+
+def isolated_main(args: argparse.Namespace, runner_name: str) -> int:
+    """`check` with the runner in a child process: started first, so it builds while this side does."""
+    import functools
+
+    from eagle3_check.isolate.runner import IsolatedRunner, isolation_info
+    from eagle3_check.run.watchdog import time_limited
+
+    refuse_drift_flags(args)
+    seconds = getattr(time_limited(object(), runner_name, getattr(args, "runner_timeout", None)), "seconds", None)
+    runner = IsolatedRunner(runner_name, functools.partial(child_program, args), seconds)
+    runner.start()
+    try:
+        return main_with(args, runner_name, runner, lambda report: report.info.update(
+            isolation=isolation_info(runner)))
+    finally:
+        runner.close()
 
 
 def print_report(args: argparse.Namespace, report, health, options, fixture: str | None, program=None) -> int:

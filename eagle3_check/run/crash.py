@@ -55,6 +55,13 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     captured, within the runner's time limit (`what` names the request in a timeout); any
     exception or SystemExit, a timeout, a non-RunResult return, output on stdout or a field of
     the wrong type is turned into `RunCrash` with the one-line reason."""
+    if getattr(runner, "isolated", False):  # its own process (isolate.runner): a crash there is its RunCrash
+        own = prompt if isinstance(prompt, str) else list(prompt)
+        run = runner.run_named(program, tokenizer, own, copy.deepcopy(options), what or "?")
+        problem = type_problem(run)
+        if problem:
+            raise RunCrash(f"contract violated: {problem}")
+        return run
     flag = limit_flag(runner)
     runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
