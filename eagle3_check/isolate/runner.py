@@ -259,9 +259,9 @@ class IsolatedRunner:
             raise RunCrash(f"crashed: the runner's process ended during request {what} ({_status(code)}; {e}); "
                            f"expected a RunResult{tail}") from None
         child.drain()
-        return self._judgeable(msg, program, what)
+        return self._judgeable(msg, program, tokenizer)
 
-    def _judgeable(self, msg: dict, program, what: str):
+    def _judgeable(self, msg: dict, program, tokenizer):
         if "crash" in msg:
             raise RunCrash(str(msg["crash"])[:600])
         if msg.get("threads_left"):
@@ -278,8 +278,9 @@ class IsolatedRunner:
             from eagle3_check.program.contract import read_metadata
 
             vocab = read_metadata(program.metadata()).vocab_size
-        except Exception:  # noqa: BLE001 - no vocab in the metadata: the tokenizer's bound is the verdict's
+        except Exception:  # noqa: BLE001 - a program without a readable vocab size: the tokenizer's
             vocab = None
+        vocab = vocab or getattr(tokenizer, "vocab_size", None)
         try:
             run = wire.run_from_plain(msg["run"], vocab)
             calls, refused = wire.calls_from_plain(msg["log"])
