@@ -194,3 +194,60 @@ class R(ReferenceRunner):
     assert rc == 1 and first["verdict"]["status"] == "fail" and "exit status 3" in first["verdict"]["message"]
     assert second["verdict"]["status"] == "pass", second["verdict"]["message"]
     assert report["info"]["isolation"]["processes"] == 2
+
+
+# --- runner binaries: the whole process tree of a request ends with it (run/proc.py) -------------------
+
+BINARIES = {
+    # a child that double-forks into its own session, holding stdout, then the binary exits
+    "setsid-orphan-then-exit": "( setsid sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' & )\necho hello\nexit 0\n",
+    # the same child, and the binary itself hangs past the timeout
+    "setsid-orphan-then-hang": "( setsid sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' & )\nexec sleep 1000\n",
+    # a child with stdio closed, in the binary's process group
+    "closed-stdio-child": "sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' </dev/null >/dev/null 2>&1 &\nexit 0\n",
+}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie is dead (not yet reaped)
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("binary", list(BINARIES), ids=list(BINARIES))
+def test_a_binarys_children_end_with_its_request(binary, tmp_path, monkeypatch):
+    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.run.options import RunOptions
+
+    script = tmp_path / "runner.sh"
+    script.write_text("#!/bin/sh\n" + BINARIES[binary])
+    script.chmod(0o755)
+    pidfile = tmp_path / "child.pid"
+    monkeypatch.setenv("PIDFILE", str(pidfile))
+    runner = ExecRunner(f"exec:{script}", timeout=3.0)
+    t0 = time.monotonic()
+    got = runner.execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
+    seconds = time.monotonic() - t0
+    hangs = binary.endswith("hang")
+    assert seconds < (3.0 + 2.0 if hangs else 2.0), seconds  # --request-timeout S holds within S + 2 s
+    assert got.timed_out == hangs and (hangs or got.returncode == 0)
+    deadline = time.monotonic() + 2
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    assert not _alive(pid), f"the binary's child {pid} outlived its request"
+
+
+def test_a_binarys_output_is_read_bounded(tmp_path):
+    from eagle3_check.binary.runner import STDERR_KEPT_BYTES, ExecRunner
+    from eagle3_check.run.options import RunOptions
+
+    script = tmp_path / "loud.sh"
+    script.write_text("#!/bin/sh\nhead -c 20000000 /dev/zero | tr '\\0' x >&2\necho '[ids] 1,2' >&2\n")
+    script.chmod(0o755)
+    got = ExecRunner(f"exec:{script}", timeout=30.0).execute("m.pte", "tok.json", "Hi", RunOptions())
+    assert got.returncode == 0
+    assert len(got.stderr) < sum(STDERR_KEPT_BYTES) + 100  # head + tail + the marker, not 20 MB
+    assert got.stderr.rstrip().endswith(b"[ids] 1,2") and b"bytes dropped" in got.stderr
