@@ -251,3 +251,25 @@ def test_a_binarys_output_is_read_bounded(tmp_path):
     assert got.returncode == 0
     assert len(got.stderr) < sum(STDERR_KEPT_BYTES) + 100  # head + tail + the marker, not 20 MB
     assert got.stderr.rstrip().endswith(b"[ids] 1,2") and b"bytes dropped" in got.stderr
+
+
+def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokenizer, fixture):
+    from eagle3_check.binary.check import byte_pieces_or_none, judge_process
+    from eagle3_check.binary.judge import FAIL, Request
+    from eagle3_check.binary.runner import ProcessRun
+    from eagle3_check.run.loop import ReferenceRunner
+    from eagle3_check.run.options import RunOptions
+
+    run = ReferenceRunner().run(program, tokenizer, "Hi", RunOptions(max_new_tokens=4))
+    pieces = byte_pieces_or_none(tokenizer)
+    n, r = len(run.tokens), run.rounds
+    stdout = (f"Prompt tokens: {len(run.prompt_ids)}, chain K={run.k}, max_new={run.max_new}\n".encode()
+              + pieces.of(run.tokens) + f"\n[timing] verify=3ms draft=2ms over {r} rounds (0.5 / 0.3 ms per round)\n"
+              .encode() + b"\n--- EAGLE-3 speculative decode ---\n"
+              + f"generated {n} tokens in {r} rounds (tau={(n - 1) / r if r else 0:.3f})\n".encode())
+    ids = [*run.tokens[:-1], 99999]
+    proc = ProcessRun(["runner"], 0, stdout, ("[ids] " + ",".join(map(str, ids)) + "\n").encode(), 0.1)
+    req = Request(len(run.prompt_ids), run.k, 4, 64, frozenset())
+    verdict, _ = judge_process(proc, 10.0, run.tokens, [1.0] * n, pieces, req, vocab_size=tokenizer.vocab_size)
+    assert verdict.status == FAIL and "[ids] id 99999 at index" in verdict.message, verdict.message
+    assert "outside the vocabulary" in verdict.message
