@@ -144,8 +144,8 @@ def test_a_hostile_plugin_fails_every_request_with_the_report_written(probe, tmp
     for r in report["requests"]:
         assert r["verdict"]["message"].startswith(reason), r["verdict"]["message"]
     assert len(cases) == 2 and all(c.find("failure") is not None for c in cases)  # the JUnit file on disk
-    if probe == "hangs":
-        assert seconds < 2 * (3 + 2) + 30, seconds  # each request within its limit + 2 s (+ the setup)
+    if probe == "hangs":  # the first request's process was ready before it: the limit holds within 2 s
+        assert report["requests"][0]["seconds"] < 3 + 2, report["requests"][0]["seconds"]
 
 
 def test_the_report_shows_the_tokens_the_verdict_judged(tmp_path, monkeypatch, capsys):

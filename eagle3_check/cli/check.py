@@ -155,9 +155,10 @@ def main_with(args: argparse.Namespace, runner_name: str, runner, on_report=None
     resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
     options = resolved.options
     budget = tie_budget_from_args(args)
+    prompts = shard_of(args, prompts_for(args, setup))
     if getattr(runner, "isolated", False):
         runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
-    prompts = shard_of(args, prompts_for(args, setup))
+        runner.expect([(f"'{p.id}'", p.text) for p in prompts], options)  # run_check's order: sent ahead
     reference = reference_for(args, setup)
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
                delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
@@ -208,6 +209,8 @@ def isolated_main(args: argparse.Namespace, runner_name: str) -> int:
     refuse_drift_flags(args)
     seconds = getattr(time_limited(object(), runner_name, getattr(args, "runner_timeout", None)), "seconds", None)
     runner = IsolatedRunner(runner_name, functools.partial(child_program, args), seconds)
+    import eagle3_check.program.eager  # noqa: F401 - torch and transformers, before the child forks (isolate/fork.py)
+
     runner.start()
     try:
         return main_with(args, runner_name, runner, lambda report: report.info.update(

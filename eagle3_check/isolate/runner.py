@@ -30,6 +30,7 @@ import time
 
 from eagle3_check.errors import InputError
 from eagle3_check.isolate import wire
+from eagle3_check.isolate.fork import Forked, can_fork, fork_child
 from eagle3_check.run.crash import RunCrash
 from eagle3_check.run.proc import BoundedOutput, end_tree
 
@@ -56,10 +57,14 @@ class Child:
     def __init__(self, setup: dict, env: dict):
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(req_r, rep_w), start_new_session=True, env=env)
+        if can_fork():  # the harness's imports carry over (isolate/fork.py)
+            self.proc = fork_child(req_r, rep_w, {self.req_w, self.rep_r})
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(req_r, rep_w), start_new_session=True, env=env)
+        self.forked = isinstance(self.proc, Forked)
         os.close(req_r)
         os.close(rep_w)
         self.out_fd = self.proc.stdout.fileno()
@@ -148,6 +153,8 @@ class IsolatedRunner:
         self.child: Child | None = None
         self.dead: str | None = None  # why no child can answer (it died before it was ready)
         self._records: list[dict] = []
+        self._queue: list[tuple] = []  # requests to send ahead (`expect`)
+        self._pending: tuple | None = None  # (name, prompt, options, deadline) sent, not yet answered
         self.children = 0  # children started
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
@@ -211,6 +218,7 @@ class IsolatedRunner:
         return f"; output tail: {text!r}" if text else "; no output"
 
     def _stop(self) -> None:
+        self._pending = None
         if self.child is not None:
             self.child.kill()
             self.child = None
@@ -233,17 +241,42 @@ class IsolatedRunner:
     def run(self, program, tokenizer, prompt, options):
         return self.run_named(program, tokenizer, prompt, options, f"{len(self._records) + 1}")
 
+    def expect(self, requests: list[tuple[str, object]], options) -> None:
+        """The requests that will come, in order ((name, prompt) each, one `options`): each is sent as
+        soon as the child has answered the one before, so the child runs request i + 1 while the
+        harness judges request i. A request that comes out of this order is sent when it comes."""
+        self._queue = [(what, prompt, options) for what, prompt in requests]
+
+    def _send(self, what: str, prompt, options) -> None:
+        self._sink(f"request {what}")
+        self.child.send({"prompt": prompt, "options": options})
+        limit = self.timeout  # the limit runs from when the child gets the request
+        self._pending = (what, prompt, options, time.monotonic() + (limit if limit is not None else 10**9))
+
+    def _prefetch(self) -> None:
+        queue = self._queue
+        if queue and self.child is not None and self.dead is None and self._ready:
+            self._send(*queue.pop(0))
+
     def run_named(self, program, tokenizer, prompt, options, what: str):
         """One request in the child: the RunResult (validated) and, into `program` (the harness's
         RecordingProgram), its call log. Raises RunCrash with the reason."""
+        pending = self._pending
+        if pending and (pending[1], pending[2]) != (prompt, options):
+            self._queue, self._pending = [], None
+            self._stop()  # its answer to another request is not this one's
+            pending = None
         self.ready()
         if self.dead:
             raise RunCrash(f"not run: {self.dead}")
-        self._sink(f"request {what}")
-        child = self.child
-        child.send({"prompt": prompt, "options": options})
-        limit = self.timeout
-        deadline = time.monotonic() + (limit if limit is not None else 10**9)
+        if pending is None:
+            queue = self._queue
+            if queue and (queue[0][1], queue[0][2]) == (prompt, options):
+                what = queue.pop(0)[0]
+            self._send(what, prompt, options)
+        what, _, _, deadline = self._pending
+        self._pending = None
+        child, limit = self.child, self.timeout
         try:
             msg = child.next_message(deadline)
         except TimeoutError:
@@ -259,7 +292,9 @@ class IsolatedRunner:
             raise RunCrash(f"crashed: the runner's process ended during request {what} ({_status(code)}; {e}); "
                            f"expected a RunResult{tail}") from None
         child.drain()
-        return self._judgeable(msg, program, tokenizer)
+        run = self._judgeable(msg, program, tokenizer)
+        self._prefetch()  # the next request runs in the child while this one is judged
+        return run
 
     def _judgeable(self, msg: dict, program, tokenizer):
         if "crash" in msg:
