@@ -273,3 +273,21 @@ def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokeniz
     verdict, _ = judge_process(proc, 10.0, run.tokens, [1.0] * n, pieces, req, vocab_size=tokenizer.vocab_size)
     assert verdict.status == FAIL and "[ids] id 99999 at index" in verdict.message, verdict.message
     assert "outside the vocabulary" in verdict.message
+
+
+def test_fd_1_writes_of_an_in_process_runner_fail_it_and_keep_suite_json_whole(tmp_path, monkeypatch, capsys):
+    """`check --suite` still runs a plug-in in process: its writes below sys.stdout are captured at fd 1."""
+    (tmp_path / "fd_writer.py").write_text(HEADER + """
+class R(ReferenceRunner):
+    def run(self, *a):
+        os.write(1, b'{"passed": true}\\n')
+        sys.__stdout__.write('{"passed": true}\\n')
+        return super().run(*a)
+""")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["check", "--suite", "budget", "--runner", "fd_writer:R", "--json", "--no-progress"])
+    out = capsys.readouterr()
+    report = json.loads(out.out)  # exactly one JSON document
+    assert rc == 1 and "Traceback" not in out.err
+    text = json.dumps(report)
+    assert "bytes to file descriptor 1" in text, text[:500]

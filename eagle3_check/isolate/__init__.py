@@ -3,7 +3,7 @@ report, or outlive the check.
 
 What lives here: `wire` (the framed protocol: pickles to the child, plain JSON back, validated),
 `child` (the runner's process: its own program, tokenizer and plug-in; `python -m
-eagle3_check.isolate.child`) and `runner` (`IsolatedRunner`, the harness's side: one child at a
+eagle3_check.isolate.child`), `fork` (starting it by fork where safe) and `runner` (`IsolatedRunner`, the harness's side: one child at a
 time, every way out of it a verdict, its output per request). The process tree and bounded reads
 are `run.proc`'s.
 

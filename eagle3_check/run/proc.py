@@ -163,3 +163,37 @@ def read_until(fds: list[int], sinks: list, deadline: float, done: Callable[[], 
             else:
                 del open_fds[fd]
     return True
+
+
+@contextlib.contextmanager
+def captured_fd(fd: int = 1, keep: int = 64 * 1024):
+    """What is written to file descriptor `fd` (stdout: `os.write(1, ...)`, `sys.__stdout__`) inside the
+    block lands in the yielded BoundedOutput (head `keep` bytes, and the size), never on the real fd.
+    An fd that cannot be duplicated (no real stdout) is left alone: the output then stays empty."""
+    out = BoundedOutput(keep, 0)
+    try:
+        saved = os.dup(fd)
+    except OSError:
+        yield out
+        return
+    import tempfile
+
+    _flush_std()
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield out
+        finally:
+            _flush_std()
+            os.dup2(saved, fd)
+            os.close(saved)
+            size = os.fstat(tmp.fileno()).st_size
+            tmp.seek(0)
+            out.write(tmp.read(keep))
+            out.size = size
+
+
+def _flush_std() -> None:
+    for stream in (sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
