@@ -207,6 +207,9 @@ def isolated_main(args: argparse.Namespace, runner_name: str) -> int:
     from eagle3_check.run.watchdog import time_limited
 
     refuse_drift_flags(args)
+    from eagle3_check.run.plugin import check_spec
+
+    check_spec(runner_name)  # its form, before anything loads; the child imports it
     seconds = getattr(time_limited(object(), runner_name, getattr(args, "runner_timeout", None)), "seconds", None)
     runner = IsolatedRunner(runner_name, functools.partial(child_program, args), seconds)
     import eagle3_check.program.eager  # noqa: F401 - torch and transformers, before the child forks (isolate/fork.py)
