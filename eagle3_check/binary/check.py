@@ -89,10 +89,12 @@ def byte_pieces_or_none(tokenizer: Tokenizer) -> BytePieces | None:
 
 def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: list[float],
                   pieces: BytePieces | None, req: Request, score: Callable[[list[int]], Scores] | None = None,
-                  tolerance: Tolerance | None = None) -> tuple[ExecVerdict, ExecOutput | None]:
+                  tolerance: Tolerance | None = None, vocab_size: int | None = None,
+                  ) -> tuple[ExecVerdict, ExecOutput | None]:
     """The verdict of one process: its failure, an output off the protocol, or `judge`. With
     `score` (the reference's teacher-forced scores of the request's prompt + given tokens) and
-    `tolerance`, a binary that prints its ids is judged per position, ties included."""
+    `tolerance`, a binary that prints its ids is judged per position, ties included. An `[ids]` id
+    outside the vocabulary (`vocab_size`, else the byte pieces') fails the request, never the harness."""
     why = proc.failure(timeout)
     if why:
         return ExecVerdict(FAIL, why, fails=1), None
@@ -100,6 +102,11 @@ def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: lis
         out = parse_output(proc.stdout, proc.stderr)
     except OutputError as e:
         return ExecVerdict(FAIL, f"output: {e}", fails=1), None
+    vocab = vocab_size or (max(pieces.pieces) + 1 if pieces is not None and pieces.pieces else None)
+    bad = next((i for i, t in enumerate(out.ids or ()) if vocab and not 0 <= t < vocab), None)
+    if bad is not None:
+        return ExecVerdict(FAIL, f"output: [ids] id {out.ids[bad]} at index {bad} is outside the vocabulary "
+                           f"(ids 0..{vocab - 1}); expected the ids the binary emitted", fails=1), None
     scores = score(list(out.ids)) if score is not None and tolerance is not None and out.ids is not None else None
     return judge(out, ref, margins, pieces, req, scores, tolerance), out
 
@@ -138,7 +145,8 @@ def run_exec_check(
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
         proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md), data)
         verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req,
-                                     lambda toks, ids=ids: reference.score(ids, toks), tolerance)
+                                     lambda toks, ids=ids: reference.score(ids, toks), tolerance,
+                                     md.vocab_size or tokenizer.vocab_size)
         outcome = ExecOutcome(p.id, len(ids), verdict, out, proc)
         report.outcomes.append(outcome)
         mode = verdict.mode or "not judged"

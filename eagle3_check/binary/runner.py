@@ -1,7 +1,10 @@
 """`--runner exec:PATH`: a runner binary (the seed's C++ runner, or yours) run as a subprocess.
 
-One process per request, its stdout and stderr read as bytes, a per-request timeout (the
-whole process group is killed), stderr kept for the verdict. The binary gets the program
+One process per request, its stdout and stderr read as bytes, bounded (head and tail,
+`run.proc.BoundedOutput`), a per-request timeout that holds within a second or two (no
+`communicate()` without a deadline), and on completion or timeout the request's whole process
+tree ended (`run.proc.end_tree`: its process group, its descendants, and, this process being
+their subreaper, its double-forked and `setsid` children too), stderr kept for the verdict. The binary gets the program
 file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
 `--data_path`), the tokenizer file and the request as the seed's flags (`protocol`).
 
@@ -11,6 +14,7 @@ binary prints; `check`, `suites` and `golden` judge that.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -24,9 +28,12 @@ from pathlib import Path
 from eagle3_check.binary.protocol import ExecCommand
 from eagle3_check.errors import InputError
 from eagle3_check.run.options import RunOptions
+from eagle3_check.run.proc import BoundedOutput, become_subreaper, children_of, end_tree, read_until
 
 DEFAULT_TIMEOUT_S = 300.0
 STDERR_KEPT = 4000  # characters of stderr kept in a verdict (the end of it)
+STDOUT_KEPT = (64 * 1024 * 1024, 1024 * 1024)  # bytes of a binary's stdout kept: head, tail (the text it judges)
+STDERR_KEPT_BYTES = (1024 * 1024, 1024 * 1024)  # bytes of its stderr kept: head, tail (the [ids] line, the errors)
 
 
 @dataclass
@@ -107,19 +114,30 @@ class ExecRunner:
         seed's `--data_path` (or the template's {data_path})."""
         argv = self.command.request(str(model), str(tokenizer), prompt, options, str(data_path) if data_path else None)
         t0 = time.perf_counter()
+        become_subreaper()  # a double-forked or setsid child of the binary is reparented to us: end_tree finds it
+        before = children_of(os.getpid())
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as e:
             raise InputError(f"--runner {self.spec!r}: cannot start {argv[0]} ({e.strerror})", "a runnable binary",
                              "check the path and that it is executable") from None
-        try:
-            out, err = proc.communicate(timeout=self.timeout)
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            code = None
+        out, err = BoundedOutput(*STDOUT_KEPT), BoundedOutput(*STDERR_KEPT_BYTES)
+        fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+        deadline = time.monotonic() + self.timeout
+        try:  # bounded reads until EOF, or the binary exited and its pipes went quiet, or the deadline
+            eof = read_until(fds, [out, err], deadline, done=lambda: proc.poll() is not None)
+            if eof:  # it closed its pipes: it has until the deadline to exit
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(deadline - time.monotonic(), 0))
+            code: int | None = proc.poll()
+            end_tree(proc, before)  # the whole tree, on completion and on timeout
+            if not eof:
+                read_until(fds, [out, err], time.monotonic() + 1.0)  # what the killed tree left in the pipes
+        finally:
+            proc.stdout.close()
+            proc.stderr.close()
+        out, err = out.bytes(), err.bytes()
         return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
 
 

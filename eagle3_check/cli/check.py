@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: device with --device cuda, reference elsewhere), or exec:PATH: a runner "
                    "binary speaking the seed runner's flags and output (needs --pte)")
     add_timeout_arg(p)
+    p.add_argument("--isolate", action="store_true", help="run the reference/device runner in its own process too "
+                   "(a plug-in runner always runs in its own process: docs/isolation.md)")
+    p.add_argument("--in-process", action="store_true", help="run a plug-in runner in the harness's process "
+                   "(faster to start; what it patches or prints can reach the harness)")
     p.add_argument("--suite", default=None, metavar="NAME",
                    help="run an edge-case suite instead of the prompt set ('edge' = all; see --list). "
                    "Cases set their own options and program spec")
@@ -91,6 +95,10 @@ def main(cfg) -> int:
     if cfg.list:
         return list_main(cfg)
     ctx = CheckContext(cfg)
+    from eagle3_check.session.check import check_isolated, isolated
+
+    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
+        return print_report(ctx, check_isolated(ctx, bars(cfg)))
     if cfg.quantize:  # the gate's quantized checks in process
         return quant_main(ctx)
     if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)

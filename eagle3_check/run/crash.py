@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 
 from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.run.proc import captured_fd
 from eagle3_check.run.result import RunResult
 from eagle3_check.run.watchdog import (
     RequestTimeout,
@@ -55,13 +56,20 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     captured, within the runner's time limit (`what` names the request in a timeout); any
     exception or SystemExit, a timeout, a non-RunResult return, output on stdout or a field of
     the wrong type is turned into `RunCrash` with the one-line reason."""
+    if getattr(runner, "isolated", False):  # its own process (isolate.runner): a crash there is its RunCrash
+        own = prompt if isinstance(prompt, str) else list(prompt)
+        run = runner.run_named(program, tokenizer, own, copy.deepcopy(options), what or "?")
+        problem = type_problem(run)
+        if problem:
+            raise RunCrash(f"contract violated: {problem}")
+        return run
     flag = limit_flag(runner)
     runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
     own_prompt = list(prompt) if isinstance(prompt, (list, tuple)) else prompt
     name = what or (repr(prompt[:40]) if isinstance(prompt, str) else f"of {len(own_prompt)} ids")
     try:
-        with captured_stdout() as printed:  # stdout is the report's channel (--json)
+        with captured_stdout() as printed, captured_fd(1) as raw:  # stdout is the report's channel (--json)
             run = run_limited(lambda prog: runner.run(prog, tokenizer, own_prompt, own_options), program,
                               seconds, name, flag)
     except RequestTimeout as e:
@@ -71,6 +79,9 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     if not isinstance(run, RunResult):
         raise RunCrash(f"contract violated: the runner's run() returned {type(run).__name__}; expected an "
                        "eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run() (see the Runner protocol)")
+    if raw.size and not printed.getvalue():  # os.write(1, ...) or sys.__stdout__: below sys.stdout
+        raise RunCrash(f"contract violated: the runner wrote {raw.size} bytes to file descriptor 1, which carries "
+                       f"the report (--json): {raw.bytes()[:200]!r}. Fix: log to stderr")
     if printed.getvalue():
         text = printed.getvalue()
         raise RunCrash(f"contract violated: the runner wrote {len(text)} characters to stdout, which carries the "

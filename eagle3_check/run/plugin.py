@@ -29,16 +29,24 @@ EXEC = "eagle3_check.binary.runner:ExecRunner"
 FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.run.loop:ReferenceRunner"
 
 
+def check_spec(spec: str) -> str:
+    """The `module:factory` a `--runner` value names (an alias resolved), its form checked before any
+    import (an isolated runner's child imports it later); else a one-line error."""
+    spec = ALIASES.get(spec, spec)
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"--runner {spec!r}", "module:factory (or 'reference')", FIX_FORMAT)
+    return spec
+
+
 def load_runner(spec: str) -> Runner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
     `exec:PATH [ARGS]` is a runner binary instead (`binary.runner.ExecRunner`, judged by `binary.check`)."""
     if spec.startswith("exec:"):
         module_name, _, attr = EXEC.partition(":")
         return getattr(importlib.import_module(module_name), attr)(spec)
-    spec = ALIASES.get(spec, spec)
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise InputError(f"--runner {spec!r}", "module:factory (or 'reference')", FIX_FORMAT)
+    spec = check_spec(spec)
+    module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -35,8 +35,9 @@ class Checked:
     program: object = None  # the program (its spec goes into the JSON report); None over workers
 
 
-def check_prompts(ctx: CheckContext, make_bar=NoBar) -> Checked:
-    """The prompt set (or its --shard) through the runner in this process, judged, with draft health."""
+def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None) -> Checked:
+    """The prompt set (or its --shard) through the runner (`ctx.runner`, or an IsolatedRunner) in this
+    process, judged, with draft health; `on_report(report)` adds to the report before health."""
     from eagle3_check.gating.check import run_check
     from eagle3_check.gating.draft_health import assess
 
@@ -45,20 +46,64 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar) -> Checked:
     resolved = ctx.resolved  # after the program: its load errors come first
     budget = ctx.tie_budget
     prompts = ctx.prompts()
+    runner = ctx.runner if runner is None else runner
+    if getattr(runner, "isolated", False):
+        runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
+        runner.expect([(f"'{p.id}'", p.text) for p in prompts], resolved.options)  # run_check's order: sent ahead
     reference = ctx.reference
     bar = make_bar(total=len(prompts), desc="check", unit="req", leave=False, delay=0.5)  # early errors: no bar
     try:
         report = run_check(setup.program, setup.tokenizer, reference, prompts, resolved.options, ctx.tolerance,
-                           runner=ctx.runner, on_request=lambda _: bar.update(1), tie_budget=budget)
+                           runner=runner, on_request=lambda _: bar.update(1), tie_budget=budget)
     finally:
         bar.close()
     md = ctx.metadata()
     report.info.update(setup.info, runner=ctx.runner_name, reference=cfg.reference, dtype=ctx.cfg.dtype,
                        tie_tolerance=ctx.tolerance.describe(), k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
+    if on_report:
+        on_report(report)
     expect, source = ctx.expected_tau(report.k, setup.info.get("fixture"))
     health = assess(setup.program, report, expect, source)
     return Checked(report, health, setup.info.get("fixture") or ctx.cfg.fixture, setup.program)
+
+
+def isolated(cfg, spec: str) -> bool:
+    """Does this `check` run its runner in a child process (isolate/runner.wants_isolation)? The
+    prompt set only: the suites, `--quantize` and `--workers` run plug-ins in process."""
+    from eagle3_check.isolate.runner import wants_isolation
+
+    return not (cfg.quantize or cfg.suite or cfg.workers > 1) and wants_isolation(spec, cfg.isolate, cfg.in_process)
+
+
+def child_program(cfg):
+    """(program, tokenizer) in the isolated runner's process (module-level: the child gets it pickled)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the front end's process runs
+    setup = CheckContext(cfg).setup
+    return setup.program, setup.tokenizer
+
+
+def check_isolated(ctx: CheckContext, make_bar=NoBar) -> Checked:
+    """`check` with the runner in a child process (eagle3_check/isolate): started first, so it builds
+    its program while this side builds the reference; the plug-in is never imported here."""
+    from eagle3_check.isolate.runner import IsolatedRunner, isolation_info
+    from eagle3_check.run.plugin import check_spec
+    from eagle3_check.run.watchdog import time_limited
+
+    name = ctx.runner_name
+    check_spec(name)  # its form, before anything loads; the child imports it
+    seconds = getattr(time_limited(object(), name, ctx.cfg.runner_timeout), "seconds", None)
+    runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), seconds)
+    import eagle3_check.program.eager  # noqa: F401 - torch and transformers, before the child forks (isolate/fork.py)
+
+    runner.start()
+    try:
+        return check_prompts(ctx, make_bar, runner=runner,
+                             on_report=lambda report: report.info.update(isolation=isolation_info(runner)))
+    finally:
+        runner.close()
 
 
 def worker_program(cfg, device: str):

@@ -56,6 +56,8 @@ class Config:
     prompts: str | None = None
     runner: str | None = None
     runner_timeout: float | None = None
+    isolate: bool = False  # the reference/device runner in its own process too (eagle3_check/isolate)
+    in_process: bool = False  # a plug-in runner in the harness's process
     suite: str | None = None
     list: bool = False
     shuffle: int | None = None

@@ -1,0 +1,355 @@
+"""`IsolatedRunner`: a runner (`module:factory`, or ours with `--isolate`) run in its own process.
+
+The harness never imports the plug-in: a child (`isolate.child`) builds its own copy of the
+program with the builder it is given, imports the plug-in, and answers requests; this side sends
+each request, reads the reply (plain JSON, validated by `wire`) and hands the run and its call
+log to the judging code as if the runner had run here: the call log fills the harness's own
+`RecordingProgram`, so every audit reads it as before.
+
+Every way out of the child is a verdict (`RunCrash`, the request's FAIL) naming the reason, the
+exit status and the tail of its output: an exit (any code) or a signal during a request, a
+protocol violation, threads left running, a timeout (its process tree killed; the limit holds
+within a second). A fresh child answers the remaining requests. A child that dies before it is
+ready (at the plug-in's import, in its factory) fails every request with that reason, without a
+retry; a plug-in the child cannot find (`load_runner`'s one-line error) is still a user error.
+
+What the child writes on fd 1 and fd 2 is read into the record of the request it was written
+during (or after: until the next one starts), bounded (`proc.BoundedOutput`): `records()` is
+what a report keeps of it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from eagle3_check.errors import InputError
+from eagle3_check.isolate import wire
+from eagle3_check.isolate.fork import Forked, can_fork, fork_child
+from eagle3_check.run.crash import RunCrash
+from eagle3_check.run.proc import BoundedOutput, end_tree
+
+BUILD_LIMIT_S = 1800.0  # building the program in the child (a real model on CPU: minutes)
+TAIL_CHARS = 600  # output tail in a reason line
+
+
+def _status(code: int | None) -> str:
+    if code is None:
+        return "still running (killed)"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        return f"killed by signal {-code} ({name})"
+    return f"exit status {code}"
+
+
+class ChildGone(Exception):
+    """The child ended (or broke the protocol) while we waited for a frame."""
+
+
+class Child:
+    """One child process and its pipes."""
+
+    def __init__(self, setup: dict, env: dict):
+        req_r, self.req_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        if can_fork():  # the harness's imports carry over (isolate/fork.py)
+            self.proc = fork_child(req_r, rep_w, {self.req_w, self.rep_r})
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(req_r, rep_w), start_new_session=True, env=env)
+        self.forked = isinstance(self.proc, Forked)
+        os.close(req_r)
+        os.close(rep_w)
+        self.out_fd = self.proc.stdout.fileno()
+        self.reader = wire.FrameReader()
+        self.frames: list[bytes] = []
+        self.output = BoundedOutput(16 * 1024, 16 * 1024)  # the current record's (IsolatedRunner._sink)
+        self.open = {self.rep_r, self.out_fd}
+        wire.send_pickle(self.req_w, setup)
+
+    def send(self, obj) -> None:
+        try:
+            wire.send_pickle(self.req_w, obj)
+        except OSError:
+            pass  # a dead child: the read that follows sees it
+
+    def next_message(self, deadline: float) -> dict:
+        """The next whole frame as a validated dict; raises ChildGone or TimeoutError."""
+        while not self.frames:
+            if self.rep_r not in self.open:
+                raise ChildGone("its reply pipe closed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select(list(self.open), [], [], min(left, 1.0))
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if fd == self.out_fd:
+                    if data:
+                        self.output.write(data)
+                    else:
+                        self.open.discard(fd)
+                    continue
+                if not data:
+                    self.open.discard(fd)
+                    continue
+                try:
+                    self.frames += self.reader.feed(data)
+                except wire.WireError as e:
+                    raise ChildGone(f"protocol violated: {e}") from None
+        try:
+            return wire.decode_json(self.frames.pop(0))
+        except wire.WireError as e:
+            raise ChildGone(f"protocol violated: {e}") from None
+
+    def drain(self, wait_s: float = 0.0) -> None:
+        """Reads what output is there (and what arrives within `wait_s`) into the current record."""
+        deadline = time.monotonic() + wait_s
+        while self.out_fd in self.open:
+            ready, _, _ = select.select([self.out_fd], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                return
+            data = os.read(self.out_fd, 1 << 16)
+            if not data:
+                self.open.discard(self.out_fd)
+                return
+            self.output.write(data)
+
+    def exit_code(self, wait_s: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> int | None:
+        """Ends the child's whole process tree; its exit status (None: it was still running)."""
+        code = self.proc.poll()
+        end_tree(self.proc)
+        self.drain(0.2)
+        for fd in (self.req_w, self.rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.proc.stdout.close()
+        return code
+
+
+class IsolatedRunner:
+    """A runner in a child process (see the module doc). `build` is a picklable no-argument callable
+    returning (program, tokenizer): the child calls it; `spec` is the `--runner` value."""
+
+    isolated = True  # guarded_run hands this runner its request by name (run_named), in this thread
+
+    def __init__(self, spec: str, build, timeout: float | None = None, flag: str = "--request-timeout"):
+        self.spec, self.build, self.timeout, self.flag = spec, build, timeout, flag
+        self.child: Child | None = None
+        self.dead: str | None = None  # why no child can answer (it died before it was ready)
+        self._records: list[dict] = []
+        self._queue: list[tuple] = []  # requests to send ahead (`expect`)
+        self._pending: tuple | None = None  # (name, prompt, options, deadline) sent, not yet answered
+        self.children = 0  # children started
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+    # --- the child's life ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts a child now (it builds while the harness builds its own side); what it prints before
+        its first request is the record of its start."""
+        if self.child is None and self.dead is None:
+            self.child = Child({"build": self.build, "spec": self.spec}, self.env)
+            self.children += 1
+            self._ready = False
+            self._sink(f"start of process {self.children}")
+
+    def _sink(self, what: str) -> None:
+        """A new record; the child's output goes into it from now on."""
+        if self.child is not None:
+            self.child.drain()  # what is there belongs to the record before
+        self._records.append({"request": what, "process": self.children, "out": BoundedOutput(16 * 1024, 16 * 1024)})
+        if self.child is not None:
+            self.child.output = self._records[-1]["out"]
+
+    def ready(self) -> None:
+        """Waits for the child to be ready; a plug-in it cannot load is an InputError (exit 2), a child
+        that dies meanwhile marks every request failed (`dead`)."""
+        self.start()
+        if self.dead or self._ready:
+            return
+        child = self.child
+        limit = BUILD_LIMIT_S
+        try:
+            while True:
+                msg = child.next_message(time.monotonic() + limit)
+                if "built" in msg:
+                    limit = self.timeout or BUILD_LIMIT_S  # import + factory: the request limit
+                    continue
+                if "ready" in msg:
+                    self._ready = True
+                    return
+                if "error" in msg:
+                    self._stop()
+                    raise InputError(str(msg["error"])[:500], "a runner the child process can load",
+                                     "see the message; the same --runner works in process")
+                if "crash" in msg:
+                    self.dead = f"{str(msg['crash'])[:400]} (at the plug-in's import or in its factory)"
+                    self._stop()
+                    return
+                raise ChildGone(f"protocol violated: unexpected message {sorted(msg)[:4]}")
+        except TimeoutError:
+            self.dead = f"timeout: the runner's process was not ready within {limit:g} s (at import or in its factory)"
+        except ChildGone as e:
+            code = child.exit_code(2.0)
+            self.dead = f"crashed: the runner's process ended before its first request ({_status(code)}; {e})"
+        tail = self._tail(child)
+        self._stop()
+        self.dead += tail
+
+    def _tail(self, child: Child) -> str:
+        child.drain(0.2)
+        text = child.output.last(TAIL_CHARS).strip()
+        return f"; output tail: {text!r}" if text else "; no output"
+
+    def _stop(self) -> None:
+        self._pending = None
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
+
+    def close(self) -> None:
+        """Says bye (the child exits), ends its tree; output after the last request goes to its record."""
+        if self.child is not None:
+            self.child.send({"bye": True})
+            self.child.exit_code(2.0)
+            self._stop()
+
+    def records(self) -> list[dict]:
+        """Per request (and per process start): its name, the process (1-based) that ran it, and its
+        output on fd 1 and 2 (head, tail, bytes); the records with no output are left out."""
+        return [{"request": r["request"], "process": r["process"], "output": r["out"].to_json()}
+                for r in self._records if r["out"].size]
+
+    # --- one request ----------------------------------------------------------------------------
+
+    def run(self, program, tokenizer, prompt, options):
+        return self.run_named(program, tokenizer, prompt, options, f"{len(self._records) + 1}")
+
+    def expect(self, requests: list[tuple[str, object]], options) -> None:
+        """The requests that will come, in order ((name, prompt) each, one `options`): each is sent as
+        soon as the child has answered the one before, so the child runs request i + 1 while the
+        harness judges request i. A request that comes out of this order is sent when it comes."""
+        self._queue = [(what, prompt, options) for what, prompt in requests]
+
+    def _send(self, what: str, prompt, options) -> None:
+        self._sink(f"request {what}")
+        self.child.send({"prompt": prompt, "options": options})
+        limit = self.timeout  # the limit runs from when the child gets the request
+        self._pending = (what, prompt, options, time.monotonic() + (limit if limit is not None else 10**9))
+
+    def _prefetch(self) -> None:
+        queue = self._queue
+        if queue and self.child is not None and self.dead is None and self._ready:
+            self._send(*queue.pop(0))
+
+    def run_named(self, program, tokenizer, prompt, options, what: str):
+        """One request in the child: the RunResult (validated) and, into `program` (the harness's
+        RecordingProgram), its call log. Raises RunCrash with the reason."""
+        pending = self._pending
+        if pending and (pending[1], pending[2]) != (prompt, options):
+            self._queue, self._pending = [], None
+            self._stop()  # its answer to another request is not this one's
+            pending = None
+        self.ready()
+        if self.dead:
+            raise RunCrash(f"not run: {self.dead}")
+        if pending is None:
+            queue = self._queue
+            if queue and (queue[0][1], queue[0][2]) == (prompt, options):
+                what = queue.pop(0)[0]
+            self._send(what, prompt, options)
+        what, _, _, deadline = self._pending
+        self._pending = None
+        child, limit = self.child, self.timeout
+        try:
+            msg = child.next_message(deadline)
+        except TimeoutError:
+            tail = self._tail(child)
+            self._stop()
+            raise RunCrash(f"timeout: request {what} timed out after {limit:g} s ({self.flag} {limit:g}); the "
+                           f"runner's process was killed{tail}. Fix: make the runner return within the limit "
+                           f"or pass a larger {self.flag}") from None
+        except ChildGone as e:
+            code = child.exit_code(2.0)
+            tail = self._tail(child)
+            self._stop()
+            raise RunCrash(f"crashed: the runner's process ended during request {what} ({_status(code)}; {e}); "
+                           f"expected a RunResult{tail}") from None
+        child.drain()
+        run = self._judgeable(msg, program, tokenizer)
+        self._prefetch()  # the next request runs in the child while this one is judged
+        return run
+
+    def _judgeable(self, msg: dict, program, tokenizer):
+        if "crash" in msg:
+            raise RunCrash(str(msg["crash"])[:600])
+        if msg.get("threads_left"):
+            names = [str(n)[:40] for n in msg["threads_left"]][:3]
+            self._stop()  # a fresh child for the next request: the thread must not blame it
+            raise RunCrash(f"contract violated: the runner left {len(msg['threads_left'])} thread(s) running "
+                           f"after run() returned ({', '.join(names)}); expected run() to finish its work. "
+                           "Fix: join the threads before returning")
+        if set(msg) != {"run", "log", "threads_left"}:
+            self._stop()
+            raise RunCrash(f"protocol violated: the runner's process sent {sorted(msg)[:5]}; expected a run")
+        vocab = None
+        try:
+            from eagle3_check.program.contract import read_metadata
+
+            vocab = read_metadata(program.metadata()).vocab_size
+        except Exception:  # noqa: BLE001 - a program without a readable vocab size: the tokenizer's
+            vocab = None
+        vocab = vocab or getattr(tokenizer, "vocab_size", None)
+        try:
+            run = wire.run_from_plain(msg["run"], vocab)
+            calls, refused = wire.calls_from_plain(msg["log"])
+        except wire.WireError as e:
+            raise RunCrash(f"contract violated: {e}") from None
+        if hasattr(program, "calls"):  # the harness's RecordingProgram: the audits read the child's log
+            program.calls.extend(calls)
+            program.refused.extend(refused)
+        return run
+
+
+def pickled_ok(build) -> None:
+    """The builder must reach the child: a one-line error when it does not pickle."""
+    try:
+        pickle.dumps(build)
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"the program builder {build!r:.60} ({type(e).__name__})", "a picklable builder",
+                         "pass a module-level function or a functools.partial of one") from None
+
+
+def wants_isolation(spec: str, isolate: bool = False, in_process: bool = False) -> bool:
+    """Does `--runner spec` run in its own process? A plug-in (`module:factory`) does unless
+    `--in-process`; our own runners (reference, device) only with `--isolate`; a binary is a process already."""
+    from eagle3_check.run.plugin import ALIASES
+
+    if spec.startswith("exec:"):
+        return False
+    if isolate:
+        return True
+    return not in_process and spec not in ALIASES and spec not in ALIASES.values()
+
+
+def isolation_info(runner) -> dict | None:
+    """What a report keeps of an isolated run: the processes started and each request's output."""
+    if not getattr(runner, "isolated", False):
+        return None
+    return {"runner": runner.spec, "processes": runner.children, "output": runner.records()}
