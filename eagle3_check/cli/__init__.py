@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         sys.stdin = stdin
+        set_budget(None)  # the budget is this command's: a later in-process call starts without it
 
 
 if __name__ == "__main__":
