@@ -148,10 +148,10 @@ class SuiteEnv:
             self._refs[key] = got
         return got
 
-    def score(self, ids: list[int], tokens: list[int], program: SpeculatorProgram):
-        """The reference's teacher-forced rows over `ids` + `tokens` (the verdict's input); a toy
-        program's case is judged by the toy's own target (it has no HF twin)."""
-        if self.reference == SELF or isinstance(program, ToyProgram):
+    def score(self, ids: list[int], tokens: list[int], program: SpeculatorProgram, own: bool = False):
+        """The reference's teacher-forced rows over `ids` + `tokens` (the verdict's input); `own`: the
+        program's own target's instead (a `Case.toy` case: the toy has no HF twin)."""
+        if self.reference == SELF or own:
             return self_score(program, list(ids), list(tokens))
         return self.reference.score(list(ids), list(tokens))
 
@@ -304,7 +304,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
     stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)
-    verdict = judge(run, env.score(ids, run.tokens, base), stops, options.max_new_tokens,
+    verdict = judge(run, env.score(ids, run.tokens, base, own=bool(case.toy)), stops, options.max_new_tokens,
                     md.max_seq_len, env.tolerance)
     # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
     structural = call_problems(rec, run, md.max_seq_len, chunks)
