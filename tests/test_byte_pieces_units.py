@@ -90,3 +90,8 @@ def test_of_locate_and_whole_tokens_over_several_pieces():
     assert p.whole_tokens(ids, b"abcdeX") == 2 and p.whole_tokens(ids, b"abcdefaX") == 3
     assert p.whole_tokens(ids, b"abcd") == 2 and p.whole_tokens(ids, b"X") == 0
     assert p.whole_tokens([0, 3, 1], b"abc") == 3  # an empty piece matches anywhere
+
+
+def test_a_bpe_model_without_a_vocab_has_only_its_added_tokens(tmp_path):
+    data = {"decoder": {"type": "ByteLevel"}, "model": {"type": "BPE"}, "added_tokens": [{"id": 5, "content": "<x>"}]}
+    assert BytePieces.from_tokenizer_json(_write(tmp_path, data)).pieces == {5: b"<x>"}
