@@ -46,6 +46,7 @@ def test_allowed_lengths_are_exactly_the_reachable_ones(L, k, max_seq_len, max_n
 ROWS = [
     ("max new 1: the bonus alone", 1, 10, 4, 40, {1: MAX_NEW}),
     ("max new 2: bonus + one round's first token", 2, 10, 4, 40, {2: MAX_NEW}),
+    ("max new 1 where the context also ends: max new is the reason", 1, 10, 4, 14, {1: MAX_NEW}),
     ("L + K = max_seq_len - 1: one round runs", 30, 10, 4, 15, {2: CONTEXT, 3: CONTEXT, 4: CONTEXT, 5: CONTEXT}),
     ("L + K = max_seq_len: the bonus alone", 30, 10, 4, 14, {1: CONTEXT}),
     ("context from n = 2 on", 30, 10, 1, 12, {2: CONTEXT}),
