@@ -145,8 +145,8 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
         if inputs.on_step:
             inputs.on_step("golden", done, total)
 
-    out = gate_goldens([inputs.golden], metrics, runner=inputs.plugin, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
+    out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
+                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt, runner=inputs.plugin)
     if keep is not None:
         keep["outcome"] = out
     cases = []
