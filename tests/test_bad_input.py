@@ -254,14 +254,14 @@ CLI_CASES = [
                  id="runner-factory-not-callable-str"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
-    # flags: no abbreviations, a suggestion for a typo (cli/validate.Parser)
+    # flags: no abbreviations, a suggestion for a typo (cli/parser.Parser)
     pytest.param(lambda b: [*RUN, "--max-new-token", "4"], "did you mean --max-new-tokens?", id="flag-abbreviated"),
     pytest.param(lambda b: ["check", "--promts", "p.json"], "did you mean --prompts?", id="flag-typo"),
     pytest.param(lambda b: ["gate", "--pte", "x.pte", "--zzz"], "unknown flag --zzz", id="flag-unknown-no-suggestion"),
     pytest.param(lambda b: ["check", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
     pytest.param(lambda b: [*RUN, "-k", "four"], "invalid int value: 'four'", id="k-not-an-integer"),
     pytest.param(lambda b: ["export"], "-o/--output", id="export-without-output"),
-    # checked before anything loads (cli/validate.preflight)
+    # checked before anything loads (session/validate.validated, where the Config is built)
     pytest.param(lambda b: ["check", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
     pytest.param(lambda b: [*RUN, "--device", "gpu"], "--device gpu", id="device-unknown"),
     pytest.param(lambda b: [*RUN, "--eos-id", "999999"], "eos id 999999", id="eos-id-out-of-vocab"),

@@ -41,10 +41,10 @@ def test_parsing_and_preflight_import_no_torch():
     code = (
         "import sys\n"
         "from eagle3_check.cli import build_parser\n"
-        "from eagle3_check.cli.validate import preflight\n"
+        "from eagle3_check.cli import config_of\n"
         "for argv in (['check', '--suite', 'edge'], ['run', '--prompt', 'Hi', '-k', '4'], ['check'],\n"
         "             ['golden', 'verify'], ['mutants', '--no-suites'], ['fixtures', 'list']):\n"
-        "    preflight(build_parser().parse_args(argv))\n"
+        "    config_of(argv)\n"
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "print(','.join(heavy))\n"
     )

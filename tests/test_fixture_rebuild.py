@@ -24,6 +24,7 @@ from eagle3_check.fixtures.distill import (
     train_draft,
 )
 from eagle3_check.fixtures.registry import Fixture, fixtures_root, load_fixture, load_prompts
+from eagle3_check.program.checkpoint import load_draft
 from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.tokenizer import Tokenizer
 
@@ -45,7 +46,7 @@ def held_out_data(fx: Fixture, head: Eagle3DraftHead):
 
 def test_committed_draft_offline_acceptance_matches_card():
     fx = load_fixture("tiny-llama")
-    head = Eagle3DraftHead.load(fx.draft_dir, fx.spec.max_seq_len)
+    head = load_draft(fx.draft_dir, fx.spec.max_seq_len)
     _, _, seqs = held_out_data(fx, head)
     assert offline_tau(head, seqs, 4) == pytest.approx(read_card(fx)["k"]["4"]["tau"], abs=OFFLINE_TAU_TOLERANCE)
 
@@ -55,7 +56,7 @@ def test_short_distillation_beats_the_untrained_head():
     better than the fresh head (the full recipe is the slow rebuild test)."""
     fx = load_fixture("tiny-llama")
     recipe = RECIPES["tiny-llama"]
-    committed = Eagle3DraftHead.load(fx.draft_dir, fx.spec.max_seq_len)
+    committed = load_draft(fx.draft_dir, fx.spec.max_seq_len)
     model, tok, held = held_out_data(fx, committed)
     texts = [p.text for p in load_prompts(fixtures_root() / "train_prompts.json")][:96]
     seqs = greedy_data(model, tok, texts, recipe["aux_layer_ids"], 64, STOP_IDS)

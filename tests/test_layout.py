@@ -6,12 +6,12 @@ and the leaves: the top-level modules (errors, tokenizer, table, status) and fix
 - the library never imports the CLI;
 - references (HF, self reference) and the verdict never import the runner loop they judge;
 - the program contract and its backends never import the suites or gating;
-- the runner-binary package (binary) imports downward only: only the CLI and the pytest plugin import it;
+- the runner-binary package (binary) imports downward only: only the CLI, the session and the pytest plugin import it;
 - reports (report) format and never judge: they import no check (run, reference, suites, gating, binary);
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
-- no import circle between modules (imports at module level; lazy imports inside functions are
-  how a module reaches a heavier one and are checked by the rules above only).
+- no import circle between modules, counting the imports inside functions too (a lazy import is
+  how a module reaches a heavier one; it is still a dependency a reader follows).
 """
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ def test_programs_never_import_suites_or_gating():
     assert violations(progs, lambda m, t: "suites/gating" if covered(t, {"suites", "gating"}) else None) == []
 
 
-def test_only_the_cli_and_the_plugin_import_the_binary_package():
+def test_only_the_front_ends_and_the_session_import_the_binary_package():
     """binary/ sits above gating: nothing below it imports it (the gate is handed a `binary.gate.BinaryGate`;
     `run.plugin` names `binary.runner.ExecRunner` as it names any plug-in runner, never importing it)."""
-    below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin"})]
+    below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin", "session"})]
     assert violations(below, lambda m, t: "the binary package sits above it" if covered(t, {"binary"}) else None) == []
 
 
@@ -144,17 +144,17 @@ def test_leaves_import_only_top_level_modules():
     assert violations(leaves, lambda m, t: "a leaf imports top-level modules only" if "." in t else None) == []
 
 
-def test_no_import_circle_at_module_level():
-    graph = {m: {t for _, t in imports(p, top_level_only=True) if t in MODULES and t != m}
-             for m, p in MODULES.items()}
+def circles(top_level_only: bool) -> list[str]:
+    """Every import circle between modules ("a -> b -> a"), one per back edge of a depth-first walk."""
+    graph = {m: {t for _, t in imports(p, top_level_only) if t in MODULES and t != m} for m, p in MODULES.items()}
     state: dict[str, int] = {}  # 1 on the stack, 2 done
-    circles = []
+    found = []
 
     def visit(m, stack):
         state[m] = 1
         for t in sorted(graph[m]):
             if state.get(t) == 1:
-                circles.append(" -> ".join(stack[stack.index(t):] + [t]))
+                found.append(" -> ".join(stack[stack.index(t):] + [t]))
             elif t not in state:
                 visit(t, stack + [t])
         state[m] = 2
@@ -162,7 +162,34 @@ def test_no_import_circle_at_module_level():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert circles == []
+    return found
+
+
+def test_no_import_circle_at_module_level():
+    assert circles(top_level_only=True) == []
+
+
+def test_no_import_circle_with_the_imports_inside_functions():
+    """A lazy import is still a dependency: `cli.check` reaching `cli.exec_cmd` which reaches back is a
+    circle a reader follows round, whether or not Python would deadlock on it."""
+    assert circles(top_level_only=False) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The walk names a circle it is given (so the two tests above can fail)."""
+    import types
+
+    saved = dict(MODULES)
+    try:
+        fake = {"a.x": "from eagle3_check.a.y import f\n", "a.y": "def g():\n    from eagle3_check.a.x import h\n"}
+        MODULES.clear()
+        for name, src in fake.items():
+            MODULES[name] = types.SimpleNamespace(read_text=lambda src=src: src)
+        assert circles(top_level_only=False) == ["a.x -> a.y -> a.x"]
+        assert circles(top_level_only=True) == []
+    finally:
+        MODULES.clear()
+        MODULES.update(saved)
 
 
 def test_the_pytest_plugin_imports_eagle3_check_only_lazily():

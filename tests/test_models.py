@@ -6,7 +6,7 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from eagle3_check.program.draft import Eagle3DraftHead
+from eagle3_check.program.checkpoint import load_draft
 from eagle3_check.program.target import TargetAdapter, load_hf_target
 
 SPECULATORS_CONFIG_KEYS = {
@@ -16,7 +16,7 @@ SPECULATORS_CONFIG_KEYS = {
 
 
 def test_draft_speculators_layout_round_trips(fixture, tmp_path):
-    head = Eagle3DraftHead.load(fixture.draft_dir, max_seq_len=64)
+    head = load_draft(fixture.draft_dir, max_seq_len=64)
     head.save(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert SPECULATORS_CONFIG_KEYS <= cfg.keys()
@@ -24,7 +24,7 @@ def test_draft_speculators_layout_round_trips(fixture, tmp_path):
     assert {"embed_tokens.weight", "fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d",
             "layers.0.self_attn.q_proj.weight", "layers.0.hidden_norm.weight"} <= names
     assert not any("cache" in n for n in names)
-    again = Eagle3DraftHead.load(tmp_path, max_seq_len=64)
+    again = load_draft(tmp_path, max_seq_len=64)
     for (n, a), (_, b) in zip(head.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), n
 
@@ -54,7 +54,7 @@ def test_target_cache_rolls_back_by_overwrite(fixture):
 
 
 def test_draft_cache_rolls_back_by_overwrite(fixture):
-    head = Eagle3DraftHead.load(fixture.draft_dir, max_seq_len=64)
+    head = load_draft(fixture.draft_dir, max_seq_len=64)
     torch.manual_seed(0)
     feat = torch.randn(1, 3, head.cfg.hidden_size)  # [1, 3, H]
     tokens = torch.tensor([[300, 301, 302]])

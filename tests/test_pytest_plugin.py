@@ -398,12 +398,10 @@ def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_erro
     ("eagle3_check.mutants:emit_past_max_new", "12"),
 ], ids=["reference-unlimited", "plug-in-default", "reference-given", "plug-in-given"])
 def test_the_request_timeout_limits_an_in_process_runner_as_check_does(pytester, runner, timeout):
-    """--eagle3-request-timeout follows `check --request-timeout` (cli.exec_cmd.time_limited): a limit
+    """--eagle3-request-timeout follows `check --request-timeout` (session.context.limited): a limit
     given applies to any runner; without one a plug-in gets 300 s and the reference runner none."""
-    import argparse
-
-    from eagle3_check.cli.exec_cmd import time_limited
     from eagle3_check.run.watchdog import with_limit
+    from eagle3_check.session.context import limited
 
     pytester.makeconftest('''
 def pytest_collection_finish(session):
@@ -415,7 +413,7 @@ def pytest_collection_finish(session):
 ''')
     args = [f"--eagle3-runner={runner}", *([f"--eagle3-request-timeout={timeout}"] if timeout else [])]
     result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", *args, "--collect-only", "-q", "-s")
-    cli = time_limited(argparse.Namespace(runner=runner, runner_timeout=float(timeout) if timeout else None), object())
+    cli = limited(object(), runner, float(timeout) if timeout else None)
     seconds = with_limit(cli)[1]
     flag = "--request-timeout" if seconds is None else "--eagle3-request-timeout"  # the plugin names its own flag
     result.stdout.fnmatch_lines([f"limit: {seconds} {flag}"])

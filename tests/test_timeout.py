@@ -184,11 +184,9 @@ def test_a_hanging_suite_case_and_golden_prompt_fail_with_the_timeout(fixture, p
     ("my.plugin:make", None, 300.0), ("my.plugin:make", 12.0, 12.0), ("reference", 7.0, 7.0),
 ], ids=["reference", "device", "reference-by-path", "plugin-default", "plugin-given", "reference-given"])
 def test_the_cli_limits_plug_ins_by_default_and_our_runners_only_when_asked(spec, given, want):
-    import argparse
-
-    from eagle3_check.cli.exec_cmd import time_limited
     from eagle3_check.run.watchdog import with_limit
+    from eagle3_check.session.context import limited
 
     runner = ReferenceRunner()
-    got = time_limited(argparse.Namespace(runner=spec, runner_timeout=given), runner)
+    got = limited(runner, spec, given)
     assert with_limit(got) == (runner, want)

@@ -1,7 +1,9 @@
 """`eagle3-check`: a thin command line over the library. One module per subcommand.
 
 Each subcommand module defines `register(subparsers)` which adds its parser and sets
-`func`. Errors a user can fix (`Eagle3CheckError`) print one line and exit 2.
+`func`; `main` parses, builds the one typed `session.config.Config` of the flags (every value
+checked there, before torch is imported) and calls `func(cfg)`, which calls the library and
+prints. Errors a user can fix (`Eagle3CheckError`) print one line and exit 2.
 
 May import: anything in eagle3_check (nothing in eagle3_check imports the CLI).
 
@@ -17,9 +19,10 @@ import io
 import sys
 
 from eagle3_check.cli.common import offline_environment
-from eagle3_check.cli.validate import Parser, preflight
+from eagle3_check.cli.parser import Parser
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.resources import set_budget
+from eagle3_check.session.config import Config
 
 # Subcommand modules, in --help order. Add new ones here.
 SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
@@ -45,14 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def config_of(argv: list[str] | None) -> tuple[Config, object]:
+    """(the checked Config of the flags, the subcommand's function): an unknown flag, a bad value,
+    a missing file is one line here, before torch is imported or anything loads."""
+    values = vars(build_parser().parse_args(argv))  # an unknown flag raises OptionError ("did you mean")
+    func = values.pop("func")
+    return Config.build(values), func
+
+
 def main(argv: list[str] | None = None) -> int:
     stdin, sys.stdin = sys.stdin, io.StringIO("")  # nothing reads stdin: a library [y/N] prompt gets EOF
     try:
-        args = build_parser().parse_args(argv)  # an unknown flag raises OptionError ("did you mean")
-        preflight(args)  # options, files and ranges: before torch is imported or anything loads
-        set_budget(getattr(args, "max_memory", None))  # resources.py: the memory estimate's budget
+        cfg, func = config_of(argv)
+        set_budget(cfg.max_memory)  # resources.py: the memory estimate's budget
         offline_environment()
-        return int(args.func(args) or 0)
+        return int(func(cfg) or 0)
     except Eagle3CheckError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

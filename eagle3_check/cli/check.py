@@ -1,25 +1,24 @@
-"""`eagle3-check check`: the main job. Prompt set -> reference runner -> HF reference -> verdicts."""
+"""`eagle3-check check`: the main job. Prompt set -> runner -> HF reference -> verdicts.
+
+Parse, build the config, call the library (eagle3_check/session: the prompt set in process or
+over workers, the suites, `--quantize`, a runner binary), print the table, JSON, JUnit or HTML.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from eagle3_check.cli.check_quant import add_drift_args, quant_main
-from eagle3_check.cli.check_suite import list_main, refuse_junit, suite_main
 from eagle3_check.cli.common import (
+    add_compile_args,
+    add_drift_args,
+    add_html_arg,
     add_program_args,
     add_runner_args,
-    build_program,
-    default_runner,
-    report_provenance,
-    resolved_from_args,
+    add_timeout_arg,
+    bars,
 )
-from eagle3_check.cli.compile_flags import add_compile_args
-from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
-from eagle3_check.cli.exec_cmd import check_main as exec_check_main
-from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
+from eagle3_check.session.provenance import report_provenance
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -86,232 +85,136 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def refuse_drift_flags(args: argparse.Namespace) -> None:
-    """The drift flags judge only `--quantize`'s program: given without it, a one-line error."""
-    from eagle3_check.errors import OptionError
+def main(cfg) -> int:
+    from eagle3_check.session.context import CheckContext
 
-    flag = next((f for f in ("group_size", "quantize_draft", "min_agreement", "max_tau_drop", "far_rank",
-                             "max_far_share", "max_mean_gap") if getattr(args, f) not in (None, False)), None)
-    if flag:
-        raise OptionError(f"--{flag.replace('_', '-')} without --quantize", "--quantize int8-weight|int4-weight",
-                          "add --quantize SCHEME, or drop the flag")
+    if cfg.list:
+        return list_main(cfg)
+    ctx = CheckContext(cfg)
+    if cfg.quantize:  # the gate's quantized checks in process
+        return quant_main(ctx)
+    if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
+        return exec_main(ctx)
+    if cfg.suite:
+        return suite_main(ctx)
+    from eagle3_check.session.check import check_prompts, check_workers
 
-
-def tie_budget_from_args(args: argparse.Namespace) -> float:
-    from eagle3_check.errors import OptionError
-    from eagle3_check.reference.tolerance import default_budget
-
-    fixture = getattr(args, "fixture", None)  # a real-model fixture has its own measured budget
-    share = default_budget(args.dtype, fixture) if args.tie_budget is None else args.tie_budget
-    if not 0.0 <= share <= 1.0:
-        raise OptionError(f"--tie-budget {share:g}", "a share of judged positions in [0, 1]",
-                          "pass e.g. --tie-budget 0 (no ties) or --tie-budget 0.05")
-    return share
+    checked = (check_workers if cfg.workers > 1 else check_prompts)(ctx, bars(cfg))
+    return print_report(ctx, checked)
 
 
-def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.tolerance import tolerance_for
-    from eagle3_check.run.plugin import load_runner
-
-    if args.list:
-        refuse_html(args, "--list")
-        refuse_junit(args, "--list")
-        return list_main(args)
-    if args.junit:
-        from eagle3_check.atomic import check_writable
-
-        check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
-    runner_name = args.runner = args.runner or default_runner(args.device)
-    runner = load_runner(runner_name)
-    if args.quantize:  # the gate's quantized checks in process: cli/check_quant.py
-        return quant_main(args, runner, runner_name)
-    refuse_drift_flags(args)
-    if is_exec(runner):  # a runner binary: cli/exec_cmd.py
-        refuse_html(args, "a runner binary (--runner exec:...)")
-        return exec_check_main(args, runner)
-    runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
-    if args.suite:
-        refuse_html(args, "--suite")
-        return suite_main(args, runner)
-    if args.workers > 1:
-        return workers_main(args, resolved_from_args(args), tie_budget_from_args(args))
-    setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
-    resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
-    options = resolved.options
-    budget = tie_budget_from_args(args)
-    prompts = shard_of(args, prompts_for(args, setup))
-    reference = reference_for(args, setup)
-    bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
-               delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
-    try:
-        report = run_check(setup.program, setup.tokenizer, reference, prompts, options,
-                           tolerance_for(args.dtype), runner=runner, on_request=lambda _: bar.update(1),
-                           tie_budget=budget)
-    finally:
-        bar.close()
-    from eagle3_check.program.contract import read_metadata
-
-    md = read_metadata(setup.program.metadata())
-    report.info.update(setup.info, runner=runner_name, reference=args.reference, dtype=args.dtype,
-                       tie_tolerance=tolerance_for(args.dtype).describe(), k_range=list(md.k_range),
-                       k_source=md.k_source, run_options=resolved.to_json())
-    from eagle3_check.gating.draft_health import assess
-
-    expect, source = expected_tau(args, setup, report.k, options)
-    health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
-    return print_report(args, report, health, options, setup.info.get("fixture") or args.fixture, setup.program)
-
-
-def print_report(args: argparse.Namespace, report, health, options, fixture: str | None, program=None) -> int:
+def print_report(ctx, checked) -> int:
     """The check's outputs: --html page, --junit XML, JSON (with provenance and, when known, the program
     spec) or table."""
     from eagle3_check.gating.check import format_table
 
-    if args.junit:
+    cfg, report, health = ctx.cfg, checked.report, checked.health
+    if cfg.junit:
         from eagle3_check.report.check_junit import check_suite, write_check_junit
 
-        write_check_junit(args.junit, [check_suite(report)])
-    if args.html:
+        write_check_junit(cfg.junit, [check_suite(report)])
+    if cfg.html:
+        from eagle3_check.report.html_page import write_html
         from eagle3_check.report.html_report import check_html
 
-        write_html(args.html, check_html(report.to_json(), health.to_json()))
-    if args.json:
+        write_html(cfg.html, check_html(report.to_json(), health.to_json()))
+    if cfg.json:
         from eagle3_check.program.contract import read_metadata
         from eagle3_check.report.provenance import jsonable
 
-        if program is not None:
-            report.info["program"] = jsonable(read_metadata(program.metadata()))  # the program spec
-        prov = report_provenance(args, fixture, options)
+        if checked.program is not None:
+            report.info["program"] = jsonable(read_metadata(checked.program.metadata()))  # the program spec
+        prov = report_provenance(cfg, checked.fixture, ctx.options)
         print(json.dumps({**report.to_json(), "draft_health": health.to_json(), "provenance": prov}, indent=2))
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
-        if args.html:
-            print(f"html: {args.html}")
+        if cfg.html:
+            print(f"html: {cfg.html}")
     return 0 if report.passed and not health.flags else 1
 
 
-def expected_tau(args: argparse.Namespace, setup, k: int, options) -> tuple[float | None, str | None]:
-    """--expect-tau X, else the fixture card's tau when this run is the card's own run."""
-    if args.expect_tau is not None:
-        return args.expect_tau, "--expect-tau"
-    if not setup.info.get("fixture") or args.target or any(
-            getattr(args, f, None) is not None for f in ("max_seq_len", "min_prefill", "max_prefill")):
-        return None, None
-    from eagle3_check.fixtures.card import read_card
-    from eagle3_check.fixtures.registry import load_fixture
-    from eagle3_check.gating.draft_health import card_expectation
+def list_main(cfg) -> int:
+    from eagle3_check.suites.report import format_list, list_suites
 
-    fx = load_fixture(setup.info["fixture"])
-    tau, source = card_expectation(read_card(fx), str(fx.card_path), k, options,
-                                   own_prompts=not args.prompts and not args.shard)
-    return tau, source
+    print(json.dumps(list_suites(), indent=2) if cfg.json else format_list())
+    return 0
 
 
-def reference_for(args: argparse.Namespace, setup):
-    """The check's greedy reference: HF (Transformers) or the program's own target methods."""
-    import torch
+def suite_main(ctx) -> int:
+    """`check --suite NAME`: one report per fixture (or the given program), printed."""
+    from eagle3_check.session.suite import run_suites
+    from eagle3_check.suites.report import format_suite_table
 
-    if args.reference == "self":
-        from eagle3_check.reference.self_ref import SelfReference
-
-        return SelfReference(setup.program)
-    from eagle3_check.reference.hf import HFReference
-
-    return HFReference(setup.target_dir, args.device, getattr(torch, args.dtype))
-
-
-def shard_of(args: argparse.Namespace, prompts: list) -> list:
-    """`--shard I/N`: the prompts of that shard (gating/workers.py), else all."""
-    if not args.shard:
-        return prompts
-    from eagle3_check.gating.workers import parse_shard, shard_indices
-
-    return [prompts[i] for i in shard_indices(len(prompts), *parse_shard(args.shard))]
-
-
-def worker_program(args: argparse.Namespace, device: str):
-    """(program, tokenizer, reference, info) in one `check --workers` process, on `device`
-    (module-level: the workers receive it by name)."""
-    import copy
-
-    from eagle3_check.cli.common import offline_environment
-
-    offline_environment()  # as main() does in the parent
-    args = copy.copy(args)
-    args.device = device
-    if device.startswith("cuda:"):
-        import torch
-
-        torch.cuda.set_device(device)  # CUDA graphs and streams on this worker's GPU
-    setup = build_program(args)
-    return setup.program, setup.tokenizer, reference_for(args, setup), {**setup.info, "device": device}
-
-
-def workers_main(args: argparse.Namespace, resolved, budget: float) -> int:
-    """`check --workers N`: the prompt set (or its --shard) over N processes (gating/workers.py)."""
-    import functools
-    import types
-
-    from tqdm import tqdm
-
-    from eagle3_check.gating.draft_health import assess
-    from eagle3_check.gating.workers import run_check_workers, worker_devices
-    from eagle3_check.reference.tolerance import tolerance_for
-
-    options = resolved.options
-    count = 0
-    if args.device.startswith("cuda"):
-        import torch
-
-        count = torch.cuda.device_count()
-    devices = worker_devices(args.device, args.workers, count)
-    fixture = None
-    if args.pte:
-        from eagle3_check.program.sidecar import reference_for_pte
-
-        fx = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)[0]
-        fixture = fx.name if fx else None
-    prompts = shard_of(args, prompts_for(args, types.SimpleNamespace(info={"fixture": fixture})))
-    bar = tqdm(total=len(prompts), desc=f"check x{len(devices)}", unit="req", file=sys.stderr, leave=False,
-               delay=0.5, disable=args.no_progress or args.json)
-    try:
-        report, step0 = run_check_workers(functools.partial(worker_program, args), devices, prompts, options,
-                                          tolerance_for(args.dtype), args.runner, budget,
-                                          on_share=lambda s: bar.update(len(s.indices)))
-    finally:
-        bar.close()
-    report.info.update(device=args.device, runner=args.runner, reference=args.reference,
-                       tie_tolerance=tolerance_for(args.dtype).describe(), run_options=resolved.to_json())
-    expect, source = expected_tau(args, types.SimpleNamespace(info=report.info), report.k, options)
-    return print_report(args, report, assess(None, report, expect, source, step0=step0), options,
-                        report.info.get("fixture") or fixture or args.fixture)
-
-
-def prompts_for(args: argparse.Namespace, setup) -> list:
-    """The prompt set of a check: --prompts, else the fixture's own (a .pte names its fixture);
-    with --target/--draft there is no fixture, so --prompts is required."""
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
-
-    if args.prompts:
-        prompts = load_prompts(args.prompts)
-    elif args.target:
-        raise_no_prompts()
+    cfg = ctx.cfg
+    reports = run_suites(ctx, bars(cfg))
+    passed = all(r.passed for r in reports)
+    write_suites_junit(cfg, reports)
+    if cfg.json:
+        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports],
+                          "provenance": report_provenance(ctx.cfg, cfg.fixture)}, indent=2))
     else:
-        prompts = load_fixture(setup.info.get("fixture") or args.fixture or DEFAULT_FIXTURE).prompts()
-    if getattr(args, "shuffle", None) is not None:
-        from eagle3_check.gating.check import shuffled_prompts
-
-        prompts = shuffled_prompts(prompts, args.shuffle)
-        print(f"order: --shuffle {args.shuffle}: {', '.join(p.id for p in prompts)}", file=sys.stderr)
-    return prompts
+        print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
+                           + format_suite_table(r) for r in reports))
+    return 0 if passed else 1
 
 
-def raise_no_prompts() -> None:
-    from eagle3_check.errors import InputError
+def write_suites_junit(cfg, reports: list) -> None:
+    """`check --suite ... --junit FILE`: one testsuite per suite report."""
+    if cfg.junit:
+        from eagle3_check.report.check_junit import suite_suite, write_check_junit
 
-    raise InputError("--target/--draft given without --prompts", "a prompt set JSON file",
-                     "pass --prompts FILE (see fixtures/prompts.json for the format)")
+        write_check_junit(cfg.junit, [suite_suite(r) for r in reports])
+
+
+def exec_main(ctx) -> int:
+    """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
+    from eagle3_check.session import exec_route
+
+    cfg = ctx.cfg
+    if cfg.suite:
+        from eagle3_check.session.suite import run_exec_suite
+        from eagle3_check.suites.report import format_suite_table
+
+        report, info = run_exec_suite(ctx, bars(cfg))
+        write_suites_junit(cfg, [report])
+        if cfg.json:
+            print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
+                              "provenance": report_provenance(ctx.cfg, info.get("fixture"))}, indent=2))
+        else:
+            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner}\n" + format_suite_table(report))
+        return 0 if report.passed else 1
+    from eagle3_check.binary.check import format_exec_table
+
+    report = exec_route.exec_check(ctx, bars(cfg))
+    if cfg.junit:
+        from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
+
+        write_check_junit(cfg.junit, [exec_check_suite(report)])
+    if cfg.json:
+        prov = report_provenance(ctx.cfg, ctx.setup.info.get("fixture"), ctx.options)
+        print(json.dumps({**report.to_json(), "provenance": prov}, indent=2))
+    else:
+        print(format_exec_table(report))
+    return 0 if report.passed else 1
+
+
+def quant_main(ctx) -> int:
+    """`check --quantize`: build, quantize, judge (session/quantized.py), print; exit 0 only if nothing failed."""
+    from eagle3_check.gating.gate import DRIFT, format_table
+    from eagle3_check.session.quantized import quantized_check
+
+    cfg = ctx.cfg
+    report, spec, options = quantized_check(ctx)
+    info = ctx.setup.info
+    if cfg.junit:
+        from eagle3_check.report.junit import write_junit
+
+        write_junit(cfg.junit, report.junit_suites())
+    if cfg.json:
+        out = {**report.to_json(), "provenance": report_provenance(cfg, info.get("fixture"), options)}
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_table(report, verdict=f"CHECK --quantize {spec.short()}",
+                           about=info.get("fixture") or info.get("target")))
+    return 0 if report.passed and report.check(DRIFT) is not None else 1

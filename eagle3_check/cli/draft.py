@@ -86,101 +86,33 @@ def add_train_parser(dsub) -> None:
     t.set_defaults(func=main_train)
 
 
-def main_train(args: argparse.Namespace) -> int:
+def main_train(cfg) -> int:
     import sys
 
     from tqdm import tqdm
 
     from eagle3_check.fixtures.draft_recipe import train_for_target
+    from eagle3_check.session.draft_train import train_inputs
 
-    a = check_train_args(args)
+    a = train_inputs(cfg)
     bars = lambda total, desc, unit: tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)  # noqa: E731
     summary = train_for_target(a["target"], a["tokenizer"], a["output"], a["options"], a["recipe"],
-                               a["card_prompts"], a["prompts_file"], args.device, a["dtype"],
-                               args.checkpoint_every, command=" ".join(["eagle3-check", *sys.argv[1:]]),
+                               a["card_prompts"], a["prompts_file"], cfg.device, a["dtype"],
+                               cfg.checkpoint_every, command=" ".join(["eagle3-check", *sys.argv[1:]]),
                                bar_factory=bars)
     print(json.dumps({"draft": str(a["output"]), **summary}, indent=2))
     return 0
 
 
-def main_export(args: argparse.Namespace) -> int:
+def main_export(cfg) -> int:
     from pathlib import Path
 
     from eagle3_check.errors import InputError
     from eagle3_check.program.draft_export import export_draft
 
-    if not Path(args.source).is_dir():
-        raise InputError(f"draft {args.source}: directory does not exist", "a draft directory",
+    if not Path(cfg.source).is_dir():
+        raise InputError(f"draft {cfg.source}: directory does not exist", "a draft directory",
                          "fix the source path")
-    result = export_draft(args.source, args.output, args.target, args.verifier)
-    print(json.dumps(result.to_json(), indent=2) if args.json else "\n".join(result.lines()))
+    result = export_draft(cfg.source, cfg.output, cfg.target, cfg.verifier)
+    print(json.dumps(result.to_json(), indent=2) if cfg.json else "\n".join(result.lines()))
     return 0
-
-
-def read_prompt_texts(path: str, what: str) -> list:
-    """A prompt set {"prompts": [{"id", "text"}]} read by hand (no pydantic: the H200 has none)."""
-    from eagle3_check.errors import InputError
-    from eagle3_check.fixtures.registry import Prompt
-    from eagle3_check.inputs import read_json
-
-    fix = 'write {"prompts": [{"id": "a", "text": "..."}]} (see fixtures/prompts.json)'
-    data = read_json(path, what, "a prompt set JSON object", fix)
-    items = data.get("prompts") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not items:
-        raise InputError(f"{what} {path} has no 'prompts' list", "a non-empty list of prompts", fix)
-    out = []
-    for i, q in enumerate(items):
-        if not isinstance(q, dict) or sorted(q) != ["id", "text"] or not all(isinstance(v, str) for v in q.values()):
-            raise InputError(f"{what} {path}: prompts[{i}] is {json.dumps(q)[:60]}",
-                             "an object with string 'id' and 'text' only", fix)
-        out.append(Prompt(q["id"], q["text"]))
-    return out
-
-
-def check_train_args(args: argparse.Namespace) -> dict:
-    """Every `draft train` input checked before anything loads (one-line errors)."""
-    from pathlib import Path
-
-    import torch
-
-    from eagle3_check.cli.common import options_from_args
-    from eagle3_check.errors import InputError, OptionError
-    from eagle3_check.fixtures.recipe import Recipe
-    from eagle3_check.fixtures.registry import fixtures_root
-
-    target = Path(args.target)
-    if not (target / "config.json").is_file():
-        raise InputError(f"--target {target}: no config.json there", "an HF target directory",
-                         "pass --target DIR holding config.json and the weights")
-    tok = Path(args.tokenizer) if args.tokenizer else next(
-        (p for p in (target / "tokenizer.json", target.parent / "tokenizer.json") if p.is_file()), None)
-    if tok is None or not tok.is_file():
-        raise InputError(f"--tokenizer {tok or '(none beside --target)'} does not exist", "a tokenizer.json",
-                         "pass --tokenizer PATH/tokenizer.json")
-    args.tokenizer = str(tok)  # the run options resolve from this tokenizer's files (run/defaults.py)
-    out = Path(args.output)
-    if out.exists():
-        raise InputError(f"-o {out} already exists", "a new directory", "pass a new -o DIR or delete it")
-    if args.chain_len is not None or args.chunked_prefill:
-        raise OptionError("-k / --chunked-prefill with draft train", "no chain length or prefill option "
-                          "(the card measures K = 1..7)", "drop -k / --chunked-prefill")
-    for name in ("steps", "batch_size", "ttt_steps", "gen_batch", "checkpoint_every", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            raise OptionError(f"--{name.replace('_', '-')} {getattr(args, name)}", "an integer >= 1",
-                              f"pass --{name.replace('_', '-')} 1 or more")
-    if args.self_prompts < 0 or args.draft_vocab < 2 or not args.lr > 0:
-        raise OptionError(f"--self-prompts {args.self_prompts} / --draft-vocab {args.draft_vocab} / --lr {args.lr}",
-                          "self-prompts >= 0, draft-vocab >= 2, lr > 0", "fix the value")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise OptionError(f"--device {args.device}", "cpu, or cuda on a machine with a GPU", "pass --device cpu")
-    prompts_file = args.train_prompts or str(fixtures_root() / "train_prompts.json")
-    train = [p.text for p in read_prompt_texts(prompts_file, "training prompt set")]
-    card = None if args.no_card else read_prompt_texts(args.card_prompts or str(fixtures_root() / "prompts.json"),
-                                                       "card prompt set")
-    recipe = Recipe(self_prompts=args.self_prompts, max_new=args.max_new_tokens, gen_batch=args.gen_batch,
-                    draft_vocab=args.draft_vocab, intermediate_size=args.intermediate_size, steps=args.steps,
-                    batch_size=args.batch_size, lr=args.lr, ttt_steps=args.ttt_steps, seed=args.seed,
-                    train_prompts=train)
-    return {"target": target, "tokenizer": tok, "output": out, "options": options_from_args(args),
-            "recipe": recipe, "card_prompts": card, "prompts_file": prompts_file,
-            "dtype": {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]}

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from eagle3_check.atomic import check_writable
-from eagle3_check.errors import InputError
-
 HELP = """Export a target + EAGLE-3 draft to an ExecuTorch .pte with the methods prefill,
 target_verify and draft_decode, the metadata as constant methods, XNNPACK where it lowers
 (portable kernels elsewhere; recorded in get_export_backend and NAME.export.json).
@@ -59,42 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    check_writable(args.output, "-o")  # before loading and exporting: never creates a directory
-    if args.from_pte:
-        return _from_pte(args)
-    from eagle3_check.cli.common import eager_program
-    from eagle3_check.program.export import export_eager, require_executorch
+def main(cfg) -> int:
+    from eagle3_check.session.export import copy_pte, export
 
-    require_executorch()
-    overrides = {k: getattr(args, k) for k in ("max_seq_len", "min_prefill", "max_prefill", "chain_len",
-                                               "min_verify_len", "max_verify_len") if getattr(args, k) is not None}
-    program, _, _, source = eager_program(args, overrides)
-    from eagle3_check.program.contract import VERIFY_KV_WINDOW, read_metadata
-
-    if args.verify_kv_window:
-        program.use_verify_form(VERIFY_KV_WINDOW)
-
-    read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
-    if args.quantize:
-        from eagle3_check.program.quantize import make_spec
-
-        if getattr(program, "quantized_layers", None):
-            raise InputError(f"--quantize with --fixture {args.fixture}", "a full-precision fixture (this variant is "
-                             "quantized already)", "drop --quantize, or export its base fixture")
-        spec = make_spec(args.quantize, args.group_size, args.quantize_draft)
-        program.quantize(spec)
-        source = {**source, "fixture": _variant_of(source.get("fixture"), spec)} if "fixture" in source else source
-    elif args.group_size is not None or args.quantize_draft:
-        raise InputError("--group-size / --quantize-draft without --quantize", "--quantize int8-weight|int4-weight",
-                         "add --quantize int4-weight")
-    if getattr(program, "quantized_layers", None):
-        from eagle3_check.program.quantize import QUANT_KEY
-
-        source = {**source, "quantization": program.metadata()[QUANT_KEY]}
-    record = export_eager(program, args.output, args.backend, args.omit_metadata, source, args.external_data,
-                          on_phase=None if args.no_progress else phase_printer("export"))
-    if args.json:
+    if cfg.from_pte:
+        copy_pte(cfg)
+        print(f"wrote {cfg.output} (copy of {cfg.from_pte} without {', '.join(cfg.omit_metadata) or 'nothing'})")
+        return 0
+    record = export(cfg, on_phase=None if cfg.no_progress else phase_printer("export"))
+    if cfg.json:
         print(json.dumps(record.to_json(), indent=2))
     else:
         delegated = ", ".join(f"{m} {n}" for m, n in record.delegated.items())
@@ -103,8 +73,8 @@ def main(args: argparse.Namespace) -> int:
         if record.quantization:
             omitted += f"; quantized {len(record.quantization['layers'])} layers: {record.quantization['tag']}"
         omitted += f"; weights in {record.data_path}" if record.data_path else ""
-        form = "target_verify with kv_window" if args.verify_kv_window else "target_verify(tokens, positions)"
-        print(f"wrote {record.path} ({args.backend}, {args.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
+        form = "target_verify with kv_window" if cfg.verify_kv_window else "target_verify(tokens, positions)"
+        print(f"wrote {record.path} ({cfg.backend}, {cfg.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s: {phases}{omitted})")
     return 0
 
@@ -121,35 +91,3 @@ def phase_printer(command: str):
         print(f"[{time.perf_counter() - t0:5.0f}s] {command}: {name}", file=sys.stderr, flush=True)
 
     return on_phase
-
-
-def _variant_of(fixture: str, spec) -> str:
-    """The quantized variant of `fixture` with exactly this quantization (its goldens then apply
-    to the export), else `fixture` itself (the gate then applies none of its goldens)."""
-    from eagle3_check.fixtures.registry import list_variants, load_fixture
-    from eagle3_check.program.quantize import make_spec
-
-    for name in list_variants():
-        fx = load_fixture(name)
-        if fx.base == fixture and make_spec(**fx.quantization) == spec:
-            return name
-    return fixture
-
-
-def _from_pte(args: argparse.Namespace) -> int:
-    from eagle3_check.program.pte_edit import omit_metadata
-
-    for flag in ("fixture", "target", "draft", "quantize", "group_size", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
-                 "min_verify_len", "max_verify_len"):
-        if getattr(args, flag) is not None:
-            name = "--" + flag.replace("_", "-")
-            raise InputError(f"{name} with --from-pte", "only --omit-metadata (the program is copied)",
-                             f"drop {name}, or export from --fixture / --target")
-    for flag, given in (("--verify-kv-window", args.verify_kv_window), ("--dtype", args.dtype != "float32"),
-                        ("--external-data", args.external_data)):
-        if given:
-            raise InputError(f"{flag} with --from-pte", "only --omit-metadata (the program is copied)",
-                             f"drop {flag}, or export from --fixture / --target")
-    omit_metadata(args.from_pte, args.output, args.omit_metadata)
-    print(f"wrote {args.output} (copy of {args.from_pte} without {', '.join(args.omit_metadata) or 'nothing'})")
-    return 0

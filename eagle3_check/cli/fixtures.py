@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 
 HELP = """Embedded fixtures: tiny matched target / draft / tokenizer sets under fixtures/.
 
@@ -43,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=main_build)
 
 
-def main_list(args: argparse.Namespace) -> int:
+def main_list(cfg) -> int:
     from eagle3_check.fixtures.build import RECIPES
     from eagle3_check.fixtures.card import read_card
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
@@ -57,7 +56,7 @@ def main_list(args: argparse.Namespace) -> int:
         family = json.loads((fx.root / "fixture.json").read_text()).get("family", "?")
         rows.append({"name": name, "family": family, "path": str(fx.root), "tau_k4": k4.get("tau"),
                      "recipe": name in RECIPES})
-    if args.json:
+    if cfg.json:
         print(json.dumps(rows, indent=2))
         return 0
     cells = [(r["name"], r["family"], f"tau(K=4) = {r['tau_k4']:.2f}" if r["tau_k4"] is not None else "no card",
@@ -67,33 +66,10 @@ def main_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def main_build(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+def main_build(cfg) -> int:
+    from eagle3_check.session.fixture_build import build
 
-    from eagle3_check.errors import OptionError
-    from eagle3_check.fixtures.build import RECIPES, build_fixture
-    from eagle3_check.program.eager import resolve_device
-
-    if args.name not in RECIPES:
-        raise OptionError(f"fixture recipe '{args.name}'", f"one of {sorted(RECIPES)}",
-                          "pick a recipe from eagle3_check/fixtures/build.py RECIPES")
-    resolve_device(args.device)
-    if args.threads < 1:
-        raise OptionError(f"--threads {args.threads}", "1 or more", "pass --threads 1")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    overrides = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size),
-                                   ("seed", args.seed)) if v is not None}
-    for k, v in overrides.items():
-        if v < (0 if k == "seed" else 1):
-            raise OptionError(f"--{k.replace('_', '-')} {v}", "a positive integer", f"pass --{k.replace('_', '-')} 1 or more")
-    train = replace(RECIPES[args.name]["train"], **overrides)
-    command = " ".join(["eagle3-check fixtures build", shlex.quote(args.name)]
-                       + ([f"--device {args.device}"] if args.device != "cpu" else [])
-                       + [f"--{k.replace('_', '-')} {v}" for k, v in overrides.items()])
-    out = build_fixture(args.name, args.root, args.device, train, card=not args.no_card,
-                        command=command, progress=not args.no_progress)
+    out = build(cfg)
     print(f"built {out}")
     card = out / "card.json"
     if card.is_file():

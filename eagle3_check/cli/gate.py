@@ -5,19 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from eagle3_check.atomic import check_writable, write_text_atomic
-from eagle3_check.cli.check_quant import add_drift_args, drift_thresholds
-from eagle3_check.cli.common import (
-    add_runner_args,
-    load_tokenizer,
-    reference_for_pte,
-    resolved_from_args,
-)
-from eagle3_check.cli.exec_cmd import add_timeout_arg
-from eagle3_check.cli.report import add_html_arg, write_html
-from eagle3_check.program.sidecar import sidecar_source
+from eagle3_check.cli.common import add_drift_args, add_html_arg, add_runner_args, add_timeout_arg
+from eagle3_check.session.provenance import report_provenance
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -71,56 +61,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    from eagle3_check.errors import OptionError
-    from eagle3_check.fixtures.registry import load_prompts
-    from eagle3_check.gating.gate import TAU_TOLERANCE, GateInputs, format_table, run_gate
+def main(cfg) -> int:
+    from eagle3_check.atomic import write_text_atomic
+    from eagle3_check.gating.gate import format_table
     from eagle3_check.report.junit import write_junit
+    from eagle3_check.session.context import CheckContext
+    from eagle3_check.session.gate import run_gate
 
-    check_writable(args.report, "--report")  # before the run: a missing directory must not lose it
-    if args.junit:
-        check_writable(args.junit, "--junit")
-    fx, target_dir, tok_path = reference_for_pte(args.pte, args.fixture, args.target, args.tokenizer)
-    if args.prompts:
-        prompts = load_prompts(args.prompts)
-    elif fx is None:
-        from eagle3_check.cli.check import raise_no_prompts
-
-        raise_no_prompts()
-    else:
-        prompts = fx.prompts()
-    resolved = resolved_from_args(args)
-    inputs = GateInputs(
-        pte=Path(args.pte), tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
-        options=resolved.options, golden=Path(args.golden) if args.golden else None,
-        baseline=Path(args.baseline) if args.baseline else None, fixture=fx.name if fx else None,
-        tau_tolerance=TAU_TOLERANCE if args.tau_tolerance is None else args.tau_tolerance,
-        data_path=Path(args.data_path) if args.data_path else None,
-    )
-    if args.tie_budget is not None:
-        if not 0.0 <= args.tie_budget <= 1.0:
-            raise OptionError(f"--tie-budget {args.tie_budget:g}", "a share of judged positions in [0, 1]",
-                              "pass e.g. --tie-budget 0")
-        inputs.tie_budget = args.tie_budget
-    inputs.suite = None if args.suite == "none" else args.suite
-    quantized = sidecar_source(args.pte).get("quantization")
-    if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
-        inputs.fixture = f"{fx.name} quantized ({quantized})"
-    _drift_options(args, inputs, fx)
-    if args.runner and not args.runner.startswith("exec:"):
-        from eagle3_check.run.plugin import load_runner
-
-        inputs.plugin = load_runner(args.runner)
-    elif args.runner:
-        from eagle3_check.binary.gate import BinaryGate
-
-        inputs.runner = BinaryGate(_exec_runner(args))
-    if args.all_k:
-        inputs.ks = _all_k(args.pte, args.data_path)
-
-    quiet = args.json or args.no_progress
+    quiet = cfg.json or cfg.no_progress
     bars = StepBars(disable=quiet)
-    inputs.on_step = bars
 
     def progress(chk):
         bars.close()
@@ -128,26 +77,24 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {chk.name}: {chk.status} ({chk.seconds:.1f} s)", file=sys.stderr)
 
     try:
-        report = run_gate(inputs, on_check=progress)
+        report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
-    report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)}, run_options=resolved.to_json())
-    from eagle3_check.cli.common import report_provenance
-
-    out = {**report.to_json(), "provenance": report_provenance(args, fx.name if fx else None, inputs.options)}
-    write_text_atomic(args.report, json.dumps(out, indent=2) + "\n", "report")
-    if args.junit:
-        write_junit(args.junit, report.junit_suites())
-    if args.html:
+    out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
+    write_text_atomic(cfg.report, json.dumps(out, indent=2) + "\n", "report")
+    if cfg.junit:
+        write_junit(cfg.junit, report.junit_suites())
+    if cfg.html:
+        from eagle3_check.report.html_page import write_html
         from eagle3_check.report.html_report import gate_html
 
-        write_html(args.html, gate_html(report.to_json()))
-    if args.json:
+        write_html(cfg.html, gate_html(report.to_json()))
+    if cfg.json:
         print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
-        print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else "")
-              + (f"   html: {args.html}" if args.html else ""))
+        print(f"report: {cfg.report}" + (f"   junit: {cfg.junit}" if cfg.junit else "")
+              + (f"   html: {cfg.html}" if cfg.html else ""))
     return 0 if report.passed else 1
 
 
@@ -172,64 +119,3 @@ class StepBars:
         if self.bar is not None:
             self.bar.close()
         self.name, self.bar = None, None
-
-
-def _drift_options(args: argparse.Namespace, inputs, fx) -> None:
-    """The drift thresholds, and how to build the full-precision twin of a quantized .pte: the
-    fixture's (a variant's base) or the sidecar's --target/--draft, in the .pte's own shape."""
-    inputs.drift = drift_thresholds(args)
-    source = sidecar_source(args.pte)
-    if fx is not None and not args.target:
-        from eagle3_check.fixtures.registry import load_fixture
-
-        base = load_fixture(fx.base) if fx.base else fx
-        target, draft = base.target_dir, base.draft_dir
-    elif source.get("target") and source.get("draft"):
-        target, draft = Path(source["target"]), Path(source["draft"])
-    else:
-        inputs.full_precision_note = "the .pte's sidecar names no draft and no --fixture was given"
-        return
-
-    def full_precision(metadata: dict):
-        from eagle3_check.fixtures.registry import ProgramSpec
-        from eagle3_check.program.contract import read_metadata
-        from eagle3_check.program.eager import EagerBackend
-
-        md = read_metadata(metadata)
-        lo, hi = md.k_range
-        spec = ProgramSpec(md.max_seq_len, md.min_prefill, md.max_prefill, md.chain_len, lo + 1, hi + 1)
-        return EagerBackend.from_dirs(target, draft, spec)
-
-    inputs.full_precision = full_precision
-
-
-def _exec_runner(args: argparse.Namespace):
-    from eagle3_check.errors import InputError
-    from eagle3_check.run.plugin import load_runner
-
-    if not args.runner.startswith("exec:"):
-        raise InputError(f"gate --runner {args.runner}", "exec:PATH (a runner binary)",
-                         "drop --runner to gate with the reference runner, or pass --runner exec:PATH")
-    from eagle3_check.binary.runner import request_timeout
-
-    runner = load_runner(args.runner)
-    t = request_timeout(args.runner_timeout)
-    if t is not None:
-        runner.timeout = t
-    return runner
-
-
-def _all_k(pte: str, data_path: str | None) -> list[int] | None:
-    """Every K of the program's verify range; None (default K) when it cannot be read."""
-    from eagle3_check.errors import Eagle3CheckError
-    from eagle3_check.program.contract import read_metadata
-    from eagle3_check.program.pte_backend import PteBackend
-    from eagle3_check.program.pte_probe import probe_load
-
-    if probe_load(pte, data_path=data_path):  # a .pte that aborts the runtime: the gate's load check reports it
-        return None
-    try:
-        lo, hi = read_metadata(PteBackend(pte, data_path).metadata()).k_range
-    except Eagle3CheckError:
-        return None  # the gate itself reports why the program is unusable
-    return list(range(lo, hi + 1))

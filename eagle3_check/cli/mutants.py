@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from eagle3_check.cli.common import bars
 
 HELP = """Mutation testing of the harness itself: run every seeded mutant of the reference runner
 (each loaded as a plug-in runner, like --runner) through `check` on the embedded fixture,
@@ -56,38 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    import difflib
+def main(cfg) -> int:
+    from eagle3_check.mutants.kill import format_kill_table
+    from eagle3_check.session.mutants import kill_table
 
-    from tqdm import tqdm
-
-    from eagle3_check.cli.common import set_threads
-    from eagle3_check.errors import InputError
-    from eagle3_check.mutants import BY_NAME, MUTANTS
-    from eagle3_check.mutants.kill import format_kill_table, kill_run
-    from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context
-
-    if args.fixture:
-        from eagle3_check.fixtures.registry import load_fixture
-
-        load_fixture(args.fixture)  # an unknown name is a one-line error before any work
-    mutants = list(MUTANTS)
-    if args.only:
-        for name in args.only:
-            if name not in BY_NAME:
-                close = difflib.get_close_matches(name, list(BY_NAME), n=1)
-                hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check mutants` for the list"
-                raise InputError(f"unknown mutant '{name}'", f"one of {len(BY_NAME)} seeded mutants", hint)
-        mutants = [BY_NAME[n] for n in args.only]
-    bar = tqdm(total=len(mutants) + 1, desc="mutants", unit="runner", file=sys.stderr,
-               disable=args.no_progress or args.json)
-    set_threads(args.device)  # the toy probes always run on CPU
-    probes = FAST_PROBES if args.no_suites else PROBES
-    first_kill = True if args.first_kill else False if args.all else "group"
-    report = kill_run(mutants, probes, first_kill=first_kill, ctx=Context(dtype=args.dtype, device=args.device, fixture_name=args.fixture),
-                      on_step=lambda _: bar.update(1), placements=args.placement)
-    bar.close()
-    print(json.dumps(report.to_json(), indent=2) if args.json else format_kill_table(report))
-    if args.strict_suites and report.ok and not report.suites_ok and not args.json:
+    report = kill_table(cfg, bars(cfg))
+    print(json.dumps(report.to_json(), indent=2) if cfg.json else format_kill_table(report))
+    if cfg.strict_suites and report.ok and not report.suites_ok and not cfg.json:
         print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
-    return 0 if report.ok and (report.suites_ok or not args.strict_suites) else 1
+    return 0 if report.ok and (report.suites_ok or not cfg.strict_suites) else 1

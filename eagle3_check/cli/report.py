@@ -21,26 +21,6 @@ KINDS = {"bench": "a benchmark JSON (bench/gpu_bench.py --out)", "check": "a `ch
          "gate": "a gate --report file", "golden": "a `golden verify --json` outcome"}
 
 
-def add_html_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--html", default=None, metavar="FILE",
-                   help="also write the report as one self-contained HTML page with plots (opens offline)")
-
-
-def refuse_html(args: argparse.Namespace, where: str) -> None:
-    """--html on a path that has no HTML report: a one-line error, never a silently missing file."""
-    if getattr(args, "html", None):
-        from eagle3_check.errors import OptionError
-
-        raise OptionError(f"--html with {where}", "the prompt-set check, gate or golden verify with an "
-                          "in-process runner", "drop --html (or save --json and keep that)")
-
-
-def write_html(path: str, document: str) -> None:
-    from eagle3_check.report.html_page import write_html as write
-
-    write(path, document)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="render a saved JSON report or a benchmark JSON as an HTML page",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,13 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(cfg) -> int:
     from eagle3_check.errors import InputError
     from eagle3_check.report.bench_report import bench_html
     from eagle3_check.report.html_report import check_html, gate_html, golden_html
 
-    kind = next(k for k in KINDS if getattr(args, k))
-    src = Path(getattr(args, kind))
+    kind = next(k for k in KINDS if getattr(cfg, k))
+    src = Path(getattr(cfg, kind))
     if not src.is_file():
         raise InputError(f"--{kind} {src} does not exist", "an existing JSON file", f"fix the --{kind} path")
     try:
@@ -74,6 +54,8 @@ def main(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise InputError(f"--{kind} {src}: cannot read {type(e).__name__} {e}", KINDS[kind],
                          f"pass the file that wrote it, or a matching flag instead of --{kind}") from e
-    write_html(args.html, doc)
-    print(f"wrote {args.html}")
+    from eagle3_check.report.html_page import write_html
+
+    write_html(cfg.html, doc)
+    print(f"wrote {cfg.html}")
     return 0

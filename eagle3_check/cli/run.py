@@ -5,15 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from eagle3_check.cli.common import (
-    add_program_args,
-    add_runner_args,
-    build_program,
-    default_runner,
-    prompt_from_args,
-    resolved_from_args,
-)
-from eagle3_check.cli.compile_flags import add_compile_args
+from eagle3_check.cli.common import add_compile_args, add_program_args, add_runner_args
 
 HELP = """Run one request and print the text and the runner's stats line.
 
@@ -35,15 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    from eagle3_check.run.plugin import load_runner
+def main(cfg) -> int:
+    from eagle3_check.session.context import CheckContext
+    from eagle3_check.session.world import prompt_text
 
-    prompt = prompt_from_args(args)
-    setup = build_program(args)
-    resolved = resolved_from_args(args)
+    prompt = prompt_text(cfg)
+    ctx = CheckContext(cfg)
+    setup, resolved = ctx.setup, ctx.resolved
     setup.info["run_options"] = resolved.to_json()
-    result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, resolved.options)
-    if args.json:
+    result = ctx.loaded_runner.run(setup.program, setup.tokenizer, prompt, resolved.options)
+    if cfg.json:
         print(json.dumps({**result.to_json(), "info": setup.info}, indent=2))
         return 0
     print(result.text)

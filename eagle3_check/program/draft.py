@@ -219,10 +219,3 @@ class Eagle3DraftHead(nn.Module):
             save_file(tensors, str(tmp), metadata={"format": "pt"})
         write_text_atomic(out / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n", "draft config")
 
-    @classmethod
-    def load(cls, draft_dir: str | Path, max_seq_len: int) -> Eagle3DraftHead:
-        """Any supported checkpoint layout (program/checkpoint.py); exact, or a one-line error."""
-        from eagle3_check.program.checkpoint import load_draft
-
-        return load_draft(draft_dir, max_seq_len)
-

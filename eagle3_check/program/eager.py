@@ -23,6 +23,7 @@ import torch
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Fixture, ProgramSpec
+from eagle3_check.program.checkpoint import load_draft
 from eagle3_check.program.contract import (
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
@@ -31,7 +32,6 @@ from eagle3_check.program.contract import (
     SpeculatorProgram,
     kv_window_for,
 )
-from eagle3_check.program.draft import Eagle3DraftHead
 from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.program.speculator import Eagle3Speculator
 from eagle3_check.program.target import TargetAdapter, load_hf_target, target_text_config
@@ -128,7 +128,7 @@ class EagerBackend(SpeculatorProgram):
         dev = resolve_device(device)
         check_memory(target_dir, draft_dir, spec.max_seq_len, device, dtype)  # before any allocation
         model = load_hf_target(target_dir, DTYPES[dtype])
-        draft = Eagle3DraftHead.load(draft_dir, spec.max_seq_len)
+        draft = load_draft(draft_dir, spec.max_seq_len)
         tcfg = model.config.get_text_config(decoder=True)
         if draft.cfg.target_hidden_size != tcfg.hidden_size:
             raise InputError(

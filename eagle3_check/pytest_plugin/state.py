@@ -20,7 +20,6 @@ the metrics-baseline item of its key share the run (`golden_run`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 from functools import cached_property
 from pathlib import Path
@@ -34,10 +33,17 @@ NONE = "none"
 
 class Eagle3State:
     def __init__(self, settings: dict[str, str | None], exec_runner=None, timeout: float | None = None):
+        from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG
+        from eagle3_check.session.context import CheckContext
+
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
         self.exec_runner = exec_runner  # binary.runner.ExecRunner with --eagle3-runner-bin, else None
         self.timeout = timeout  # --eagle3-request-timeout in seconds (None: not given)
+        self.cfg = plugin_config(settings, self.max_new, timeout)
+        # the world `check` assembles, from this session's Config (session/context.py); the program
+        # is the plugin's own (`_build`): a .pte as loaded, or the fixture's eager program per spec
+        self.ctx = CheckContext(self.cfg, build=self._build, limit_flag=TIMEOUT_FLAG)
         self._runs: dict[tuple[str, str], object] = {}  # (golden stem, prompt id) -> RunResult
         self._tmp: tempfile.TemporaryDirectory | None = None
 
@@ -74,7 +80,7 @@ class Eagle3State:
         timeout = request_timeout(s["request_timeout"], TIMEOUT_FLAG)  # `check --request-timeout`'s rule
         return cls(s, exec_runner_from(s), timeout)
 
-    # --- what the program is judged with ---------------------------------------------------
+    # --- what the program is judged with (session.context.CheckContext) ---------------------
 
     @cached_property
     def _source(self) -> tuple:
@@ -97,24 +103,31 @@ class Eagle3State:
     def fixture_name(self) -> str | None:
         return self.fixture.name if self.fixture else None
 
-    @cached_property
-    def program(self):
-        if self.settings["pte"]:
+    def _build(self, cfg):
+        """The context's program: the .pte as given (CPU float32), else the fixture's eager program."""
+        from eagle3_check.session.world import ProgramSetup
+
+        if cfg.pte:
             from eagle3_check.program.pte_backend import PteBackend
 
-            return PteBackend(self.settings["pte"], self.settings["data_path"])
-        return self.program_for({})
+            program = PteBackend(cfg.pte, cfg.data_path)
+        else:
+            program = self.program_for({})
+        return ProgramSetup(program, self.tokenizer, Path(self._source[1]),
+                            {"fixture": self.fixture_name} if self.fixture else {"target": str(self._source[1])})
+
+    @property
+    def program(self):
+        return self.ctx.program
 
     def program_for(self, spec: dict[str, int]):
         """The eager fixture program for an edge case's spec wish, built once per spec."""
         key = tuple(sorted(spec.items()))
         if key not in self._built:
-            import torch
-
             from eagle3_check.program.eager import EagerBackend
+            from eagle3_check.session.world import set_threads
 
-            if "OMP_NUM_THREADS" not in os.environ:  # tiny models: one thread is fastest (cli.common)
-                torch.set_num_threads(1)
+            set_threads("cpu")  # tiny models: one thread is fastest (unless OMP_NUM_THREADS is set)
             self._built[key] = EagerBackend.from_fixture(self.fixture, "cpu", DTYPE, **spec)
         return self._built[key]
 
@@ -124,44 +137,27 @@ class Eagle3State:
 
     @cached_property
     def tokenizer(self):
-        from eagle3_check.tokenizer import Tokenizer
+        from eagle3_check.session.world import load_tokenizer
 
-        return Tokenizer.load(self._source[2])
+        return load_tokenizer(self._source[2])
 
-    @cached_property
+    @property
     def reference(self):
-        if self.settings["reference"] == "self":
-            from eagle3_check.reference.self_ref import SelfReference
+        return self.ctx.reference
 
-            return SelfReference(self.program)
-        import torch
-
-        from eagle3_check.reference.hf import HFReference
-
-        return HFReference(self._source[1], "cpu", getattr(torch, DTYPE))
-
-    @cached_property
+    @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
+        return self.ctx.tolerance
 
-        return tolerance_for(DTYPE)
-
-    @cached_property
+    @property
     def tie_budget(self) -> float:
-        from eagle3_check.reference.tolerance import default_budget
+        return self.ctx.tie_budget
 
-        return default_budget(DTYPE)
-
-    @cached_property
+    @property
     def runner(self):
         """The in-process runner, under `check --request-timeout`'s rule (`watchdog.time_limited`):
         --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner."""
-        from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG
-        from eagle3_check.run.plugin import load_runner
-        from eagle3_check.run.watchdog import time_limited
-
-        spec = self.settings["runner"] or "reference"
-        return time_limited(load_runner(spec), spec, self.timeout, TIMEOUT_FLAG)
+        return self.ctx.runner
 
     @property
     def runner_name(self) -> str:
@@ -285,11 +281,9 @@ class Eagle3State:
                              "pass --eagle3-prompts FILE (or --eagle3-suite none)")
         return self.prompts
 
-    @cached_property
+    @property
     def resolved_options(self):  # as `check` resolves them for this tokenizer and target (run/defaults.py)
-        from eagle3_check.run.defaults import resolve_options
-
-        return resolve_options(self.tokenizer, self._source[1], {"max_new_tokens": self.max_new})
+        return self.ctx.resolved
 
     def options(self, **fields):  # a request's own fields on top, as given (no role rules)
         return dataclasses.replace(self.resolved_options.options, **fields)
@@ -350,3 +344,14 @@ class Eagle3State:
         runs = [self.golden_run(golden, p) for p in golden.prompts]
         now = compute_metrics([r for r in runs if r.stop_reason != CRASHED], golden.key.k)
         return compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem))
+
+
+def plugin_config(s: dict[str, str | None], max_new: int, timeout: float | None):
+    """The session's `Config`, from the options `from_settings` checked (their errors name the
+    --eagle3-* flags): CPU float32, the runner options `check` gives a request of max_new tokens."""
+    from eagle3_check.session.config import Config
+
+    return Config.build({"command": "pytest", "fixture": s["fixture"], "target": s["target"], "tokenizer": s["tokenizer"],
+                         "pte": s["pte"], "data_path": s["data_path"], "device": "cpu", "dtype": DTYPE,
+                         "max_new_tokens": max_new, "reference": s["reference"] or "hf",
+                         "runner": s["runner"] or "reference", "runner_timeout": timeout}, check=False)

@@ -67,7 +67,7 @@ def test_cli_refuses_a_template_without_a_place_for_the_data_file(ptd_pte_path, 
 def test_gate_all_k_probes_with_the_data_file(ptd_pte_path):
     """`gate --all-k` probes the load first: without the .ptd the probe failed and every K but the
     default was silently dropped."""
-    from eagle3_check.cli.gate import _all_k
+    from eagle3_check.session.gate import all_k as _all_k
     from eagle3_check.program.contract import read_metadata
 
     ptd = data_path_for(ptd_pte_path)
