@@ -43,6 +43,8 @@ BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
 
 def skip_reason(case: Case) -> str | None:
     """Why a binary cannot take this case at all (None: it can, maybe unforced)."""
+    if case.toy:
+        return "runs on the toy program (suites/toy.py), which has no .pte a runner binary could load"
     for st in case.stop_at:
         if st.via not in BINARY_VIAS:
             return (f"needs the program's get_eos_ids or the tokenizer's EOS patched (stop via {st.via}): "

@@ -127,8 +127,9 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
-    """`--golden FILE|DIR` through `golden_check.gate_goldens` (issue 7) on this program: re-run each
-    golden's prompts with its recorded options, compare exactly; one case per prompt.
+    """`--golden FILE|DIR` through `golden_check.gate_goldens` (issue 7) on this program, with the gate's
+    runner (a plug-in's, else the reference) on graph-owned outputs: re-run each golden's prompts with
+    its recorded options, compare exactly; one case per prompt.
     The gating outcome (runs and, for a metrics baseline, metric diffs) goes into `keep`."""
     if inputs.golden is None:
         return skip_check("golden", "no --golden given")
@@ -145,7 +146,7 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
             inputs.on_step("golden", done, total)
 
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt)
+                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt, runner=inputs.plugin)
     if keep is not None:
         keep["outcome"] = out
     cases = []

@@ -1,5 +1,7 @@
 """Regression gating: re-run committed goldens, compare tokens exactly and metrics with the baseline.
 
+Every golden runs on graph-owned outputs (`owned.graph_owned`), as `check` and the suites do, so a
+runner that reads an output after the method's next call fails here too.
 One pass runs each golden's prompts once; the same runs feed both comparisons
 (`diff_golden` for the tokens and stats, `compare_baseline` for the deterministic
 metrics). `eagle3-check golden verify`, `make check` and `eagle3-check gate --golden`
@@ -28,6 +30,7 @@ from eagle3_check.gating.metrics import (
     format_metric_diffs,
     load_baseline,
 )
+from eagle3_check.program.owned import graph_owned
 from eagle3_check.run.crash import CRASHED
 from eagle3_check.run.result import Runner, RunResult
 
@@ -158,6 +161,7 @@ def gate_goldens(
         if pk not in cache:
             cache[pk] = build(key)
         program, tokenizer = cache[pk]
+        program = graph_owned(program)  # outputs valid until the method's next call, as check's (program/owned.py)
         runs = run_golden(program, tokenizer, golden, runner, on_prompt)
         out.runs[key.stem] = runs
         out.keys[key.stem] = key

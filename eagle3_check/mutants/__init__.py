@@ -230,11 +230,43 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # state carried between requests
     Mutant(
+        "device_positions_sized_once", "the device placement allocates its positions buffer once, sized by the "
+        "first request's max_seq_len, and keeps it for every later request",
+        "a small program first, then a larger one, on one runner (the state suite; `edge` runs it first, the "
+        "gate meets it through the toy program)",
+        (("        self.slots = torch.arange(max_seq_len, device=self.dev)\n",
+          "        if \"first_slots\" not in DevicePlacement.__dict__:  # sized by the first request, kept\n"
+          "            DevicePlacement.first_slots = torch.arange(max_seq_len, device=self.dev)\n"
+          "        self.slots = DevicePlacement.first_slots\n"),),
+        module=PLACEMENT, placements=("device",),
+    ),
+    Mutant(
         "placement_kept_across_requests", "the runner keeps its data placement (window, positions) from its "
         "first request, sized by that program's K and max_seq_len",
         "programs of different specs in one process, a small one first (the state suite)",
         (("place = self.placement(program, md.max_seq_len, k, vocab)",
           'place = self.__dict__.setdefault("_place", self.placement(program, md.max_seq_len, k, vocab))'),),
+    ),
+    # issue 31: the chunk plan and the window; a device window that reads draft outputs late
+    Mutant(
+        "chunk_plan_ignores_window", "the chunk plan ignores the program's sliding window (chunk = max prefill // 2)",
+        "chunked prefill on a program whose window differs from max prefill / 2 (chunked-prefill/window-*, "
+        "chunked-prefill/toy-window-*)",
+        (("self.plan(L, md.max_prefill, md.min_prefill, md.sliding_window)",
+          "self.plan(L, md.max_prefill, md.min_prefill, None)"),),
+    ),
+    Mutant(
+        "device_window_kept_as_views", "the device window keeps each proposal as a view of the draft output and "
+        "assembles itself at verify time (after later chain steps overwrote the draft's output buffer)",
+        "chain steps on a program whose draft outputs are graph-owned (check, golden verify), acceptance audited",
+        (("        self.buf[:, j : j + 1].copy_(ids.reshape(1, -1)[:, -1:])\n",
+          '        self.__dict__.setdefault("views", {})[j] = ids.reshape(1, -1)[:, -1:]\n'),
+         ("        return self.buf[:, lo:hi]\n",
+          '        return torch.cat([self.__dict__.get("views", {}).get(j, self.buf[:, j : j + 1])\n'
+          "                          for j in range(lo, hi)], dim=1)\n"),
+         ("host = torch.cat([self.buf, verify_ids.to(self.dev)], dim=1)",
+          "host = torch.cat([self.window(0, self.k + 1), verify_ids.to(self.dev)], dim=1)")),
+        module=PLACEMENT, placements=("device",),
     ),
 )
 

@@ -5,6 +5,10 @@ The runner loop is one (`run.loop.ReferenceRunner`); its data placement is a str
 ("host") and with device buffers ("device"), the latter over graph-owned outputs
 (`Context.with_graphs`: emulated CUDA graphs on CPU, real ones on a GPU).
 
+Each probe gets a fresh runner (a fresh mutant module), as each route a user runs starts a new
+process: state a mutant keeps across requests is caught by the sequence inside one probe (the
+state suite, toy:programs-in-sequence), never by what an earlier probe left behind.
+
 The reference runner goes first on each placement and must pass every probe (a probe that
 fails the reference is a broken probe, not a kill). A mutant is killed on a placement when
 at least one probe fails it there (a wrong answer, a missing error, or a crash); a survivor
@@ -157,7 +161,7 @@ def kill_run(
             if place not in m.placements:  # a placement's own code: the other never runs it
                 continue
             try:
-                runner = mutant_runner(m, place)
+                mutant_runner(m, place)
             except StaleMutant as e:
                 row.error = str(e)
                 break
@@ -170,7 +174,9 @@ def kill_run(
                 elif first_kill and fails:
                     break
                 row.probes_run[place] += 1
-                problem = run_probe(p, runner, ctxs[place])
+                # a fresh runner (a fresh mutant module) per probe, as each route starts in a new process:
+                # state a runner keeps from one request to the next is caught inside a probe's own sequence
+                problem = run_probe(p, mutant_runner(m, place), ctxs[place])
                 if problem:
                     fails[p.name] = problem
         if on_step:

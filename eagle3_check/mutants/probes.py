@@ -389,6 +389,10 @@ PROBES: tuple[Probe, ...] = (
               **{f: getattr(RunOptions(), f) for f in ("stop_ids", "stop_token", "eos_id")}, max_new_tokens=9)))),
     Probe("toy:chunked-prefill", "chunked prefill of 40 ids on graph-owned outputs: each chunk's features seed",
           _toy(lambda g, c: ToyCase(prompt=list(range(300, 340)), options=dict(chunked_prefill=True)))),
+    Probe("toy:chunked-prefill-window", "chunked prefill of 40 ids on a toy declaring window 8 (max prefill 32): "
+          "chunks of the window, not of max prefill / 2",
+          _toy(lambda g, c: ToyCase(program=dict(sliding_window=8), prompt=list(range(300, 340)),
+                                    options=dict(chunked_prefill=True)))),
     Probe("toy:programs-in-sequence", "one runner: a small program and K = 1, then K = 7, then the small again",
           _programs_in_sequence),
     Probe("check:fixture", "eagle3-check check on the eager tiny-llama fixture (HF reference)",

@@ -9,7 +9,9 @@ Lengths and positions are relative to the program under test where they can be, 
 same case runs on any backend: `PromptSpec(anchor="room", offset=2)` means L + K =
 max_seq_len - 2 whatever max_seq_len is. `spec` is a wish for a program factory that can
 build programs (the eager backend builds a small one); a fixed program (a `.pte`) ignores
-it and the case skips when its prompt cannot fit.
+it and the case skips when its prompt cannot fit. `toy` runs the case on the toy program
+(suites/toy.py) instead, which every run can build, so a fixed program's run still meets a
+program of another size (the state suite) or one that declares a sliding window (chunked prefill).
 """
 
 from __future__ import annotations
@@ -126,6 +128,10 @@ class Case:
     drop_key: str | None = None  # metadata key removed from the program
     expect: Expect = field(default_factory=Expect)
     fixture: str | None = None  # None: every fixture; a name: only that fixture (others skip)
+    # Run on the toy program (suites/toy.py) built from these ToyProgram arguments instead of the
+    # program under test: a second program of another size, or a declared sliding window, that a
+    # run on one given program (the gate's .pte) has too. Judged by the toy's own target.
+    toy: tuple[tuple[str, int], ...] = ()
 
     @property
     def suite(self) -> str:
@@ -150,6 +156,8 @@ class Case:
             bits.append(f"max_new=end(r{r}){off:+d}" if off else f"max_new=end(r{r})")
         bits += [f"{k}={v!r}" for k, v in self.options]
         bits += [f"{k}={v}" for k, v in self.spec]
+        if self.toy:
+            bits.append("toy " + " ".join(f"{k}={v}" for k, v in self.toy))
         if self.drop_key:
             bits.append(f"drop {self.drop_key}")
         if self.fixture:

@@ -6,6 +6,16 @@ every embedded fixture (tiny-llama: max_prefill / 2; tiny-gemma4: its sliding wi
 Worked plans on that spec (`rules.prefill_chunks`):
     L = 31 -> [16, 15]        L = 32 -> [16, 16]        L = 33 -> [16, 11, 6]  (16 would leave 1 < 6)
     L = 17 -> [11, 6]         L = 37 -> [16, 15, 6]     L = 49 -> [16, 16, 11, 6]
+On that spec the window and max_prefill // 2 coincide (16), so three more specs tell them apart
+(issue 31), each on every fixture (tiny-gemma4: its window 16; tiny-llama: no window, the half):
+    window below half: max prefill 48 (half 24)  -> chunk 16 (tiny-llama 24)
+    window above half: max prefill 24 (half 12)  -> chunk 16 (tiny-llama 12)
+    window above max:  max prefill 12 (half 6)   -> chunk 12, the cap (tiny-llama 6)
+the same three on the toy program with a declared window (so a run on a windowless program, or on
+one given program, meets them too), and Gemma 3's real window (gemma3-270m: window 512, max
+prefill 768, half 384; and a spec with max prefill 1152, half 576). These are also where the stack
+top's rule (#20347: the window if present, else half, capped at max prefill) differs from an
+uncapped window, from "half" alone, and from one chunk of max prefill (before #20346).
 Besides the verdict, every case checks the call log against the plan (`instrument.call_problems`):
 one prefill per chunk at its positions, the draft seeded in the same chunks with each chunk's
 features, so a runner that chunks wrongly (a chunk larger than the window, the tail rule
@@ -30,6 +40,42 @@ def _case(short: str, what: str, prompt: PromptSpec, **kw) -> Case:
 
 def _chunks(times: int, offset: int) -> PromptSpec:
     return PromptSpec(anchor="chunk", times=times, offset=offset)
+
+
+# (name, what, program spec) of the specs whose window differs from max_prefill // 2 (module doc)
+WINDOW_SPECS = (
+    ("window-below-half", "window below max prefill / 2", (("max_seq_len", 112), ("min_prefill", 4), ("max_prefill", 48))),
+    ("window-above-half", "window between max prefill / 2 and max prefill",
+     (("max_seq_len", 80), ("min_prefill", 4), ("max_prefill", 24))),
+    ("window-above-max", "window above max prefill: the chunk is capped at max prefill",
+     (("max_seq_len", 64), ("min_prefill", 3), ("max_prefill", 12))),
+)
+TOY_WINDOWS = (  # toy: (name, ToyProgram arguments): window 8 < half 16, 24 > half 16, 16 > max 12
+    ("window-below-half", (("max_seq_len", 64), ("min_prefill", 4), ("max_prefill", 32), ("sliding_window", 8))),
+    ("window-above-half", (("max_seq_len", 96), ("min_prefill", 4), ("max_prefill", 32), ("sliding_window", 24))),
+    ("window-above-max", (("max_seq_len", 48), ("min_prefill", 3), ("max_prefill", 12), ("sliding_window", 16))),
+)
+GEMMA3 = "gemma3-270m"  # a real fixture: window 512 (its cases take minutes on CPU; tests mark them slow)
+
+
+def _window_cases() -> list[Case]:
+    out = []
+    for name, what, spec in WINDOW_SPECS:
+        out.append(Case(f"chunked-prefill/{name}", f"{what}; L = 2 chunks + 3",
+                        prompt=_chunks(2, 3), spec=spec, options=ON, forcing=ALL_K, expect=Expect(reason="max_new")))
+    for name, toy in TOY_WINDOWS:
+        window = dict(toy)["sliding_window"]
+        out.append(Case(f"chunked-prefill/toy-{name}", f"the toy program declaring window {window}, max prefill "
+                        f"{dict(toy)['max_prefill']}; L = 2 chunks + 3", prompt=_chunks(2, 3), toy=toy, options=ON,
+                        expect=Expect(reason="max_new")))
+    out.append(Case("chunked-prefill/gemma3-window", "Gemma 3's real window 512 above max prefill / 2 = 384: "
+                    "L = window + 88, chunks [512, 88]", prompt=_chunks(1, 88), options=ON + (("max_new_tokens", 8),),
+                    forcing=ALL_K, fixture=GEMMA3, expect=Expect(reason="max_new")))
+    out.append(Case("chunked-prefill/gemma3-window-below-half", "Gemma 3's window 512 below max prefill / 2 = 576 "
+                    "(max prefill 1152): L = window + 100, chunks [512, 100]", prompt=_chunks(1, 100),
+                    spec=(("max_seq_len", 1280), ("max_prefill", 1152)), options=ON + (("max_new_tokens", 8),),
+                    forcing=ALL_K, fixture=GEMMA3, expect=Expect(reason="max_new")))
+    return out
 
 
 CHUNKED_PREFILL = [
@@ -57,4 +103,5 @@ CHUNKED_PREFILL = [
           expect=Expect(reason="context", rounds=0, draft_calls=0)),
     _case("max-seq-len", "L = max_seq_len is a clear error", PromptSpec(anchor="max_seq_len"), forcing=None,
           expect=_L_ERROR),
+    *_window_cases(),
 ]

@@ -58,6 +58,7 @@ from eagle3_check.suites.request import (
     pick_prompt,
     prompt_problem,
 )
+from eagle3_check.suites.toy import LO, SPAN, ToyProgram
 
 SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
@@ -92,6 +93,7 @@ class SuiteEnv:
         self.prompts = prompts
         self.tolerance = tolerance
         self._refs: dict[tuple, Any] = {}
+        self._toys: dict[tuple, ToyProgram] = {}  # Case.toy -> its toy program, built once
 
     @classmethod
     def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32",
@@ -146,11 +148,22 @@ class SuiteEnv:
             self._refs[key] = got
         return got
 
-    def score(self, ids: list[int], tokens: list[int], program: SpeculatorProgram):
-        """The reference's teacher-forced rows over `ids` + `tokens` (the verdict's input)."""
-        if self.reference == SELF:
+    def score(self, ids: list[int], tokens: list[int], program: SpeculatorProgram, own: bool = False):
+        """The reference's teacher-forced rows over `ids` + `tokens` (the verdict's input); `own`: the
+        program's own target's instead (a `Case.toy` case: the toy has no HF twin)."""
+        if self.reference == SELF or own:
             return self_score(program, list(ids), list(tokens))
         return self.reference.score(list(ids), list(tokens))
+
+    def toy_program(self, case: Case) -> ToyProgram:
+        """The toy program of a `Case.toy` case (suites/toy.py), its vocab the tokenizer's; CaseSkip where
+        the tokenizer cannot name the ids the toy emits."""
+        if self.tokenizer.vocab_size < LO + SPAN:
+            raise CaseSkip(f"the toy program emits ids up to {LO + SPAN - 1}; this tokenizer names "
+                           f"{self.tokenizer.vocab_size}")
+        if case.toy not in self._toys:
+            self._toys[case.toy] = ToyProgram(**dict(case.toy), vocab_size=self.tokenizer.vocab_size)
+        return self._toys[case.toy]
 
     def filler_ids(self, length: int, bos_id: int, start: int = 0) -> list[int]:
         """Exactly `length` prompt ids: BOS (unless -1), then the prompt set's text ids, repeated;
@@ -243,8 +256,11 @@ def case_setup(case: Case, env: SuiteEnv) -> CaseSetup:
     """The case's program, metadata, K and options; CaseSkip where this run cannot take it."""
     if case.fixture and case.fixture != env.fixture:
         raise CaseSkip(f"a case for fixture {case.fixture} (this run: {env.fixture or 'a given program'})")
-    with about_the_run():  # the user's fixture/target, device, dtype and memory: the same for every case
-        base = env.program_for(dict(case.spec))
+    if case.toy:  # a second program every run has (suites/toy.py), whatever program it was given
+        base = env.toy_program(case)
+    else:
+        with about_the_run():  # the user's fixture/target, device, dtype and memory: the same for every case
+            base = env.program_for(dict(case.spec))
     md = read_metadata(base.metadata())
     k_req = _resolve_k(case, md)
     lo, hi = md.k_range
@@ -288,7 +304,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
     stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)
-    verdict = judge(run, env.score(ids, run.tokens, base), stops, options.max_new_tokens,
+    verdict = judge(run, env.score(ids, run.tokens, base, own=bool(case.toy)), stops, options.max_new_tokens,
                     md.max_seq_len, env.tolerance)
     # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
     structural = call_problems(rec, run, md.max_seq_len, chunks)

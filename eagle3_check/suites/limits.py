@@ -94,16 +94,27 @@ CHAIN = [
     Case("chain/hi+1", "K one above the supported range is a clear error", k=("hi", 1), expect=_K_ERROR),
 ]
 
-# One runner instance takes these in order (the suites run a runner across cases): a small program
-# and K first, then the default program with K at its high end and a long prompt, then the small one
-# again. Anything the runner sized by an earlier request's program (window, positions, metadata)
-# and kept is caught; `--shuffle` keeps this suite's order (its cases are a sequence).
+# One runner instance takes these in order (the suites run a runner across cases): the toy program
+# (suites/toy.py, max_seq_len 24) with K at its low end first, then a small program, then the
+# default program with K at its high end and a long prompt, then the small one and the toy again.
+# Anything the runner sized by an earlier request's program (window, positions, metadata) and kept
+# is caught, growing and shrinking. The toy cases run on every program, so a run on one given
+# program (the gate's .pte, `check --suite edge --pte`) still changes programs; `edge` runs this
+# suite first (`suites.all_cases`), so its first request is the smallest program; `--shuffle`
+# keeps this suite's order (its cases are a sequence).
+TOY_SMALL = (("max_seq_len", 24), ("max_prefill", 12))
 STATE = [
-    Case("state/small-spec-k-lo", "first: a small program (max_seq_len 48) and K at the low end",
+    Case("state/toy-small-first", "first: the toy program (max_seq_len 24), K at the low end",
+         prompt=PromptSpec(length=6), k=("lo", 0), toy=TOY_SMALL, options=(("max_new_tokens", 8),),
+         expect=Expect(reason="max_new")),
+    Case("state/small-spec-k-lo", "then a small program (max_seq_len 48) and K at the low end",
          k=("lo", 0), spec=SMALL, forcing=ALL_K, options=(("max_new_tokens", 8),), expect=Expect(reason="max_new")),
     Case("state/default-spec-k-hi", "then the default program, K at the high end, L = max prefill: nothing sized "
          "by the request before survives", prompt=PromptSpec(anchor="max_prefill"), k=("hi", 0), forcing=ALL_K,
          options=(("max_new_tokens", 24),), expect=Expect(reason="max_new")),
     Case("state/small-spec-again", "then the small program again", k=("lo", 0), spec=SMALL, forcing=ALL_K,
          options=(("max_new_tokens", 8),), expect=Expect(reason="max_new")),
+    Case("state/toy-small-again", "then the toy program again, K at its high end: nothing sized by the larger "
+         "program survives", prompt=PromptSpec(length=6), k=("hi", 0), toy=TOY_SMALL,
+         options=(("max_new_tokens", 12),), expect=Expect(reason="max_new")),
 ]

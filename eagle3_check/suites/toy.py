@@ -7,6 +7,10 @@ proposes the token for p + 2; it proposes right unless p + 2 is in `wrong_at`, w
 proposes `next_token(...) + 1`. `g` rows are `[position, -token]`.
 
 The greedy reference of a prompt is `greedy(prompt, n)`: the chain of next_token.
+
+A suite case can run on it (`Case.toy`): a second program every run has, whatever it was given
+(one `.pte` in the gate), of another size or with a declared sliding window (the chunk plan's
+input; the toy's tokens do not depend on it). Such a case is judged by the toy's own target.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class ToyProgram(SpeculatorProgram):
         verify_range: tuple[int, int] = (2, 8),
         wrong_at: set[int] | None = None,
         vocab_size: int = 512,
+        sliding_window: int | None = None,
     ):
         self.wrong_at = set(wrong_at or ())
         self._md = {
@@ -53,6 +58,8 @@ class ToyProgram(SpeculatorProgram):
             "get_min_verify_len": verify_range[0],
             "get_max_verify_len": verify_range[1],
         }
+        if sliding_window is not None:  # declared only: the toy target does not depend on position
+            self._md["get_sliding_window"] = sliding_window
 
     def metadata(self) -> dict[str, Any]:
         return dict(self._md)
