@@ -25,6 +25,9 @@ def add_timeout_arg(p: argparse.ArgumentParser) -> None:
                    "for the reference/device runner); a request over it fails "
                    "with a timeout and the report is still written. An in-process runner is abandoned (its "
                    "thread stops at its next program call); a runner binary's process group is killed")
+    p.add_argument("--runner-profile", default=None, metavar="NAME",
+                   help="a runner binary's rules: runner-pr (#20156), k-runtime (#20345) or chunked-prefill "
+                   "(#20347, the stack top); default: detected from the binary's --help (docs/runner-binaries.md)")
 
 
 def time_limited(args: argparse.Namespace, runner):
@@ -48,6 +51,8 @@ def _timeout(args: argparse.Namespace, runner) -> None:
     t = request_timeout(getattr(args, "runner_timeout", None))
     if t is not None:
         runner.timeout = t
+    if getattr(args, "runner_profile", None):
+        runner.set_profile(args.runner_profile)
 
 
 def check_main(args: argparse.Namespace, runner) -> int:
@@ -80,7 +85,7 @@ def check_main(args: argparse.Namespace, runner) -> int:
     finally:
         bar.close()
     report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
-                       ties="per position where the binary prints [ids]; bytes are judged exactly",
+                       ties="per position: the printed [ids], or the ids recovered from the bytes (binary/recover.py)",
                        run_options=resolved.to_json())
     if args.junit:
         from eagle3_check.report.check_junit import exec_check_suite, write_check_junit

@@ -216,6 +216,8 @@ def _exec_runner(args: argparse.Namespace):
     t = request_timeout(args.runner_timeout)
     if t is not None:
         runner.timeout = t
+    if getattr(args, "runner_profile", None):
+        runner.set_profile(args.runner_profile)
     return runner
 
 
