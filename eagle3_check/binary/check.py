@@ -202,7 +202,7 @@ def run_exec_check(
                         tie_budget=tie_budget if tolerance is not None else 0.0)
     chunked = 0
     for p, ids in zip(prompts, requests):
-        req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids)
+        req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids, options.chain_len)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
         proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md), data)

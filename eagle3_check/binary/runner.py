@@ -84,11 +84,14 @@ def last_error_line(stderr: bytes) -> str:
 
 
 def _last_line(stderr: bytes) -> str:
-    """The error lines (`E [file:line] msg`, the seed's format; the last two; runtime noise left out)
-    or the last line."""
+    """The error lines (`E [file:line] msg`, the seed's format; runtime noise left out): the runtime's
+    first failed check with its message (its cause, e.g. "Index 48 is out of bounds") and the last
+    error line, else the last two; or the last line."""
     lines = [line for line in stderr.decode("utf-8", "replace").splitlines()
              if line.strip() and not any(p.fullmatch(line.strip()) for p in RUNTIME_NOISE)]
-    errors = [line[:200] for line in lines if line.startswith("E [")][-2:]
+    errors = [line[:200] for line in lines if line.startswith("E [")]
+    cause = next((e for e in errors if "Check failed" in e and "):" in e and not e.rstrip().endswith("):")), None)
+    errors = ([cause] if cause and cause not in errors[-1:] else []) + errors[-1:] if cause else errors[-2:]
     return f"; stderr: {' | '.join(errors or lines[-1:])}" if lines else "; no stderr"
 
 

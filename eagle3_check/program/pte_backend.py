@@ -249,6 +249,7 @@ class PteBackend(SpeculatorProgram):
             with contextlib.redirect_stderr(log):
                 out = self._methods[method].execute([a.contiguous().clone() for a in args])
         except RuntimeError as e:
+            self.last_log = log.getvalue()  # the runtime's own lines of the failed call, whole
             why = " ".join(log.getvalue().split())[-160:] or str(e)[:100]
             raise ContractViolation(f"{method} failed in the ExecuTorch runtime ({why})",
                                     "a successful execute", f"check the inputs of {method} and the export") from None
