@@ -77,6 +77,7 @@ BUGS = [
 ]
 
 
+@pytest.mark.slow  # four fake runs (~40 s on two busy cores)
 @pytest.mark.parametrize("bug,opts,phrase", BUGS, ids=[b[0] for b in BUGS])
 def test_seeded_bugs_fail_with_their_reason(kvwin, tokenizer, hf_reference, bug, opts, phrase):
     prompts = [LONG] if bug == "no-chunking" else PROMPT
