@@ -127,7 +127,7 @@ def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
                disable=args.no_progress or args.json)
     report = run_exec_suite(args.suite, cases, env, runner, on_case=lambda _: bar.update(1))
     bar.close()
-    report.info.update(info, runner=args.runner, reference=args.reference)
+    report.info.update(info, runner=args.runner, reference=args.reference, profile=runner.profile_info())
     write_suites_junit(args, [report])
     if args.json:
         from eagle3_check.cli.common import report_provenance
@@ -135,7 +135,9 @@ def _suite_main(args: argparse.Namespace, runner, fixed_env) -> int:
         print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
                           "provenance": report_provenance(args, info.get("fixture"))}, indent=2))
     else:
-        print(f"== {info.get('pte') or info.get('fixture')} through {args.runner}\n" + format_suite_table(report))
+        prof = runner.profile_info()
+        print(f"== {info.get('pte') or info.get('fixture')} through {args.runner} (runner profile {prof['name']}: "
+              f"{prof['found']})\n" + format_suite_table(report))
     return 0 if report.passed else 1
 
 
