@@ -1,8 +1,9 @@
 """`golden verify --runner exec:... --pte FILE`: goldens re-run through a runner binary.
 
-A binary runs one `.pte`, so the goldens that apply are those of that `.pte`'s fixture on
-CPU float32 (backend `pte`, and `eager`: an export emits the eager program's tokens); the
-others skip with the reason. Per prompt, exactly: the tokens (by ids when the binary prints
+A binary runs one `.pte`, so the goldens that apply are those of that `.pte`'s fixture, on CPU,
+in the program's own dtype (backend `pte`, and `eager`: an export emits the eager program's
+tokens); the others skip, each with its reason, counted. The seed's runner reads features as
+bf16 only, so through it a float32 program's goldens skip saying so (never a silent mismatch). Per prompt, exactly: the tokens (by ids when the binary prints
 `[ids]`, else by bytes against the golden tokens' pieces), their count, L, rounds and tau
 (as printed, 3 decimals). The accepted count per round and the stop reason are not printed
 by the seed, so they are not compared (said in the notes).
@@ -22,6 +23,7 @@ from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.run.options import RunOptions, prompt_ids
 
+DTYPE_REFUSED = "unexpected scalar type"  # ExecuTorch's error when a binary feeds another dtype than the method's
 # why a binary's golden runs cannot be gated against the metrics baseline
 METRICS_NOT_GATED = "the metrics baseline counts program calls, which a binary does not report: not gated"
 
@@ -66,25 +68,45 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
     for path in paths:
         golden = load_golden(path)
         key = golden.key
-        why = exec_unavailable(key, fixture, md, runner, pte)
+        why = exec_unavailable(key, fixture, md, runner, pte, getattr(program_backend(program), "dtype", None))
         if why:
             out.skipped[key.stem] = why
             continue
         golden.check_vocab(md.vocab_size or tokenizer.vocab_size)
         options = binary_options(golden.run_options(), md)
-        for want in golden.prompts:
-            out.diffs += compare_prompt(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out.judged_by,
-                                        data)
+        for n, want in enumerate(golden.prompts):
+            diffs = compare_prompt(key.stem, want, golden, runner, pte, tokenizer, pieces, options, out.judged_by,
+                                   data)
+            if n == 0 and diffs and all(DTYPE_REFUSED in d for d in diffs):  # the binary cannot run this dtype
+                out.skipped[key.stem] = (f"a {key.dtype} golden; the binary cannot run a {key.dtype} program "
+                                         f"({diffs[0].split(': ', 1)[-1][:160]}): the seed's runner reads features "
+                                         "as bf16 only (export with --dtype bfloat16)")
+                break
+            out.diffs += diffs
             out.verified[key.stem] = out.verified.get(key.stem, 0) + 1
             if on_prompt:
                 on_prompt(want.prompt_id)
     return out
 
 
-def exec_unavailable(key: GoldenKey, fixture: str | None, md: Metadata, runner: ExecRunner, pte: Path) -> str | None:
-    """Why a golden cannot run through the binary on `pte` (an export of `fixture`), or None."""
-    if (key.device, key.dtype) != ("cpu", "float32"):
-        return f"a {key.device} {key.dtype} golden; a .pte runs on CPU float32"
+def program_backend(program):
+    """The backend under the program's wrappers (the `.pte` itself)."""
+    p = program
+    while getattr(p, "inner", None) is not None:
+        p = p.inner
+    return p
+
+
+def exec_unavailable(key: GoldenKey, fixture: str | None, md: Metadata, runner: ExecRunner, pte: Path,
+                     dtype: str | None = None) -> str | None:
+    """Why a golden cannot run through the binary on `pte` (an export of `fixture`, whose features are
+    `dtype`), or None. A golden applies in its own dtype only (a binary that cannot run the program's
+    dtype at all is found by its first run: `verify_exec_goldens`)."""
+    if key.device != "cpu":
+        return f"a {key.device} {key.dtype} golden; a .pte runs on CPU"
+    if dtype is not None and key.dtype != dtype:
+        return f"a {key.dtype} golden; {pte.name} is a {dtype} program (a binary runs the program's own dtype)"
+
     if fixture != key.fixture:
         return f"a golden of fixture {key.fixture}; {pte.name} is an export of {fixture or 'an unknown fixture'}"
     if not md.k_range[0] <= key.k <= md.k_range[1]:

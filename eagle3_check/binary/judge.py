@@ -1,6 +1,6 @@
 """Judging one run of a runner binary against the greedy reference (`--runner exec:...`).
 
-Two modes, and the verdict says which one judged:
+Three modes, and the verdict says which one judged:
 - ids: the binary printed `[ids] a,b,c` on stderr; the ids' bytes must be what stdout
   printed. Given the reference's teacher-forced `Scores` over the binary's own ids and a
   tolerance, every position is judged as `reference.verdict` judges a runner (identical /
@@ -11,7 +11,11 @@ Two modes, and the verdict says which one judged:
   concatenated (`byte_pieces`), for the N tokens the summary line reports. A byte
   difference cannot be called a tie (there are no token boundaries to judge), so it
   fails; the message gives the reference margin there.
-Both modes check N against the length DESIGN §2 fixes (`rules.allowed_lengths`), the header
+- recovered: no ids, but the reference can score and re-decode (`recover`, a tolerance given):
+  the ids are recovered from the bytes by aligning them with the reference's top tokens
+  (`binary.recover`) and then judged as printed ids are, ties counted; a byte the reference's
+  top tokens cannot continue fails with its offset.
+All modes check N against the length DESIGN §2 fixes (`rules.allowed_lengths`), the header
 (L, K, max_new) against the request, and R / tau against N.
 
 What bytes cannot prove: two token sequences with the same bytes are indistinguishable (a
@@ -23,17 +27,19 @@ of N (below). Ids close the first gap; nothing the seed prints closes the second
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.protocol import ExecOutput
+from eagle3_check.binary.recover import Recovery
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import judge_position
 from eagle3_check.run.rules import allowed_lengths
 from eagle3_check.status import FAIL, PASS, TIE, Status
 
-IDS, BYTES = "ids", "bytes"
+IDS, BYTES, RECOVERED = "ids", "bytes", "recovered"  # RECOVERED: ids recovered from the bytes (`recover`)
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Request:
     max_new_tokens: int
     max_seq_len: int
     stop_ids: frozenset[int]
+    k_asked: int | None = None  # the --chain the binary was given, when its profile maps it to another K
 
     def allowed(self, reference: list[int]) -> dict[int, str]:
         """Every N the rules allow given the greedy reference, with its stop reason (`rules.allowed_lengths`)."""
@@ -86,7 +93,9 @@ def header_problems(out: ExecOutput, req: Request) -> list[str]:
     if out.prompt_len != req.prompt_len:
         probs.append(f"header: binary encoded L = {out.prompt_len} prompt tokens, the request is {req.prompt_len}")
     if out.k != req.k:
-        probs.append(f"header: binary runs K = {out.k}, the request asks K = {req.k}")
+        clamp = (f" (--chain={req.k_asked}, which the binary's profile runs as K = {req.k}: <= 0 is get_chain_len, "
+                 "then clamped to [1, 7])" if req.k_asked is not None and req.k_asked != req.k else "")
+        probs.append(f"header: binary runs K = {out.k}, the request asks K = {req.k}{clamp}")
     if out.max_new != max_new:
         probs.append(f"header: max_new = {out.max_new}, rules give min({req.max_new_tokens}, "
                      f"{req.max_seq_len} - {req.prompt_len}) = {max_new}")
@@ -102,13 +111,17 @@ def header_problems(out: ExecOutput, req: Request) -> list[str]:
 
 
 def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePieces | None,
-          req: Request, scores: Scores | None = None, tolerance: Tolerance | None = None) -> ExecVerdict:
+          req: Request, scores: Scores | None = None, tolerance: Tolerance | None = None,
+          recover: Callable[[ExecOutput], Recovery] | None = None) -> ExecVerdict:
     """The verdict of one parsed run (see the module doc for the modes). Bytes, and ids without
     `scores`, are judged exactly: any difference fails, a near-tie included (its margin is shown).
     Ids with `scores` (the reference over prompt + the binary's ids) and `tolerance` get the
-    per-position, tie-aware verdict of `reference.verdict`."""
+    per-position, tie-aware verdict of `reference.verdict`; so do text-only runs given `recover`
+    (the ids recovered from the bytes, `binary.recover`) and `tolerance`."""
     if out.ids is not None and scores is not None and tolerance is not None:
         v = _judge_ids_scored(out, scores, tolerance, pieces, req)
+    elif out.ids is None and recover is not None and tolerance is not None and pieces is not None:
+        v = _judge_recovered(out, recover(out), tolerance, req)
     else:
         allowed = req.allowed(ref)
         v = _judge_ids(out, ref, margins, pieces, allowed) if out.ids is not None \
@@ -126,7 +139,8 @@ def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePie
 
 def _length(n: int, allowed: dict[int, str], mode: str, ref: list[int], margins: list[float]) -> ExecVerdict:
     if n in allowed:
-        return ExecVerdict(PASS, f"identical by {mode} ({n} tokens, {allowed[n]})", mode)
+        label = "ids recovered from the bytes" if mode == RECOVERED else mode
+        return ExecVerdict(PASS, f"identical by {label} ({n} tokens, {allowed[n]})", mode)
     want = ref[n] if n < len(ref) else None
     return ExecVerdict(FAIL, f"length: binary emitted {n} tokens, rules fix {_describe(allowed)}", mode,
                        index=min(n, max(allowed)), want=want if n < max(allowed) else None,
@@ -146,16 +160,30 @@ def _ids_problem(out, pieces) -> ExecVerdict | None:
     return None
 
 
-def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Request) -> ExecVerdict:
+def _judge_recovered(out: ExecOutput, rec: Recovery, tolerance: Tolerance, req: Request) -> ExecVerdict:
+    """The recovered ids judged as printed ids are (`_judge_ids_scored`); the walk's failure (no
+    reference candidate continues the bytes) fails at its token with its byte offset. The quirks
+    met on the way are named in the message."""
+    if rec.ids is None:
+        return ExecVerdict(FAIL, f"bytes: {rec.failure}", RECOVERED, index=rec.index, judged=max(out.tokens, 1), fails=1)
+    v = _judge_ids_scored(out, rec.scores, tolerance, None, req, ids=rec.ids, mode=RECOVERED)
+    if rec.quirks:
+        v.message = "; ".join([v.message, *rec.quirks])
+    return v
+
+
+def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Request, ids: list[int] | None = None,
+                      mode: str = IDS) -> ExecVerdict:
     """Every position of the binary's ids against the reference's rows (reference.verdict's
     rule), then the length rules over ids + the reference's next token (row n).
     Worked example: ids [5, 7, 9], rows argmax [5, 8, 9, 2]: index 1 is a tie if 7 is within the
     tolerance of 8 (else it fails); the length rules see [5, 7, 9, 2]: with max_new 3, N = 3 holds."""
-    problem = _ids_problem(out, pieces)
-    if problem:
-        problem.judged, problem.fails = max(out.tokens, 1), 1
-        return problem
-    ids = out.ids
+    if ids is None:  # printed ids: checked against stdout's bytes first (recovered ids match them by construction)
+        problem = _ids_problem(out, pieces)
+        if problem:
+            problem.judged, problem.fails = max(out.tokens, 1), 1
+            return problem
+        ids = out.ids
     pos = [judge_position(i, t, scores, tolerance) for i, t in enumerate(ids)]
     fails = [p for p in pos if p.status == FAIL]
     ties = [p for p in pos if p.status == TIE]
@@ -165,9 +193,9 @@ def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Re
     if fails:
         f = fails[0]
         more = f"; {len(fails)} failing positions" if len(fails) > 1 else ""
-        return ExecVerdict(FAIL, f"diverged {f.describe()}{more}", IDS, index=f.index, got=f.got, want=f.want,
+        return ExecVerdict(FAIL, f"diverged {f.describe()}{more}", mode, index=f.index, got=f.got, want=f.want,
                            margin=f.margin, rank=f.rank, expected=allowed, **counts)
-    v = _length(len(ids), allowed, IDS, seq, scores.margins)
+    v = _length(len(ids), allowed, mode, seq, scores.margins)
     v.expected = allowed
     for key, value in counts.items():
         setattr(v, key, value)

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from eagle3_check.binary.protocol import ExecCommand
 from eagle3_check.errors import InputError
 from eagle3_check.run.options import RunOptions
 from eagle3_check.run.proc import BoundedOutput, become_subreaper, children_of, end_tree, read_until
+from eagle3_check.run.profiles import NEWEST, RunnerProfile, detect, profile_named
 
 DEFAULT_TIMEOUT_S = 300.0
 STDERR_KEPT = 4000  # characters of stderr kept in a verdict (the end of it)
@@ -63,22 +65,56 @@ class ProcessRun:
         return None
 
 
+# ExecuTorch's own stderr lines that are not the binary's error: the runtime logs a missing method
+# when a binary probes an optional metadata method (main.cpp's module->get("get_sliding_window")).
+RUNTIME_NOISE = (re.compile(r"E \[program\.cpp:\d+\] No method named '(get_\w+)' in program"),)
+
+
+def runtime_noise(stderr: bytes) -> list[str]:
+    """The noise lines of `stderr` as notes, one per distinct line (they are kept out of the quoted
+    error lines). Example: "E [program.cpp:67] No method named 'get_sliding_window' in program" ->
+    "runtime noise (not the binary's error): ExecuTorch logs ... (an optional metadata method the
+    binary probes; the program does not have it)"."""
+    seen = []
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if any(p.fullmatch(line.strip()) for p in RUNTIME_NOISE) and line.strip() not in seen:
+            seen.append(line.strip())
+    return [f"runtime noise (not the binary's error): ExecuTorch logs {line!r} (an optional metadata method the "
+            "binary probes; the program does not have it)" for line in seen]
+
+
+def last_error_line(stderr: bytes) -> str:
+    """The last stderr line that is not runtime noise ('(no stderr)' when there is none)."""
+    lines = [line for line in stderr.decode("utf-8", "replace").strip().splitlines()
+             if line.strip() and not any(p.fullmatch(line.strip()) for p in RUNTIME_NOISE)]
+    return (lines or ["(no stderr)"])[-1][:200]
+
+
 def _last_line(stderr: bytes) -> str:
-    """The error lines (`E [file:line] msg`, the seed's format; the last two) or the last line."""
-    lines = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    errors = [line[:200] for line in lines if line.startswith("E [")][-2:]
+    """The error lines (`E [file:line] msg`, the seed's format; runtime noise left out): the runtime's
+    first failed check with its message (its cause, e.g. "Index 48 is out of bounds") and the last
+    error line, else the last two; or the last line."""
+    lines = [line for line in stderr.decode("utf-8", "replace").splitlines()
+             if line.strip() and not any(p.fullmatch(line.strip()) for p in RUNTIME_NOISE)]
+    errors = [line[:200] for line in lines if line.startswith("E [")]
+    cause = next((e for e in errors if "Check failed" in e and "):" in e and not e.rstrip().endswith("):")), None)
+    errors = ([cause] if cause and cause not in errors[-1:] else []) + errors[-1:] if cause else errors[-2:]
     return f"; stderr: {' | '.join(errors or lines[-1:])}" if lines else "; no stderr"
 
 
 class ExecRunner:
     """A runner binary; `execute` runs one request."""
 
-    def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S, flag: str = "--runner"):
-        """`flag` is the option that gave `spec`, named in its errors."""
+    def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S, flag: str = "--runner",
+                 profile: str | None = None):
+        """`flag` is the option that gave `spec`, named in its errors; `profile`: the runner profile's
+        name (`run.profiles`, `--runner-profile`), None to detect it from the binary's `--help`."""
         self.spec = spec
         self.command = ExecCommand.parse(spec, flag)
         self.timeout = timeout
-        self._chain: bool | None = None
+        self._profile: tuple[RunnerProfile, str] | None = None
+        if profile is not None:
+            self.set_profile(profile)
         exe = self.command.argv[0]
         if os.sep in exe and not os.access(exe, os.X_OK):
             raise InputError(f"{flag} {spec!r}: {exe} is not an executable file", "a runner binary",
@@ -88,21 +124,42 @@ class ExecRunner:
     def name(self) -> str:
         return self.spec
 
-    def supports_chain(self) -> bool:
-        """Does the binary take `--chain`? Asked once through `--help` (gflags lists its flags);
-        a binary whose help lists no seed flag, or a templated command, is taken at its word."""
-        if self._chain is None:
-            self._chain = True
+    def set_profile(self, name: str, flag: str = "--runner-profile") -> None:
+        """The profile given by name (`flag`'s value), instead of detecting it."""
+        self._profile = (profile_named(name, flag), f"given ({flag} {name})")
+
+    @property
+    def profile(self) -> RunnerProfile:
+        """The binary's runner profile (`run.profiles`): given, or detected once from its `--help`
+        (gflags lists its flags); a templated command, or a binary whose help lists no seed flag, is
+        taken as the newest profile (`profile_how` says so)."""
+        if self._profile is None:
+            found = None
             if not self.command.templated:
                 try:
                     p = subprocess.run([*self.command.argv, "--help"], capture_output=True, timeout=60,
                                        stdin=subprocess.DEVNULL)
-                    text = p.stdout + p.stderr
-                    if b"-model_path" in text:
-                        self._chain = b"-chain " in text
+                    found = detect(p.stdout + p.stderr)
                 except (OSError, subprocess.TimeoutExpired):
                     pass
-        return self._chain
+            self._profile = found or (NEWEST, "the newest profile: " + (
+                "a templated command is not asked (give --runner-profile)" if self.command.templated else
+                "its --help lists none of the seed's flags (give --runner-profile)"))
+        return self._profile[0]
+
+    @property
+    def profile_how(self) -> str:
+        """How the profile was found, in words (for reports)."""
+        self.profile  # noqa: B018 - detects it
+        return self._profile[1]
+
+    def profile_info(self) -> dict:
+        return {"name": self.profile.name, "pr": self.profile.pr, "commit": self.profile.commit,
+                "found": self.profile_how}
+
+    def supports_chain(self) -> bool:
+        """Does the binary take `--chain`? Its profile says (`profile`)."""
+        return self.profile.chain_flag
 
     def check_data(self, data_path: str | Path | None, flag: str = "--data-path") -> None:
         """Refuses (InputError) a templated command with no place for the program's `.ptd` (`flag`'s)."""
@@ -157,11 +214,12 @@ def request_timeout(value: str | float | None, flag: str = "--request-timeout") 
 
 
 def exec_runner(spec: str, timeout: str | float | None = None, flag: str = "--runner",
-                timeout_flag: str = "--request-timeout") -> ExecRunner:
-    """A runner binary from its command line (`exec:PATH [ARGS]`, or `PATH [ARGS]`) and its
-    per-request timeout (None: DEFAULT_TIMEOUT_S); errors name the options that gave them."""
+                timeout_flag: str = "--request-timeout", profile: str | None = None) -> ExecRunner:
+    """A runner binary from its command line (`exec:PATH [ARGS]`, or `PATH [ARGS]`), its
+    per-request timeout (None: DEFAULT_TIMEOUT_S) and its profile (None: detected); errors name
+    the options that gave them."""
     t = request_timeout(timeout, timeout_flag)
-    return ExecRunner(spec, DEFAULT_TIMEOUT_S if t is None else t, flag)
+    return ExecRunner(spec, DEFAULT_TIMEOUT_S if t is None else t, flag, profile)
 
 
 def resolve_command(spec: str, base: str | Path, flag: str = "--runner") -> str:

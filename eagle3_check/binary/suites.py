@@ -21,9 +21,17 @@ from pathlib import Path
 from eagle3_check.binary.check import byte_pieces_or_none, judge_process
 from eagle3_check.binary.judge import FAIL, PASS, TIE, Request
 from eagle3_check.binary.protocol import OutputError, parse_output
-from eagle3_check.binary.runner import ExecRunner, binary_options, program_data, program_file
+from eagle3_check.binary.runner import (
+    ExecRunner,
+    binary_options,
+    last_error_line,
+    program_data,
+    program_file,
+    runtime_noise,
+)
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.run.profiles import RunnerProfile
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import (
     SKIP,
@@ -105,14 +113,22 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     with about_the_run():
         model = program_file(base)
-    if options.chunked_prefill:
-        raise CaseSkip("chunked prefill: a runner binary gets no option for it")
+    prof = runner.profile
+    if options.chunked_prefill and not prof.chunks:
+        raise CaseSkip(f"chunked prefill: the binary's profile {prof.name} ({prof.pr}) does not chunk")
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
-        raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag")
+        raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag "
+                       f"(profile {prof.name})")
     if case.drop_key:
         model = _without(model, case.drop_key, tmp)
-    if case.expect.error:
+    k_asked = options.chain_len
+    turned = profile_turns(case, md, k_asked, prof)
+    if case.expect.error and not turned:
         return _run_error(case, env, runner, (model, program_data(base)), options, md, k)
+    if turned:  # the profile runs what the case expects to be an error: judged as a run of that K / those chunks
+        k = prof.chain_k(k_asked, md.chain_len)
+        if prof.chunks and case.prompt.anchor == "max_prefill":
+            options.chunked_prefill = True
     max_new, stop_idx = _unforced_positions(case, k)
     if max_new is not None:
         options.max_new_tokens = max_new
@@ -121,13 +137,21 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     options, _ = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
     text, options = _as_text(prompt, ids, options, env.tokenizer)
     stops = stop_set(env.tokenizer, md, options).ids
-    req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops)
+    req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops, k_asked)
     with about_the_run():  # the binary cannot start, its command line has no place for an input
         proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md), program_data(base))
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
-                                 req, lambda toks: env.score(ids, toks, base), env.tolerance)
+                                 req, lambda toks: env.score(ids, toks, base), env.tolerance,
+                                 _decode(env, ids, base, md.max_seq_len))
+    plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
-               "stderr": proc.stderr_tail()[-800:]}
+               "profile": prof.name, "stderr": proc.stderr_tail()[-800:]}
+    notes = runtime_noise(proc.stderr) + ([turned] if turned else [])
+    if len(plan) > 1:
+        details["chunks"] = plan
+        notes.append(f"the binary prefills in chunks {plan}: the call log is not observable from outside the process")
+    if notes:
+        details["notes"] = notes
     if out is not None:
         details.update(tokens=out.tokens, rounds=out.rounds, stop=(verdict.expected or {}).get(out.tokens))
     problems = [] if verdict.status == PASS else [verdict.message]
@@ -142,12 +166,49 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
                                         ("the forced acceptance (run unforced)", case.forcing)) if wanted]
     if unseen:
         details["not_observed"] = unseen
+    if turned:
+        verdict.message = f"{verdict.message} ({turned})"
     if verdict.status == TIE:
         return CaseResult(case.name, TIE, verdict.message, details)
     if problems:
         return CaseResult(case.name, FAIL, "; ".join(problems), details)
     return CaseResult(case.name, PASS, verdict.message + (f" (not observed: {', '.join(unseen)})" if unseen else ""),
                       details)
+
+
+def profile_turns(case: Case, md, k_asked: int | None, prof: RunnerProfile) -> str | None:
+    """Why the binary's profile runs an error case instead of refusing it (None: the case stays):
+    K at runtime maps any --chain to a K in [1, 7] (<= 0: get_chain_len), so a K outside the
+    program's range is a run of the clamped K when the program takes that one; chunked prefill
+    chunks a prompt past max prefill. Example: k-runtime, get_chain_len 4, range [1, 7]: the case
+    `chain/hi+1` (--chain=8) runs K = 7, `chain/lo-1` (--chain=0) runs K = 4."""
+    if not case.expect.error:
+        return None
+    lo, hi = md.k_range
+    if "chain length K =" in case.expect.mentions and prof.chain_flag and k_asked is not None:
+        k = prof.chain_k(k_asked, md.chain_len)
+        if lo <= k <= hi:
+            return (f"profile {prof.name} ({prof.pr}) runs --chain={k_asked} as K = {k} (<= 0: get_chain_len, then "
+                    "clamped to [1, 7]) instead of refusing it; the header's K is checked")
+    if "prefill range" in case.expect.mentions and prof.chunks and case.prompt.anchor == "max_prefill" \
+            and case.prompt.offset > 0:
+        return (f"profile {prof.name} ({prof.pr}) chunks a prompt past max prefill {md.max_prefill} instead of "
+                "refusing it")
+    return None
+
+
+def _decode(env: SuiteEnv, ids: list[int], base, max_seq_len: int):
+    """`decode(prefix, m)` for recovering a text-only binary's ids: the program's own greedy tokens
+    after prompt + prefix (a hypothesis only: the candidates come from the reference's rows)."""
+    def decode(prefix: list[int], m: int) -> list[int]:
+        m = min(m, max_seq_len - len(ids) - len(prefix) - 1)
+        if m <= 0:
+            return []
+        try:
+            return list(env.greedy(list(ids) + list(prefix), m, base).tokens)[:m]
+        except Eagle3CheckError:
+            return []
+    return decode
 
 
 def _without(model: Path, key: str, tmp: Path) -> Path:
@@ -184,7 +245,7 @@ def _run_error(case, env, runner, files, options, md, k) -> CaseResult:
     with about_the_run():  # the binary cannot start, its command line has no place for an input
         proc = runner.execute(files[0], env.tokenizer.path, text, binary_options(options, md), files[1])
     details = {"L": L, "K": k, "returncode": proc.returncode, "stderr": proc.stderr_tail()[-800:]}
-    last = (proc.stderr_tail().strip().splitlines() or ["(no stderr)"])[-1][:200]
+    last = last_error_line(proc.stderr)
     if proc.timed_out or proc.returncode < 0:
         return CaseResult(case.name, FAIL, f"expected a clean error exit: {proc.failure(runner.timeout)}", details)
     if proc.returncode == 0:

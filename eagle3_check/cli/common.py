@@ -137,5 +137,8 @@ def add_timeout_arg(p: argparse.ArgumentParser) -> None:
                    "for the reference/device runner); a request over it fails "
                    "with a timeout and the report is still written. An in-process runner is abandoned (its "
                    "thread stops at its next program call); a runner binary's process group is killed")
+    p.add_argument("--runner-profile", default=None, metavar="NAME",
+                   help="a runner binary's rules: runner-pr (#20156), k-runtime (#20345) or chunked-prefill "
+                   "(#20347, the stack top); default: detected from the binary's --help (docs/runner-binaries.md)")
 
 

@@ -131,6 +131,8 @@ class CheckContext:
             t = request_timeout(self.cfg.runner_timeout)
             if t is not None:
                 runner.timeout = t
+            if self.cfg.runner_profile:
+                runner.set_profile(self.cfg.runner_profile)
             return runner
         return limited(runner, self.runner_name, self.cfg.runner_timeout, self.limit_flag)
 

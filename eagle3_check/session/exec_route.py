@@ -34,7 +34,7 @@ def exec_check(ctx: CheckContext, make_bar=NoBar):
     finally:
         bar.close()
     report.info.update(setup.info, reference=ctx.cfg.reference, tie_tolerance=ctx.tolerance.describe(),
-                       ties="per position where the binary prints [ids]; bytes are judged exactly",
+                       ties="per position: the printed [ids], or the ids recovered from the bytes (binary/recover.py)",
                        run_options=resolved.to_json())
     return report
 

@@ -91,5 +91,5 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     bar = make_bar(total=len(cases), desc=f"suite {cfg.suite} (exec)", unit="case")
     report = run(cfg.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
     bar.close()
-    report.info.update(info, runner=ctx.runner_name, reference=cfg.reference)
+    report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
     return report, info

@@ -100,7 +100,7 @@ def test_cli_check_with_the_fake_executable(pte_path, tmp_path):
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     report = json.loads(p.stdout)
-    assert report["passed"] and report["info"]["judged_by"] == {"bytes": 1}
+    assert report["passed"] and report["info"]["judged_by"] == {"recovered": 1}
     (suite,) = ET.parse(tmp_path / "check.xml").getroot().findall("testsuite")  # check --junit, through a binary
     assert suite.get("name") == f"check K={report['k']}" and suite.get("tests") == "1" and suite.get("failures") == "0"
     assert [tc.get("name") for tc in suite.iter("testcase")] == [p.id for p in PROMPT]

@@ -1,0 +1,153 @@
+"""A text-only binary's token ids, recovered from its bytes by aligning them with the reference.
+
+The seed's runner prints each emitted token's bytes and no ids. To judge it per position (ties
+included, DESIGN §3) the harness recovers the ids: walking the output, at emitted index i the
+candidates are the reference's top tokens for that position (teacher-forced over the prompt and
+the ids recovered so far: its argmax, then its runner-up); the walk follows the candidate whose
+bytes (`byte_pieces`) the output continues with. Several that match are tried in that order
+(back to the last such choice when the walk dead-ends); none is a failure naming the byte
+offset, the expected pieces and what came. The walk must consume the bytes exactly with the N
+tokens the summary line reports, so the decode of the recovered ids is the printed text.
+
+Where the walk leaves the reference's greedy tokens (a tie taken the other way), the rest of the
+reference is decoded again from there (`greedy`), and the teacher-forced rows recomputed
+(`score`): one reference forward per divergence.
+
+Known output quirks are matched as a second form of a piece and named where they occur, never a
+silent pass and never a false failure: the seed's `printf("%s")` drops a token's bytes from its
+first NUL byte on (`NUL`), and a lossy UTF-8 decode may print U+FFFD for a piece that is not
+valid UTF-8 alone (`REPLACED`).
+
+Worked example: reference greedy [5, 8, 9], pieces 5 -> b" a", 7 -> b" b", 8 -> b" c", output
+b" a b..." with N = 3: index 0 matches 5; at index 1 the argmax 8 (b" c") does not match, the
+runner-up 7 (b" b") does: the reference is decoded again after [5, 7] and the walk goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eagle3_check.binary.byte_pieces import BytePieces
+from eagle3_check.reference.hf import Scores
+
+NUL = "printf('%s') stops at the NUL byte"
+REPLACED = "invalid UTF-8 printed as U+FFFD"
+MAX_REDECODES = 32  # reference re-decodes one walk may spend (divergences plus backtracking)
+
+
+@dataclass
+class Recovery:
+    ids: list[int] | None  # None: the bytes cannot be aligned (see `failure`)
+    scores: Scores | None = None  # the reference's rows over prompt + a sequence starting with `ids`
+    failure: str | None = None
+    index: int | None = None  # the emitted index where the walk failed
+    offset: int | None = None  # its byte offset
+    quirks: list[str] = field(default_factory=list)  # one line per quirk, where it occurs
+    redecodes: int = 0
+
+
+def printed_forms(piece: bytes) -> list[tuple[bytes, str | None]]:
+    """The bytes a token may be printed as: its piece, then the quirks' forms (with their name).
+    Example: b"a\\x00b" -> [(b"a\\x00b", None), (b"a", NUL)]; b"\\xc3" -> [(b"\\xc3", None),
+    (b"\\xef\\xbf\\xbd", REPLACED)]."""
+    forms: list[tuple[bytes, str | None]] = [(piece, None)]
+    if b"\x00" in piece:
+        forms.append((piece.split(b"\x00", 1)[0], NUL))
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        forms.append((piece.decode("utf-8", "replace").encode("utf-8"), REPLACED))
+    return forms
+
+
+def _candidates(scores: Scores, i: int) -> list[tuple[int, int]]:
+    """(id, rank) of the reference's top tokens at row i, best first."""
+    out = []
+    if i < len(scores.argmax):
+        out.append((scores.argmax[i], 1))
+        if i < len(scores.runner_up) and scores.runner_up[i] >= 0 and scores.runner_up[i] != scores.argmax[i]:
+            out.append((scores.runner_up[i], 2))
+    return out
+
+
+def recover_ids(text: bytes, n: int, pieces: BytePieces, greedy: list[int],
+                score: Callable[[list[int]], Scores], decode: Callable[[list[int], int], list[int]]) -> Recovery:
+    """The n ids whose printed bytes are `text`, following the reference (module doc).
+    `greedy`: the reference's greedy tokens after the prompt; `score(tokens)`: its rows over
+    prompt + tokens; `decode(prefix, m)`: m greedy tokens after prompt + prefix."""
+    hyp = list(greedy)
+    rows = score(hyp)
+    branches: list[tuple[int, int, list[int], Scores, list]] = []  # (i, pos, hyp, rows, untried matches)
+    quirks: dict[int, str] = {}
+    i, pos, redecodes = 0, 0, 0
+    furthest = (0, 0, [], b"")  # (index, offset, candidates, what came) of the deepest dead end
+
+    while True:
+        if i == n and pos == len(text):
+            got = hyp[:n]
+            return Recovery(got, rows, quirks=[quirks[k] for k in sorted(quirks) if k < n], redecodes=redecodes)
+        matches = []
+        if i < n:
+            for c, rank in _candidates(rows, i):
+                for form, quirk in printed_forms(pieces.pieces.get(c, b"")):
+                    if text.startswith(form, pos) and (form or quirk is None or pos == len(text)):
+                        matches.append((c, rank, form, quirk))
+        if not matches and i < n and i < len(rows.argmax):  # past the top two: any token the bytes continue with
+            matches = [(c, None, form, quirk) for c, form, quirk in _by_bytes(pieces, text, pos)]
+        if not matches:
+            if (i, pos) >= furthest[:2]:
+                furthest = (i, pos, _candidates(rows, i), text[pos:pos + 16])
+            if not branches or redecodes >= MAX_REDECODES:
+                return _failed(furthest, n, len(text), pieces, redecodes)
+            i, pos, hyp, rows, matches = branches.pop()
+        c, rank, form, quirk = matches[0]
+        if matches[1:]:
+            branches.append((i, pos, hyp, rows, matches[1:]))
+        for k in [k for k in quirks if k >= i]:
+            del quirks[k]
+        if quirk:
+            quirks[i] = (f"token {i} (id {c}, {pieces.pieces.get(c, b'')!r}) printed as {form!r}: {quirk} "
+                         "(a known quirk of the binary's output, not judged as a difference)")
+        if i >= len(hyp) or hyp[i] != c:  # the walk leaves the reference's tokens: decode again from here
+            redecodes += 1
+            hyp = hyp[:i] + [c]
+            hyp += decode(hyp, max(n - len(hyp), 0))
+            rows = score(hyp)
+        i, pos = i + 1, pos + len(form)
+
+
+_INDEX: dict[int, dict[int, list[tuple[int, bytes]]]] = {}  # id(pieces) -> first byte -> (id, piece)
+
+
+def _by_bytes(pieces: BytePieces, text: bytes, pos: int, most: int = 8) -> list[tuple[int, bytes, str | None]]:
+    """Every token whose bytes `text` continues with at `pos` (its piece, not a quirk form), longest
+    first, at most `most`: the candidates below the reference's top two, whose rank the verdict
+    then judges (a tie within the top-N, else a failure with its rank)."""
+    index = _INDEX.get(id(pieces))
+    if index is None:
+        index = {}
+        for c, piece in pieces.pieces.items():
+            if piece:
+                index.setdefault(piece[0], []).append((c, piece))
+        _INDEX.clear()
+        _INDEX[id(pieces)] = index
+    if pos >= len(text):
+        return []
+    found = [(c, piece) for c, piece in index.get(text[pos], []) if text.startswith(piece, pos)]
+    found.sort(key=lambda cp: (-len(cp[1]), cp[0]))
+    return [(c, piece, None) for c, piece in found[:most]]
+
+
+def _failed(furthest, n: int, size: int, pieces: BytePieces, redecodes: int) -> Recovery:
+    i, pos, cands, came = furthest
+    if i >= n:
+        why = (f"the {n} tokens the summary reports end at byte {pos}, but stdout's text goes on with {came!r} "
+               f"({size - pos} more bytes)")
+    elif not cands:
+        why = f"the reference cannot score token {i} (past its context): nothing to align byte {pos} with"
+    else:
+        want = ", ".join(f"id {c} {pieces.pieces.get(c, b'')!r} (rank {r})" for c, r in cands)
+        why = (f"bytes at offset {pos} (token {i}) are none of the reference's top tokens there: expected "
+               f"{want}; stdout has {came!r}")
+    return Recovery(None, failure=why, index=i, offset=pos, redecodes=redecodes)
