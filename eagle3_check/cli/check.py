@@ -110,20 +110,16 @@ def tie_budget_from_args(args: argparse.Namespace) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.list:  # before torch: a listing costs what --help costs
+        refuse_html(args, "--list")
+        refuse_junit(args, "--list")
+        return list_main(args)
     from tqdm import tqdm
 
     from eagle3_check.gating.check import run_check
     from eagle3_check.reference.tolerance import tolerance_for
     from eagle3_check.run.plugin import load_runner
 
-    if args.list:
-        refuse_html(args, "--list")
-        refuse_junit(args, "--list")
-        return list_main(args)
-    if args.junit:
-        from eagle3_check.atomic import check_writable
-
-        check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
     runner_name = args.runner = args.runner or default_runner(args.device)
     runner = load_runner(runner_name)
     if args.quantize:  # the gate's quantized checks in process: cli/check_quant.py

@@ -11,7 +11,7 @@ from eagle3_check.cli.common import build_program, report_provenance, set_thread
 
 
 def list_main(args: argparse.Namespace) -> int:
-    from eagle3_check.suites.report import format_list, list_suites
+    from eagle3_check.suites.listing import format_list, list_suites
 
     print(json.dumps(list_suites(), indent=2) if args.json else format_list())
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from eagle3_check.cli.compile_flags import compile_from_args
 from eagle3_check.cli.validate import Given
 from eagle3_check.errors import InputError
+from eagle3_check.preflight import check_program_pair
 from eagle3_check.program.target_spec import DEFAULT as DEFAULT_TARGET_SPEC
 from eagle3_check.run.options import parse_stop_ids, read_prompt_file
 
@@ -205,11 +206,7 @@ def eager_program(args: argparse.Namespace, overrides: dict):
     tokenizer = getattr(args, "tokenizer", None)
     set_threads(device, getattr(args, "threads", None))
     if args.target or args.draft:
-        if not (args.target and args.draft):
-            missing = "--draft" if args.target else "--target"
-            raise InputError(f"{missing} not given", "both --target DIR and --draft DIR", f"add {missing} DIR")
-        if args.fixture:
-            raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
+        check_program_pair(args.target, args.draft, args.fixture)  # also in preflight, before torch
         target_dir, draft_dir = Path(args.target), Path(args.draft)
         tok_path = Path(tokenizer) if tokenizer else target_dir / "tokenizer.json"
         from eagle3_check.program.target_spec import target_spec

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from eagle3_check.errors import InputError, OptionError
+from eagle3_check.preflight import check_device, check_program_pair
 
 DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
 
@@ -76,6 +77,8 @@ def preflight(args: argparse.Namespace) -> None:
         from eagle3_check.fixtures.registry import load_fixture
 
         load_fixture(args.fixture)  # an unknown name: "did you mean"
+    if "target" in vars(args) and "draft" in vars(args) and not getattr(args, "pte", None):
+        check_program_pair(args.target, args.draft, getattr(args, "fixture", None))  # before the paths
     _paths(args)
     _ranges(args)
     _suite_name(args)
@@ -95,6 +98,7 @@ def _device(args: argparse.Namespace) -> None:
     device = getattr(args, "device", None)
     if device is not None and not DEVICE_RE.fullmatch(device):
         raise OptionError(f"--device {device}", "cpu, cuda or cuda:N", "pass --device cpu or --device cuda")
+    check_device(device)  # the NVIDIA driver, looked for without torch (eagle3_check/preflight.py)
     if getattr(args, "cuda_graph", None) and device == "cpu":
         raise OptionError("--cuda-graph with --device cpu", "a CUDA device (graphs replay on a GPU)",
                           "drop --cuda-graph, or pass --device cuda")
@@ -136,6 +140,8 @@ def _paths(args: argparse.Namespace) -> None:
                          "pass a directory path")
     if getattr(args, "html", None):  # before the run: a missing directory must not lose the report
         check_writable(args.html, "--html")
+    if getattr(args, "junit", None):  # the XML is written after the run: its directory is checked now
+        check_writable(args.junit, "--junit")
     out = getattr(args, "output", None)
     if out:
         check_writable(out, "-o")
