@@ -11,6 +11,7 @@ from eagle3_check.cli.common import (
     add_runner_args,
     build_program,
     resolved_from_args,
+    set_threads,
 )
 from eagle3_check.cli.exec_cmd import add_timeout_arg, golden_verify_main, is_exec, time_limited
 from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
@@ -57,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--pte", default=None, metavar="FILE",
                        help="the .pte export to run backend-pte goldens on (skipped without it)")
         v.add_argument("--data-path", default=None, metavar="FILE.ptd", help="the .pte's external data file")
+        v.add_argument("--threads", type=int, default=None, metavar="N",
+                       help="CPU torch threads (default 1, or OMP_NUM_THREADS when set), as `check`")
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
@@ -177,6 +180,7 @@ def verify_main(args: argparse.Namespace) -> int:
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         refuse_html(args, "a runner binary (--runner exec:...)")
         return golden_verify_main(args, runner)
+    set_threads("cpu", args.threads)  # one thread, as check (two: bench/golden_speed.py, docs/goldens.md)
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its prompt
     baseline = None
     if not args.no_baseline:
@@ -208,6 +212,7 @@ def baseline_main(args: argparse.Namespace) -> int:
     from eagle3_check.gating.golden_check import gate_goldens
     from eagle3_check.gating.metrics import compute_metrics, write_baseline
 
+    set_threads("cpu", args.threads)
     bar = _progress(args, False)
     outcome = gate_goldens(args.goldens, None, on_prompt=lambda _: bar.update(1), pte=args.pte,
                            data_path=args.data_path)
