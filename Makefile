@@ -24,8 +24,8 @@ check: lint test docs
 lint:
 	$(PY) -m ruff check eagle3_check tests tests_bench
 
-# Serial by default. XDIST="-n auto" (pytest-xdist, dev extra) spreads the suite over the cores:
-# docs/parallel.md says what it was measured at.
+# Serial by default. XDIST="-n 2 --dist loadgroup" (pytest-xdist, dev extra; what CI's .ci/run
+# passes) spreads the suite over two cores, the .pte tests as one group: docs/contributing.md.
 XDIST ?=
 test:
 	$(PYTEST) -m "not gpu and not slow" -q $(XDIST)

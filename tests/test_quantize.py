@@ -103,4 +103,21 @@ def test_the_eager_dequantized_weight_follows_its_buffers():
     holder[0].scale = torch.ones_like(holder[0].scale)  # a replaced buffer
     assert torch.equal(holder[0].weight, holder[0].qdata.float() - holder[0].zero_point.float().repeat_interleave(32, 1))
     ops = {str(n.target) for n in torch.export.export(holder, (x,)).graph.nodes if n.op == "call_function"}
-    assert "aten.sub.Tensor" in ops and "aten.mul.Tensor" in ops  # (q - zp) * scale, traced
+    assert "aten.mul.Tensor" in ops and "aten.sub.Tensor" not in ops  # q * scale traced: symmetric, zp = 0
+
+
+def test_nonzero_zero_points_are_traced_and_applied():
+    """A zero point that is not 0 (set after quantization, no eager call since) is subtracted, in the
+    traced graph and in eager: the `- zp` is left out only when every zero point is 0."""
+    from eagle3_check.program.quantize import read_all_zero_points
+
+    torch.manual_seed(0)
+    holder = nn.Sequential(quantize_linear(nn.Linear(64, 16), make_spec("int4-weight")))
+    x = torch.randn(2, 64)  # [2, 64]
+    holder[0].zero_point = torch.ones_like(holder[0].zero_point)  # a replaced buffer
+    read_all_zero_points(holder)  # what export_methods does before tracing
+    traced = torch.export.export(holder, (x,))
+    assert "aten.sub.Tensor" in {str(n.target) for n in traced.graph.nodes if n.op == "call_function"}
+    want = (holder[0].qdata.float() - 1) * holder[0].scale.repeat_interleave(32, 1)  # [16, 64]
+    assert torch.equal(holder[0].weight, want)
+    assert torch.equal(traced.module()(x), holder(x))

@@ -6,6 +6,7 @@ path they name in backticks exists, and the costs the docs and --help both state
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
 from pathlib import Path
@@ -53,10 +54,16 @@ def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser
     return {}
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """One parser for every line (read only here): building it 76 times cost 10 s of collection."""
+    return build_parser()
+
+
 def flags_of(line: str) -> tuple[str, argparse.ArgumentParser, list[str]]:
     """(`eagle3-check SUB [ACTION]`, that parser, the flags the line names)."""
     tokens = shlex.split(line, comments=True)[1:]
-    parser, path = build_parser(), ["eagle3-check"]
+    parser, path = _parser(), ["eagle3-check"]
     while tokens and tokens[0] in _subparsers(parser):
         parser = _subparsers(parser)[tokens[0]]
         path.append(tokens.pop(0))

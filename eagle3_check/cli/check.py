@@ -143,7 +143,7 @@ def print_report(ctx, checked) -> int:
 
 
 def list_main(cfg) -> int:
-    from eagle3_check.suites.report import format_list, list_suites
+    from eagle3_check.suites.listing import format_list, list_suites
 
     print(json.dumps(list_suites(), indent=2) if cfg.json else format_list())
     return 0

@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main_list(cfg) -> int:
-    from eagle3_check.fixtures.build import RECIPES
     from eagle3_check.fixtures.card import read_card
+    from eagle3_check.fixtures.recipes import RECIPES
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
     from eagle3_check.table import format_rows
 

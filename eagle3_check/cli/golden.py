@@ -56,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--pte", default=None, metavar="FILE",
                        help="the .pte export to run backend-pte goldens on (skipped without it)")
         v.add_argument("--data-path", default=None, metavar="FILE.ptd", help="the .pte's external data file")
+        v.add_argument("--threads", type=int, default=None, metavar="N",
+                       help="CPU torch threads (default 1, or OMP_NUM_THREADS when set), as `check`")
         if name == "verify":
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",

@@ -36,7 +36,7 @@ from eagle3_check.program.contract import (
     VERIFY_KV_WINDOW,
     VERIFY_PLAIN,
 )
-from eagle3_check.program.quantize import QUANT_KEY
+from eagle3_check.program.quantize import QUANT_KEY, read_all_zero_points
 from eagle3_check.program.sidecar import (
     ExportRecord,
     data_path_for,
@@ -145,6 +145,7 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
     from torch.export import Dim, export
 
     snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
+    read_all_zero_points(module)  # the real buffers, before the trace swaps them for fake ones
     t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
     c, cdim = _dim("C", spec.min_verify_len, spec.max_verify_len)
     d, ddim = _dim("TD", 1, spec.max_prefill)

@@ -92,6 +92,10 @@ class WeightOnlyLinear(nn.Module):
         self.in_features, self.out_features = qdata.shape[1], qdata.shape[0]
 
         self._dequantized: tuple[tuple, torch.Tensor] | None = None  # eager only: see `weight`
+        # symmetric quantization (torchao's default here) has zero points of 0: the traced graph then
+        # leaves out `- zp` (3 of the 12 nodes a quantized linear adds; issue 32: a quantized export
+        # lowers about twice the nodes of an fp32 one). Re-read whenever the eager path dequantizes.
+        self.read_zero_points()
 
     @property
     def weight(self) -> torch.Tensor:  # -> [N, K] float32
@@ -103,18 +107,32 @@ class WeightOnlyLinear(nn.Module):
             return self._dequantize()
         key = tuple((b.data_ptr(), b._version, b.device) for b in (self.qdata, self.scale, self.zero_point))
         if self._dequantized is None or self._dequantized[0] != key:
+            self.read_zero_points()
             self._dequantized = (key, self._dequantize())
         return self._dequantized[1]
+
+    def read_zero_points(self) -> None:
+        """Re-reads whether every zero point is 0 (before a trace: export calls it via `read_all_zero_points`)."""
+        self._zero_free = not bool(self.zero_point.any())
 
     def _dequantize(self) -> torch.Tensor:  # -> [N, K] float32
         n, k = self.qdata.shape
         groups = self.scale.shape[1]
         q = self.qdata.to(torch.float32).view(n, groups, k // groups)  # [N, K / g, g]
-        zp = self.zero_point.to(torch.float32)[..., None]  # [N, K / g, 1]
-        return ((q - zp) * self.scale[..., None]).view(n, k)
+        if not self._zero_free:  # q - 0 is q exactly: the same weights either way
+            q = q - self.zero_point.to(torch.float32)[..., None]  # zero points [N, K / g, 1]
+        return (q * self.scale[..., None]).view(n, k)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., K] -> [..., N]
-        return F.linear(x, self.weight.to(x.dtype), self.bias)
+        w = self.weight  # [N, K] float32
+        return F.linear(x, w if w.dtype == x.dtype else w.to(x.dtype), self.bias)  # no no-op cast node
+
+
+def read_all_zero_points(module: nn.Module) -> None:
+    """Every `WeightOnlyLinear` in `module` re-reads its zero points (a traced graph omits `- zp` when all are 0)."""
+    for m in module.modules():
+        if isinstance(m, WeightOnlyLinear):
+            m.read_zero_points()
 
 
 def _require_torchao() -> None:

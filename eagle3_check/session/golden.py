@@ -97,8 +97,10 @@ def verify(ctx: CheckContext, make_bar=NoBar):
     from pathlib import Path
 
     from eagle3_check.gating.golden_check import gate_goldens
+    from eagle3_check.session.world import set_threads
 
     cfg = ctx.cfg
+    set_threads("cpu", cfg.threads)  # one thread, as check (two: bench/golden_speed.py, docs/goldens.md)
     runner = ctx.runner  # --request-timeout: a hang fails its prompt
     baseline = None
     if not cfg.no_baseline:
@@ -116,7 +118,9 @@ def refresh_baseline(cfg, make_bar=NoBar):
     """(GoldenOutcome, {stem: Metrics}, the path written or None when the goldens do not verify)."""
     from eagle3_check.gating.golden_check import gate_goldens
     from eagle3_check.gating.metrics import compute_metrics, write_baseline
+    from eagle3_check.session.world import set_threads
 
+    set_threads("cpu", cfg.threads)
     bar = golden_bar(cfg, make_bar)
     outcome = gate_goldens(list(cfg.goldens), None, on_prompt=lambda _: bar.update(1), pte=cfg.pte,
                            data_path=cfg.data_path)

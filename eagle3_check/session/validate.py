@@ -31,6 +31,10 @@ def validated(cfg):
     """Every check on `cfg` that needs neither torch nor a model; the config with its model
     directories resolved. Raises Eagle3CheckError."""
     _device(cfg)
+    if cfg.has("target") and cfg.has("draft") and not cfg.pte:
+        from eagle3_check.preflight import check_program_pair
+
+        check_program_pair(cfg.target, cfg.draft, cfg.fixture)  # before the paths
     if cfg.fixture:
         from eagle3_check.fixtures.registry import load_fixture
 
@@ -101,6 +105,10 @@ def refuse_junit(cfg, where: str) -> None:
 def _device(cfg) -> None:
     if cfg.has("device") and not DEVICE_RE.fullmatch(cfg.device):
         raise OptionError(f"--device {cfg.device}", "cpu, cuda or cuda:N", "pass --device cpu or --device cuda")
+    if cfg.has("device"):
+        from eagle3_check.preflight import check_device
+
+        check_device(cfg.device)  # the NVIDIA driver, looked for without torch (eagle3_check/preflight.py)
     if cfg.cuda_graph and cfg.device == "cpu":
         raise OptionError("--cuda-graph with --device cpu", "a CUDA device (graphs replay on a GPU)",
                           "drop --cuda-graph, or pass --device cuda")

@@ -70,11 +70,9 @@ def eager_program(cfg, overrides: dict):
     device, dtype = cfg.device, cfg.dtype
     set_threads(device, cfg.threads)
     if cfg.target or cfg.draft:
-        if not (cfg.target and cfg.draft):
-            missing = "--draft" if cfg.target else "--target"
-            raise InputError(f"{missing} not given", "both --target DIR and --draft DIR", f"add {missing} DIR")
-        if cfg.fixture:
-            raise InputError("--fixture with --target/--draft", "one or the other", "drop --fixture")
+        from eagle3_check.preflight import check_program_pair
+
+        check_program_pair(cfg.target, cfg.draft, cfg.fixture)  # also in validate, before torch
         target_dir, draft_dir = Path(cfg.target), Path(cfg.draft)
         tok_path = Path(cfg.tokenizer) if cfg.tokenizer else target_dir / "tokenizer.json"
         from eagle3_check.program.target_spec import target_spec

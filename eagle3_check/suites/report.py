@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from eagle3_check.reference.verdict import FAIL
 from eagle3_check.run.result import Runner
 from eagle3_check.status import Status, overall, passes
-from eagle3_check.suites import SUITES
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
 from eagle3_check.table import format_rows
@@ -79,20 +78,3 @@ def format_suite_table(report: SuiteReport) -> str:
 
 def _s(v) -> str:
     return "" if v is None else str(v)
-
-
-def list_suites() -> dict:
-    """{suite: [{name, what, setup}]} for `check --list`."""
-    return {suite: [{"name": c.name, "what": c.what, "setup": c.describe()} for c in cases]
-            for suite, cases in SUITES.items()}
-
-
-def format_list() -> str:
-    lines = []
-    for suite, cases in list_suites().items():
-        lines.append(f"{suite} ({len(cases)} cases)")
-        rows = [row for c in cases for row in ((c["name"], c["what"]), ("", f"  [{c['setup']}]"))]
-        lines += ["  " + line for line in format_rows(rows)]
-    total = sum(len(c) for c in SUITES.values())
-    lines.append(f"\nedge = all {len(SUITES)} suites ({total} cases). Run: eagle3-check check --suite NAME")
-    return "\n".join(lines)
