@@ -20,6 +20,7 @@ from eagle3_check.cli.compile_flags import add_compile_args
 from eagle3_check.cli.exec_cmd import add_timeout_arg, is_exec, time_limited
 from eagle3_check.cli.exec_cmd import check_main as exec_check_main
 from eagle3_check.cli.report import add_html_arg, refuse_html, write_html
+from eagle3_check.cli.shrink_flags import add_replay_args, add_shrink_args
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -79,6 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ties allowed, as a share of all judged positions (default per dtype: "
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
+    add_replay_args(p)
+    add_shrink_args(p)
     add_program_args(p)
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
@@ -124,25 +127,33 @@ def main(args: argparse.Namespace) -> int:
         from eagle3_check.atomic import check_writable
 
         check_writable(args.junit, "--junit")  # before the run: a missing directory must not lose it
-    runner_name = args.runner = args.runner or default_runner(args.device)
+    from eagle3_check.cli import shrink_flags
+
+    repro = shrink_flags.apply_repro(args)  # --repro FILE: its prompt ids, K, max new tokens, spec
+    runner_name = args.runner = args.runner or (repro.runner if repro else default_runner(args.device))
     runner = load_runner(runner_name)
     if args.quantize:  # the gate's quantized checks in process: cli/check_quant.py
+        shrink_flags.refuse_shrink(args, "--quantize")
         return quant_main(args, runner, runner_name)
     refuse_drift_flags(args)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         refuse_html(args, "a runner binary (--runner exec:...)")
+        shrink_flags.refuse_shrink(args, "a runner binary (--runner exec:...)")
         return exec_check_main(args, runner)
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
     if args.suite:
         refuse_html(args, "--suite")
+        shrink_flags.refuse_shrink(args, "--suite")
         return suite_main(args, runner)
     if args.workers > 1:
+        shrink_flags.refuse_shrink(args, "--workers")
         return workers_main(args, resolved_from_args(args), tie_budget_from_args(args))
     setup = build_program(args)  # a .pte sets args.dtype to its own: tolerance and budget follow it
+    shrink_flags.check_replay(args, repro, setup)  # a repro names its program's files: the same ones
     resolved = resolved_from_args(args)  # after the program: its load errors come first, as before
     options = resolved.options
     budget = tie_budget_from_args(args)
-    prompts = shard_of(args, prompts_for(args, setup))
+    prompts = shrink_flags.given_prompts(args, setup.tokenizer) or shard_of(args, prompts_for(args, setup))
     reference = reference_for(args, setup)
     bar = tqdm(total=len(prompts), desc="check", unit="req", file=sys.stderr, leave=False,
                delay=0.5, disable=args.no_progress or args.json)  # early errors: no bar at all
@@ -162,7 +173,12 @@ def main(args: argparse.Namespace) -> int:
 
     expect, source = expected_tau(args, setup, report.k, options)
     health = assess(setup.program, report, expect, source)  # greedy equality cannot see a wrong draft
-    return print_report(args, report, health, options, setup.info.get("fixture") or args.fixture, setup.program)
+    shrunk = shrink_flags.shrink_and_write(args, report, setup, prompts, reference, options, tolerance_for(args.dtype),
+                                           runner, runner_name) if args.shrink else []
+    code = print_report(args, report, health, options, setup.info.get("fixture") or args.fixture, setup.program)
+    if shrunk and not args.json:
+        print("\n".join(shrunk))
+    return code
 
 
 def print_report(args: argparse.Namespace, report, health, options, fixture: str | None, program=None) -> int:

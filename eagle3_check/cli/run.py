@@ -14,6 +14,12 @@ from eagle3_check.cli.common import (
     resolved_from_args,
 )
 from eagle3_check.cli.compile_flags import add_compile_args
+from eagle3_check.cli.shrink_flags import (
+    add_replay_args,
+    apply_repro,
+    check_replay,
+    given_prompt_ids,
+)
 
 HELP = """Run one request and print the text and the runner's stats line.
 
@@ -29,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", default=None, help="prompt text (the chat template is applied unless --raw)")
     p.add_argument("--prompt-file", default=None, help="read the prompt from a UTF-8 file")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_replay_args(p)
     add_program_args(p)
     add_runner_args(p)
     add_compile_args(p)
@@ -38,11 +45,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
-    prompt = prompt_from_args(args)
+    repro = apply_repro(args)  # --repro FILE: its prompt ids, K, max new tokens, spec
+    prompt = None if args.prompt_ids else prompt_from_args(args)
     setup = build_program(args)
+    check_replay(args, repro, setup)
+    ids = given_prompt_ids(args, setup.tokenizer)
+    prompt = list(ids) if ids is not None else prompt
     resolved = resolved_from_args(args)
     setup.info["run_options"] = resolved.to_json()
-    result = load_runner(default_runner(args.device)).run(setup.program, setup.tokenizer, prompt, resolved.options)
+    runner = repro.runner if repro and repro.runner not in ("reference", "device") else default_runner(args.device)
+    result = load_runner(runner).run(setup.program, setup.tokenizer, prompt, resolved.options)
     if args.json:
         print(json.dumps({**result.to_json(), "info": setup.info}, indent=2))
         return 0

@@ -1,0 +1,163 @@
+"""The flags of shrinking and replaying (`run`, `check`; the gate's shrink flags): parse, one call, print.
+
+`--prompt-ids 2,108,...` gives the prompt as ids (no template applied), `--repro FILE` replays a
+repro file (its prompt ids, K, max new tokens and spec), `--shrink` shrinks every failing request
+(gating/shrink_check.py) within `--shrink-budget S` and writes a repro file for each beside the
+report (`--shrink-dir`, default: the --junit / --html file's directory, else the current one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from eagle3_check.errors import OptionError
+
+
+def add_replay_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt-ids", default=None, metavar="IDS",
+                   help="the prompt as comma-separated token ids (BOS included; no chat template applied)")
+    p.add_argument("--repro", default=None, metavar="FILE",
+                   help="replay a repro file written by --shrink: its prompt ids, K, max new tokens and spec")
+
+
+def add_shrink_args(p: argparse.ArgumentParser, default_on: bool = False) -> None:
+    from eagle3_check.gating.shrink import DEFAULT_BUDGET_S
+
+    if default_on:
+        p.add_argument("--no-shrink", dest="shrink", action="store_false",
+                       help="do not shrink the failing requests (shrinking is on by default here)")
+    else:
+        p.add_argument("--shrink", action="store_true",
+                       help="shrink every failing request to its smallest reproduction: a one-line command and "
+                       "a repro JSON file beside the report (docs/shrinking.md)")
+    p.add_argument("--shrink-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+                   help=f"seconds all shrinking together may take (default {DEFAULT_BUDGET_S:g})")
+    p.add_argument("--shrink-dir", default=None, metavar="DIR",
+                   help="where the repro files go (default: beside --junit / --html, else the current directory)")
+
+
+def parse_ids(text: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise OptionError(f"--prompt-ids {text[:60]!r}", "comma-separated token ids", "e.g. --prompt-ids 2,108,9") from None
+    if not ids or min(ids) < 0:
+        raise OptionError(f"--prompt-ids {text[:60]!r}", "at least one id, each >= 0", "e.g. --prompt-ids 2,108,9")
+    return ids
+
+
+def apply_repro(args: argparse.Namespace):
+    """--repro FILE: its request onto args (returns the loaded repro, or None without --repro)."""
+    if not getattr(args, "repro", None):
+        return None
+    from eagle3_check.gating.repro import load_repro, replay_args
+
+    repro = load_repro(args.repro)
+    replay_args(args, repro)
+    args.repro_prompt_id = f"repro:{repro.prompt_id}"
+    return repro
+
+
+def given_prompt_ids(args: argparse.Namespace, tokenizer) -> tuple[int, ...] | None:
+    """--prompt-ids (or a repro's), checked against the tokenizer; refused beside another prompt flag."""
+    if not getattr(args, "prompt_ids", None):
+        return None
+    other = next((f for f in ("prompt", "prompt_file", "prompts", "suite") if getattr(args, f, None)), None)
+    if other:
+        raise OptionError(f"--prompt-ids with --{other.replace('_', '-')}", "one prompt source",
+                          f"drop --{other.replace('_', '-')} or --prompt-ids")
+    ids = parse_ids(args.prompt_ids)
+    bad = next((t for t in ids if t >= tokenizer.vocab_size), None)
+    if bad is not None:
+        raise OptionError(f"--prompt-ids id {bad}", f"ids below the tokenizer's {tokenizer.vocab_size}",
+                          "pass ids of this program's tokenizer")
+    return ids
+
+
+def given_prompts(args: argparse.Namespace, tokenizer) -> list:
+    """The one prompt --prompt-ids gives (its text the ids' decode, for the report), else []."""
+    ids = given_prompt_ids(args, tokenizer)
+    if ids is None:
+        return []
+    from eagle3_check.fixtures.registry import Prompt
+
+    return [Prompt(getattr(args, "repro_prompt_id", None) or "prompt-ids", tokenizer.decode(list(ids)), ids)]
+
+
+def refuse_shrink(args: argparse.Namespace, route: str) -> None:
+    """--shrink, --prompt-ids and --repro work on the prompt-set check; elsewhere a one-line error."""
+    flag = next((f for f in ("shrink", "prompt_ids", "repro") if getattr(args, f, None)), None)
+    if flag:
+        name = "--" + flag.replace("_", "-")
+        raise OptionError(f"{name} with {route}", f"{name} on an in-process prompt-set check",
+                          f"drop {name}, or run check without {route}")
+
+
+def program_files(args: argparse.Namespace, setup) -> dict:
+    """The files that make the program: the .pte (and .ptd), or the fixture's / --target's directories."""
+    if getattr(args, "pte", None):
+        return {"pte": args.pte, "data": getattr(args, "data_path", None)}
+    if setup.info.get("fixture") and not args.target:
+        from eagle3_check.fixtures.registry import load_fixture
+
+        fx = load_fixture(setup.info["fixture"])
+        return {"target": fx.target_dir, "draft": fx.draft_dir, "tokenizer": fx.tokenizer_path}
+    return {"target": args.target, "draft": args.draft, "tokenizer": args.tokenizer}
+
+
+def check_replay(args: argparse.Namespace, repro, setup) -> None:
+    if repro is not None:
+        from eagle3_check.gating.repro import check_digest
+
+        check_digest(repro, program_files(args, setup), f"--repro {args.repro}")
+
+
+def shrink_dir(args: argparse.Namespace) -> Path:
+    if args.shrink_dir:
+        return Path(args.shrink_dir)
+    out = getattr(args, "junit", None) or getattr(args, "html", None)
+    return Path(out).parent if out else Path(".")
+
+
+def shrink_and_write(args: argparse.Namespace, report, setup, prompts, reference, options, tolerance, runner,
+                     runner_name: str) -> list[str]:
+    """Shrinks the failing requests of `report` (a progress bar on stderr), writes a repro file
+    for each and adds its command and file to `outcome.shrunk`; returns the lines to print."""
+    from tqdm import tqdm
+
+    from eagle3_check.gating.repro import (
+        program_flags,
+        program_record,
+        repro_command,
+        repro_data,
+        repro_path,
+        write_repro,
+    )
+    from eagle3_check.gating.shrink_check import shrink_report
+
+    if not any(o.verdict.status == "fail" for o in report.outcomes):
+        return []
+    bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,
+               disable=getattr(args, "no_progress", False) or getattr(args, "json", False))
+    try:
+        results = shrink_report(report, prompts, setup.program, setup.tokenizer, reference, options, tolerance,
+                                runner, args.shrink_budget,
+                                on_probe=lambda n, req, same: bar.set_postfix_str(req.describe()) or bar.update(1))
+    finally:
+        bar.close()
+    flags = program_flags(vars(args))
+    program = {"flags": flags, **program_record(program_files(args, setup))}
+    lines, out_dir = [], shrink_dir(args)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for outcome, result in results:
+        command = repro_command(flags, runner_name, result)
+        path = write_repro(repro_path(out_dir, outcome.prompt_id),
+                           repro_data(result, outcome.prompt_id, program, runner_name, options, command))
+        outcome.shrunk.update(command=command, file=str(path))
+        done = "" if result.complete else " (budget spent: smaller may exist)"
+        lines += [f"shrunk '{outcome.prompt_id}': {result.original.describe()} -> {result.shrunk.describe()} "
+                  f"({result.probes} probes, {result.seconds:.1f} s){done}: {result.failure.kind}",
+                  f"  repro: {command}", f"  file: {path}"]
+    return lines
