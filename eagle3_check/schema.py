@@ -213,6 +213,7 @@ class ReproModel(Strict):
     runner: str
     options: dict[str, Any]  # the RunOptions the runner got (the request's fields replaced)
     request: ReproRequest
+    prompt_text: str | None  # the prompt as text when the original was text (the runner builds its ids)
     rule: str
     message: str
     index: int | None

@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ties allowed, as a share of all judged positions (default per dtype: "
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
-    add_replay_args(p)
+    add_replay_args(p, prompt_text=True)
     add_shrink_args(p)
     add_program_args(p)
     add_runner_args(p, max_new_default=64)

@@ -15,7 +15,11 @@ from pathlib import Path
 from eagle3_check.errors import OptionError
 
 
-def add_replay_args(p: argparse.ArgumentParser) -> None:
+def add_replay_args(p: argparse.ArgumentParser, prompt_text: bool = False) -> None:
+    """`prompt_text`: also --prompt TEXT (one prompt; `run` has its own)."""
+    if prompt_text:
+        p.add_argument("--prompt", default=None, metavar="TEXT",
+                       help="check this one prompt (the chat template applied unless --raw) instead of a prompt set")
     p.add_argument("--prompt-ids", default=None, metavar="IDS",
                    help="the prompt as comma-separated token ids (BOS included; no chat template applied)")
     p.add_argument("--repro", default=None, metavar="FILE",
@@ -64,7 +68,7 @@ def given_prompt_ids(args: argparse.Namespace, tokenizer) -> tuple[int, ...] | N
     """--prompt-ids (or a repro's), checked against the tokenizer; refused beside another prompt flag."""
     if not getattr(args, "prompt_ids", None):
         return None
-    other = next((f for f in ("prompt", "prompt_file", "prompts", "suite") if getattr(args, f, None)), None)
+    other = next((f for f in ("prompt", "prompt_file", "prompts", "suite") if getattr(args, f, None) is not None), None)
     if other:
         raise OptionError(f"--prompt-ids with --{other.replace('_', '-')}", "one prompt source",
                           f"drop --{other.replace('_', '-')} or --prompt-ids")
@@ -77,18 +81,23 @@ def given_prompt_ids(args: argparse.Namespace, tokenizer) -> tuple[int, ...] | N
 
 
 def given_prompts(args: argparse.Namespace, tokenizer) -> list:
-    """The one prompt --prompt-ids gives (its text the ids' decode, for the report), else []."""
-    ids = given_prompt_ids(args, tokenizer)
-    if ids is None:
-        return []
+    """The one prompt --prompt-ids (its text the ids' decode, for the report) or --prompt gives, else []."""
     from eagle3_check.fixtures.registry import Prompt
 
-    return [Prompt(getattr(args, "repro_prompt_id", None) or "prompt-ids", tokenizer.decode(list(ids)), ids)]
+    name = getattr(args, "repro_prompt_id", None)
+    ids = given_prompt_ids(args, tokenizer)
+    if ids is not None:
+        return [Prompt(name or "prompt-ids", tokenizer.decode(list(ids)), ids)]
+    if getattr(args, "prompt", None) is not None:
+        if args.prompts:
+            raise OptionError("--prompt with --prompts", "one prompt source", "drop --prompts or --prompt")
+        return [Prompt(name or "prompt", args.prompt)]
+    return []
 
 
 def refuse_shrink(args: argparse.Namespace, route: str) -> None:
     """--shrink, --prompt-ids and --repro work on the prompt-set check; elsewhere a one-line error."""
-    flag = next((f for f in ("shrink", "prompt_ids", "repro") if getattr(args, f, None)), None)
+    flag = next((f for f in ("shrink", "prompt_ids", "repro", "prompt") if getattr(args, f, None)), None)
     if flag:
         name = "--" + flag.replace("_", "-")
         raise OptionError(f"{name} with {route}", f"{name} on an in-process prompt-set check",

@@ -69,8 +69,9 @@ def repro_command(flags: list[str], runner: str | None, result: ShrinkResult) ->
     words = ["eagle3-check", "check", *kept, *spec]
     if runner and runner not in ("reference", "device"):
         words += ["--runner", runner]
-    words += ["--prompt-ids", ",".join(map(str, req.prompt_ids)), "-k", str(req.k),
-              "--max-new-tokens", str(req.max_new_tokens)]
+    prompt = ["--prompt", result.prompt_text] if result.prompt_text is not None else \
+        ["--prompt-ids", ",".join(map(str, req.prompt_ids))]
+    words += [*prompt, "-k", str(req.k), "--max-new-tokens", str(req.max_new_tokens)]
     return shlex.join(words)
 
 
@@ -80,7 +81,7 @@ def repro_data(result: ShrinkResult, prompt_id: str, program: dict, runner: str,
     opts = {**dataclasses.asdict(options), "max_new_tokens": req.max_new_tokens, "chain_len": req.k}
     opts["stop_ids"] = list(opts["stop_ids"])
     return {"format": FORMAT, "prompt_id": prompt_id, "program": program, "runner": runner, "options": opts,
-            "request": req.to_json(), "rule": f.kind, "message": f.message, "index": f.index,
+            "request": req.to_json(), "prompt_text": result.prompt_text, "rule": f.kind, "message": f.message, "index": f.index,
             "expected": f.expected, "got": f.got, "original": result.original.to_json(),
             "original_message": result.original_failure.message, "command": command}
 
@@ -107,7 +108,10 @@ def replay_args(args, repro) -> None:
     """Sets the repro's request on the parsed `args` (an argparse namespace): prompt ids, K, max new
     tokens, and the spec fields it shrank."""
     req = repro.request
-    args.prompt_ids = ",".join(map(str, req.prompt_ids))
+    if repro.prompt_text is not None:  # a text prompt: the runner gets the text, as in the shrunk run
+        args.prompt = repro.prompt_text
+    else:
+        args.prompt_ids = ",".join(map(str, req.prompt_ids))
     args.chain_len, args.max_new_tokens = req.k, req.max_new_tokens
     for name, value in req.spec.items():
         setattr(args, name, value)

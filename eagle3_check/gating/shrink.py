@@ -101,6 +101,7 @@ class ShrinkResult:
     seconds: float = 0.0
     complete: bool = True  # the search ended by itself, not on the budget
     steps: list[str] = field(default_factory=list)  # what each accepted pass changed
+    prompt_text: str | None = None  # the shrunk prompt as text, when the original was text (set by the caller)
 
     @property
     def reduced(self) -> bool:

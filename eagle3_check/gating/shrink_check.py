@@ -20,6 +20,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import CheckReport, RequestOutcome, request_ids, run_check
 from eagle3_check.gating.shrink import (
@@ -32,7 +33,7 @@ from eagle3_check.gating.shrink import (
     shrink,
 )
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.options import RunOptions
+from eagle3_check.run.options import RunOptions, prompt_ids
 from eagle3_check.status import FAIL
 from eagle3_check.tokenizer import Tokenizer
 
@@ -63,18 +64,40 @@ def prompt_frame(tokenizer: Tokenizer, options: RunOptions, ids: list[int]) -> t
 
 
 def check_probe(program, tokenizer: Tokenizer, reference, options: RunOptions, tolerance, runner,
-                rebuild: Callable[[dict], tuple] | None = None) -> Callable[[Request], Failure | None]:
+                rebuild: Callable[[dict], tuple] | None = None,
+                text_frame: tuple[int, int] | None = None) -> Callable[[Request], Failure | None]:
     """A probe running one request as `run_check` does. `rebuild(spec) -> (program, reference)`
-    gives the program of a request's spec fields (None: the request has no spec)."""
+    gives the program of a request's spec fields (None: the request has no spec). `text_frame`
+    (head, tail): the original prompt was text, so the runner gets text again: the ids between
+    the frame decoded (`request_text`); a candidate whose text does not encode back to its ids
+    is not tried (it counts as passing)."""
 
     def probe(req: Request) -> Failure | None:
         prog, ref = rebuild(req.spec_dict()) if req.spec and rebuild else (program, reference)
         opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
-        prompt = Prompt("shrink", "", ids=tuple(req.prompt_ids))
+        if text_frame is None:
+            prompt = Prompt("shrink", "", ids=tuple(req.prompt_ids))
+        else:
+            text = request_text(tokenizer, opts, list(req.prompt_ids), text_frame)
+            if text is None:
+                return None
+            prompt = Prompt("shrink", text)
         report = run_check(prog, tokenizer, ref, [prompt], opts, tolerance, runner=runner)
         return outcome_failure(report.outcomes[0])
 
     return probe
+
+
+def request_text(tokenizer: Tokenizer, options: RunOptions, ids: list[int], frame: tuple[int, int]) -> str | None:
+    """The prompt text whose request ids are `ids` (the ids between the frame decoded), or None
+    when that text does not encode back to exactly `ids`."""
+    head, tail = frame
+    text = tokenizer.decode(ids[head: len(ids) - tail])
+    try:
+        again = prompt_ids(tokenizer, text, options)
+    except Eagle3CheckError:
+        return None
+    return text if again == ids else None
 
 
 def shrink_report(report: CheckReport, prompts: list[Prompt], program, tokenizer: Tokenizer, reference,
@@ -88,8 +111,8 @@ def shrink_report(report: CheckReport, prompts: list[Prompt], program, tokenizer
     md = read_metadata(program.metadata())
     by_id = dict(zip((p.id for p in prompts), request_ids(tokenizer, prompts, options, md)))
     failing = [(o, f) for o in report.outcomes if (f := outcome_failure(o)) is not None]
-    probe = check_probe(program, tokenizer, reference, options, tolerance, runner, rebuild)
     out, t0 = [], time.monotonic()
+    texts = {p.id: p.text for p in prompts if p.ids is None}  # text prompts: the runner gets text
     for i, (o, failure) in enumerate(failing):
         share = max(budget_s - (time.monotonic() - t0), 0.0) / (len(failing) - i)
         ids = by_id[o.prompt_id]
@@ -97,8 +120,13 @@ def shrink_report(report: CheckReport, prompts: list[Prompt], program, tokenizer
         original = Request(tuple(ids), options.max_new_tokens, report.k,
                            tuple(spec.items()) if limits else ())
         head, tail = prompt_frame(tokenizer, options, ids)
+        probe = check_probe(program, tokenizer, reference, options, tolerance, runner, rebuild,
+                            (head, tail) if o.prompt_id in texts else None)
         bounds = Bounds(head, tail, md.min_prefill, tuple(md.k_range), dict(spec_floors or {}) if limits else {})
         result = shrink(original, probe, bounds, share, on_probe=on_probe, original_failure=failure)
-        o.shrunk = result.to_json()
+        text = None if o.prompt_id not in texts else texts[o.prompt_id] if result.shrunk.prompt_ids == tuple(ids) \
+            else request_text(tokenizer, options, list(result.shrunk.prompt_ids), (head, tail))
+        result.prompt_text = text
+        o.shrunk = {**result.to_json(), "prompt_text": text}
         out.append((o, result))
     return out
