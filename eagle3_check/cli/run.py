@@ -46,7 +46,10 @@ def main(args: argparse.Namespace) -> int:
     from eagle3_check.run.plugin import load_runner
 
     repro = apply_repro(args)  # --repro FILE: its prompt ids, K, max new tokens, spec
-    prompt = None if args.prompt_ids else prompt_from_args(args)
+    if repro is not None and repro.prompt_text is not None:
+        prompt = repro.prompt_text  # the shrunk text, maybe empty: the template is the request
+    else:
+        prompt = None if args.prompt_ids else prompt_from_args(args)
     setup = build_program(args)
     check_replay(args, repro, setup)
     ids = given_prompt_ids(args, setup.tokenizer)

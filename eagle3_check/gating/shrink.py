@@ -18,9 +18,9 @@ The passes, repeated until none shrinks any more (or the budget is spent):
 4. the program spec: each integer field bisected down to its floor (`spec_floors`).
 
 Deterministic: the same probe answers give the same candidates in the same order. The
-budget is wall time: no probe starts once the elapsed time plus the mean probe so far would
-pass it (`complete` is False then), so a search ends within its budget when the probes are
-alike. A candidate the probe refuses as bad input (an `Eagle3CheckError`: K out of range,
+budget is wall time: no probe starts once the elapsed time plus two mean probes so far (that
+one and the final re-run of the result) would reach it (`complete` is False then), so a search
+ends within its budget when the probes are alike. A candidate the probe refuses as bad input (an `Eagle3CheckError`: K out of range,
 a prompt below the prefill range) counts as not failing in the same way.
 
 Worked example: a runner that crashes once max new tokens exceeds 5, on a 20-id prompt with
@@ -125,10 +125,10 @@ class Bounds:
 
 
 class _Search:
-    def __init__(self, probe: Probe, kind: str, budget_s: float, clock, on_probe):
+    def __init__(self, probe: Probe, kind: str, budget_s: float, clock, on_probe, t0: float):
         self.probe, self.kind, self.budget_s, self.clock = probe, kind, budget_s, clock
         self.on_probe = on_probe
-        self.t0 = clock()
+        self.t0 = t0
         self.probes = 0
         self.spent = 0.0  # seconds inside probes
         self.out_of_time = False
@@ -136,8 +136,9 @@ class _Search:
         self.seen: dict[Request, bool] = {}  # each candidate probed once (the passes revisit some)
 
     def room(self) -> bool:
+        """Time for one more probe and the final re-run of the result, at the mean probe so far."""
         mean = self.spent / self.probes if self.probes else 0.0
-        if self.clock() - self.t0 + mean > self.budget_s:
+        if self.clock() - self.t0 + 2 * mean >= self.budget_s:
             self.out_of_time = True
         return not self.out_of_time
 
@@ -238,10 +239,13 @@ def shrink(original: Request, probe: Probe, bounds: Bounds, budget_s: float = DE
     """The smallest request the passes find that fails as `original` does (see the module doc).
     `original_failure`: the original's failure when the caller has it (else it is probed first);
     an original that passes is an error (nothing to shrink)."""
+    t0 = clock()
     first = original_failure or probe(original)
     if first is None:
         raise ValueError(f"shrink: the original request ({original.describe()}) passes; nothing to shrink")
-    s = _Search(probe, first.kind, budget_s, clock, on_probe)
+    s = _Search(probe, first.kind, budget_s, clock, on_probe, t0)
+    if original_failure is None:
+        s.probes, s.spent = 1, clock() - t0
     s.last, s.seen[original] = first, True
     cur, steps = original, []
     changed = True
