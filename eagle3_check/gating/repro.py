@@ -61,7 +61,7 @@ def program_record(files: dict[str, str | Path | None]) -> dict:
 
 
 def repro_command(flags: list[str], runner: str | None, result: ShrinkResult) -> str:
-    """The `check` line that replays `result.shrunk` (the runner named unless the default)."""
+    """The `check` line that replays the shrunk request of `result` (the runner named unless the default)."""
     req = result.shrunk
     spec = [x for name, v in req.spec for x in (FLAG_OF[name], str(v)) if name in FLAG_OF]
     drop = {FLAG_OF[name] for name, _ in req.spec if name in FLAG_OF}
