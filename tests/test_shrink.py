@@ -330,3 +330,16 @@ def test_bad_replay_flags_are_one_line_errors(argv, what, capsys):
     assert main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err
     assert what in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_html_report_and_junit_show_the_shrunk_case_beside_the_original(tmp_path, capsys):
+    html, junit = tmp_path / "check.html", tmp_path / "check.xml"
+    rc = main(["check", "--runner", "eagle3_check.mutants:emit_past_max_new", "--prompts", two_prompts(tmp_path),
+               "--max-new-tokens", "10", "--shrink", "--html", str(html), "--junit", str(junit), "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1 and out.count("  repro: eagle3-check check ") == 2
+    assert (tmp_path / "repro-sky.json").is_file()  # beside the reports
+    page = html.read_text()
+    assert 'id="shrunk"' in page and "L 21, max new 2, K 1" in page and "--max-new-tokens 2" in page
+    xml = junit.read_text()
+    assert 'name="shrunk_max_new_tokens" value="2"' in xml and "repro: eagle3-check check" in xml
