@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_timeout_arg(p)
     add_drift_args(p)
     add_runner_args(p, max_new_default=64)
+    from eagle3_check.cli.shrink_flags import add_shrink_args
+
+    add_shrink_args(p, default_on=True)
     p.set_defaults(func=main)
 
 
@@ -131,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
         report = run_gate(inputs, on_check=progress)
     finally:
         bars.close()
+    from eagle3_check.cli.shrink_flags import shrink_gate_and_write
+
+    shrunk = shrink_gate_and_write(args, report, inputs)  # the failing request cases, shrunk (--no-shrink: off)
     report.info.update({"fixture": fx.name} if fx else {"target": str(target_dir)}, run_options=resolved.to_json())
     from eagle3_check.cli.common import report_provenance
 
@@ -146,6 +152,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
+        if shrunk:
+            print("\n".join(shrunk))
         print(f"report: {args.report}" + (f"   junit: {args.junit}" if args.junit else "")
               + (f"   html: {args.html}" if args.html else ""))
     return 0 if report.passed else 1

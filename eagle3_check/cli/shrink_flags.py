@@ -9,6 +9,7 @@ report (`--shrink-dir`, default: the --junit / --html file's directory, else the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def check_replay(args: argparse.Namespace, repro, setup) -> None:
 def shrink_dir(args: argparse.Namespace) -> Path:
     if args.shrink_dir:
         return Path(args.shrink_dir)
-    out = getattr(args, "junit", None) or getattr(args, "html", None)
+    out = getattr(args, "junit", None) or getattr(args, "html", None) or getattr(args, "report", None)
     return Path(out).parent if out else Path(".")
 
 
@@ -136,14 +137,7 @@ def shrink_and_write(args: argparse.Namespace, report, setup, prompts, reference
     for each and adds its command and file to `outcome.shrunk`; returns the lines to print."""
     from tqdm import tqdm
 
-    from eagle3_check.gating.repro import (
-        program_flags,
-        program_record,
-        repro_command,
-        repro_data,
-        repro_path,
-        write_repro,
-    )
+    from eagle3_check.gating.repro import program_flags, program_record
     from eagle3_check.gating.shrink_check import shrink_report
 
     if not any(o.verdict.status == "fail" for o in report.outcomes):
@@ -158,15 +152,70 @@ def shrink_and_write(args: argparse.Namespace, report, setup, prompts, reference
         bar.close()
     flags = program_flags(vars(args))
     program = {"flags": flags, **program_record(program_files(args, setup))}
-    lines, out_dir = [], shrink_dir(args)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
     for outcome, result in results:
-        command = repro_command(flags, runner_name, result)
-        path = write_repro(repro_path(out_dir, outcome.prompt_id),
-                           repro_data(result, outcome.prompt_id, program, runner_name, options, command))
-        outcome.shrunk.update(command=command, file=str(path))
-        done = "" if result.complete else " (budget spent: smaller may exist)"
-        lines += [f"shrunk '{outcome.prompt_id}': {result.original.describe()} -> {result.shrunk.describe()} "
-                  f"({result.probes} probes, {result.seconds:.1f} s){done}: {result.failure.kind}",
-                  f"  repro: {command}", f"  file: {path}"]
+        lines += write_one(args, outcome.prompt_id, outcome.shrunk, result, flags, program, runner_name, options)
+    return lines
+
+
+def write_one(args: argparse.Namespace, name: str, shrunk: dict, result, flags: list[str], program: dict,
+              runner_name: str, options) -> list[str]:
+    """Writes the repro file of one shrunk request, adds its command and file to `shrunk`; the lines to print."""
+    from eagle3_check.gating.repro import repro_command, repro_data, repro_path, write_repro
+
+    out_dir = shrink_dir(args)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    command = repro_command(flags, runner_name, result)
+    path = write_repro(repro_path(out_dir, name), repro_data(result, name, program, runner_name, options, command))
+    shrunk.update(command=command, file=str(path))
+    done = "" if result.complete else " (budget spent: smaller may exist)"
+    return [f"shrunk '{name}': {result.original.describe()} -> {result.shrunk.describe()} "
+            f"({result.probes} probes, {result.seconds:.1f} s){done}: {result.failure.kind}",
+            f"  repro: {command}", f"  file: {path}"]
+
+
+def shrink_gate_and_write(args: argparse.Namespace, report, inputs) -> list[str]:
+    """`gate` (shrinking on unless --no-shrink): its failing request cases shrunk (gating/shrink_gate.py),
+    a repro file each beside the report, the JUnit case given the repro; the lines to print."""
+    from eagle3_check.gating.shrink_gate import failing_cases, shrink_gate
+
+    ks = report.info.get("k")
+    ks = ks if isinstance(ks, list) else [ks] if ks is not None else []
+    if not args.shrink or inputs.runner is not None or not failing_cases(report, inputs.prompts, ks):
+        return []  # a runner binary's gate is not shrunk in process (docs/shrinking.md)
+    from tqdm import tqdm
+
+    from eagle3_check.gating.repro import program_flags, program_record
+    from eagle3_check.program.pte_backend import PteBackend
+    from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
+
+    program = PteBackend(inputs.pte, inputs.data_path)
+    hf = inputs.hf_reference
+    if hf is None and inputs.target_dir is not None:
+        import torch
+
+        from eagle3_check.reference.hf import HFReference
+
+        hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))
+    bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,
+               disable=args.no_progress or args.json)
+    try:
+        done = shrink_gate(report, inputs, program, hf, args.shrink_budget, on_probe=lambda *a: bar.update(1))
+    finally:
+        bar.close()
+    record = program_record({"pte": args.pte, "data": args.data_path})
+    runner_name = args.runner or "reference"
+    lines: list[str] = []
+    for g in done:
+        if g.result is None:
+            lines.append(f"not shrunk '{g.case}' ({g.check}): {g.note}")
+            continue
+        flags = program_flags({**vars(args), "reference": g.reference})
+        chk = next(c for c in report.checks if c.name == g.check)
+        shrunk = chk.details["shrunk"][g.case]
+        lines += write_one(args, g.case, shrunk, g.result, flags, {"flags": flags, **record}, runner_name,
+                           dataclasses.replace(inputs.options, chain_len=g.k))
+        case = next(c for c in chk.cases if c.name == g.case)
+        case.details = shrunk_details(shrunk)
+        case.properties = {**case.properties, **shrunk_properties(shrunk)}
     return lines

@@ -104,9 +104,29 @@ def load_repro(path: str | Path):
     return load(ReproModel, path, "repro file", "pass a repro file written by check --shrink or gate")
 
 
+INT_OPTIONS = ("max_seq_len", "min_prefill", "max_prefill", "bos_id", "eos_id")
+
+
+def flag_values(flags: list[str]) -> dict:
+    """`program_flags`' list back to parsed option values: ['--max-seq-len', '48', '--raw'] ->
+    {'max_seq_len': 48, 'raw': True}."""
+    out, i = {}, 0
+    while i < len(flags):
+        name = flags[i].removeprefix("--").replace("-", "_")
+        if name in SWITCHES:
+            out[name], i = True, i + 1
+        else:
+            out[name], i = int(flags[i + 1]) if name in INT_OPTIONS else flags[i + 1], i + 2
+    return out
+
+
 def replay_args(args, repro) -> None:
     """Sets the repro's request on the parsed `args` (an argparse namespace): prompt ids, K, max new
-    tokens, and the spec fields it shrank."""
+    tokens, the spec fields it shrank, and the program's and run's flags the command line left unset
+    (a flag given on the command line wins; `check_digest` then tells a different program)."""
+    for name, value in flag_values(list(repro.program.get("flags", []))).items():
+        if hasattr(args, name) and getattr(args, name) in (None, False, DEFAULTS.get(name)):
+            setattr(args, name, value)
     req = repro.request
     if repro.prompt_text is not None:  # a text prompt: the runner gets the text, as in the shrunk run
         args.prompt = repro.prompt_text
