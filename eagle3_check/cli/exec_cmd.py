@@ -69,7 +69,9 @@ def check_main(args: argparse.Namespace, runner) -> int:
     setup = build_program(args)
     resolved = resolved_from_args(args)
     options = resolved.options
-    prompts = prompts_for(args, setup)
+    from eagle3_check.cli import shrink_flags
+
+    prompts = shrink_flags.given_prompts(args, setup.tokenizer) or prompts_for(args, setup)  # --prompt, --repro
     reference = _reference(args, setup)
     bar = tqdm(total=len(prompts), desc="check (exec)", unit="req", file=sys.stderr, leave=False, delay=0.5,
                disable=args.no_progress or args.json)
@@ -82,6 +84,8 @@ def check_main(args: argparse.Namespace, runner) -> int:
     report.info.update(setup.info, reference=args.reference, tie_tolerance=tolerance_for(args.dtype).describe(),
                        ties="per position where the binary prints [ids]; bytes are judged exactly",
                        run_options=resolved.to_json())
+    lines, shrunk = shrink_flags.shrink_exec_and_write(args, report, setup, prompts, reference, options,
+                                                       tolerance_for(args.dtype), runner)  # --shrink
     if args.junit:
         from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
 
@@ -90,9 +94,15 @@ def check_main(args: argparse.Namespace, runner) -> int:
         from eagle3_check.cli.common import report_provenance
 
         prov = report_provenance(args, setup.info.get("fixture"), options)
-        print(json.dumps({**report.to_json(), "provenance": prov}, indent=2))
+        data = report.to_json()
+        for r in data.get("requests", []):  # the shrunk case beside its original (--shrink)
+            if r.get("prompt_id") in shrunk:
+                r["shrunk"] = shrunk[r["prompt_id"]]
+        print(json.dumps({**data, "provenance": prov}, indent=2))
     else:
         print(format_exec_table(report))
+        if lines:
+            print("\n".join(lines))
     return 0 if report.passed else 1
 
 

@@ -96,9 +96,11 @@ def given_prompts(args: argparse.Namespace, tokenizer) -> list:
     return []
 
 
-def refuse_shrink(args: argparse.Namespace, route: str) -> None:
-    """--shrink, --prompt-ids and --repro work on the prompt-set check; elsewhere a one-line error."""
-    flag = next((f for f in ("shrink", "prompt_ids", "repro", "prompt") if getattr(args, f, None)), None)
+def refuse_shrink(args: argparse.Namespace, route: str, allowed: tuple[str, ...] = ()) -> None:
+    """--shrink, --prompt-ids, --repro and --prompt work on the prompt-set check (`allowed`: those that
+    work on `route` too); elsewhere a one-line error."""
+    flag = next((f for f in ("shrink", "prompt_ids", "repro", "prompt") if f not in allowed and getattr(args, f, None)),
+                None)
     if flag:
         name = "--" + flag.replace("_", "-")
         raise OptionError(f"{name} with {route}", f"{name} on an in-process prompt-set check",
@@ -219,3 +221,31 @@ def shrink_gate_and_write(args: argparse.Namespace, report, inputs) -> list[str]
         case.details = shrunk_details(shrunk)
         case.properties = {**case.properties, **shrunk_properties(shrunk)}
     return lines
+
+
+def shrink_exec_and_write(args: argparse.Namespace, report, setup, prompts, reference, options, tolerance,
+                          runner) -> tuple[list[str], dict]:
+    """`check --runner exec:... --shrink`: the binary's failing requests shrunk (binary/shrink.py), a
+    repro file each; (the lines to print, prompt id -> its shrunk JSON for the report)."""
+    if not args.shrink or not any(o.verdict.status == "fail" for o in report.outcomes):
+        return [], {}
+    from tqdm import tqdm
+
+    from eagle3_check.binary.shrink import shrink_exec_report
+    from eagle3_check.gating.repro import program_flags, program_record
+
+    bar = tqdm(desc="shrink (exec)", unit="probe", file=sys.stderr, leave=False, delay=0.5,
+               disable=args.no_progress or args.json)
+    try:
+        results = shrink_exec_report(report, prompts, runner, setup.program, setup.tokenizer, reference, options,
+                                     tolerance, args.shrink_budget, on_probe=lambda *a: bar.update(1))
+    finally:
+        bar.close()
+    flags = program_flags(vars(args))
+    program = {"flags": flags, **program_record(program_files(args, setup))}
+    lines, shrunk = [], {}
+    for outcome, result in results:
+        shrunk[outcome.prompt_id] = {**result.to_json(), "prompt_text": result.prompt_text}
+        lines += write_one(args, outcome.prompt_id, shrunk[outcome.prompt_id], result, flags, program, args.runner,
+                           options)
+    return lines, shrunk

@@ -164,6 +164,13 @@ class _Search:
         return same
 
 
+def budget_shares(n: int, budget_s: float, clock=time.monotonic):
+    """The budget of each of `n` searches in turn: what is left, shared out evenly over those still to go."""
+    t0 = clock()
+    for i in range(n):
+        yield max(budget_s - (clock() - t0), 0.0) / (n - i)
+
+
 def _ddmin(mid: list[int], ok: Callable[[list[int]], bool], least: int) -> list[int]:
     """The smallest middle (at least `least` ids) ddmin's complement steps find that keeps ok()."""
     if len(mid) > least and ok(mid[:least]):  # the whole middle at once (or all but the least)

@@ -17,7 +17,6 @@ as the bug allows.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 from eagle3_check.errors import Eagle3CheckError
@@ -29,6 +28,7 @@ from eagle3_check.gating.shrink import (
     Failure,
     Request,
     ShrinkResult,
+    budget_shares,
     failure_kind,
     shrink,
 )
@@ -111,10 +111,9 @@ def shrink_report(report: CheckReport, prompts: list[Prompt], program, tokenizer
     md = read_metadata(program.metadata())
     by_id = dict(zip((p.id for p in prompts), request_ids(tokenizer, prompts, options, md)))
     failing = [(o, f) for o in report.outcomes if (f := outcome_failure(o)) is not None]
-    out, t0 = [], time.monotonic()
+    out = []
     texts = {p.id: p.text for p in prompts if p.ids is None}  # text prompts: the runner gets text
-    for i, (o, failure) in enumerate(failing):
-        share = max(budget_s - (time.monotonic() - t0), 0.0) / (len(failing) - i)
+    for (o, failure), share in zip(failing, budget_shares(len(failing), budget_s)):
         ids = by_id[o.prompt_id]
         limits = bool(spec and rebuild) and any(w in failure.kind for w in LIMIT_WORDS)
         original = Request(tuple(ids), options.max_new_tokens, report.k,

@@ -16,13 +16,12 @@ tokens 2, K 1, replayed by `eagle3-check check --pte F --reference self --prompt
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.gate_model import GateReport
-from eagle3_check.gating.shrink import ShrinkResult
+from eagle3_check.gating.shrink import ShrinkResult, budget_shares
 from eagle3_check.gating.shrink_check import shrink_report
 from eagle3_check.reference.self_ref import SelfReference
 from eagle3_check.status import FAIL
@@ -62,9 +61,7 @@ def shrink_gate(report: GateReport, inputs, program, hf, budget_s: float, on_pro
     ks = ks if isinstance(ks, list) else [ks] if ks is not None else []
     todo = failing_cases(report, inputs.prompts, ks)
     own = SelfReference(program)
-    t0 = time.monotonic()
-    for i, g in enumerate(todo):
-        share = max(budget_s - (time.monotonic() - t0), 0.0) / (len(todo) - i)
+    for g, share in zip(todo, budget_shares(len(todo), budget_s)):
         ref = own if g.reference == "self" else hf
         opts = dataclasses.replace(inputs.options, chain_len=g.k)
         again = run_check(program, inputs.tokenizer, ref, [g.prompt], opts, inputs.tolerance, runner=inputs.plugin)
