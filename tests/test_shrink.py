@@ -325,7 +325,9 @@ def test_a_repro_on_another_program_is_refused(tmp_path, capsys):
     (["check", "--prompt-ids", "2,5", "--prompts", "fixtures/prompts.json"], "--prompt-ids with --prompts"),
     (["check", "--prompt-ids", "2,999999"], "ids below the tokenizer's"),
     (["check", "--shrink", "--suite", "context"], "--shrink with --suite"),
-], ids=["not-ids", "two-prompt-sources", "past-vocab", "suite"])
+    (["check", "--shrink", "--shrink-budget", "-3"], "--shrink-budget -3"),
+    (["check", "--repro", "no-such-repro.json"], "no-such-repro.json"),
+], ids=["not-ids", "two-prompt-sources", "past-vocab", "suite", "negative-budget", "missing-repro"])
 def test_bad_replay_flags_are_one_line_errors(argv, what, capsys):
     assert main(argv + ["--no-progress"]) == 2
     err = capsys.readouterr().err

@@ -37,10 +37,20 @@ def add_shrink_args(p: argparse.ArgumentParser, default_on: bool = False) -> Non
         p.add_argument("--shrink", action="store_true",
                        help="shrink every failing request to its smallest reproduction: a one-line command and "
                        "a repro JSON file beside the report (docs/shrinking.md)")
-    p.add_argument("--shrink-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+    p.add_argument("--shrink-budget", type=_budget, default=DEFAULT_BUDGET_S, metavar="S",
                    help=f"seconds all shrinking together may take (default {DEFAULT_BUDGET_S:g})")
     p.add_argument("--shrink-dir", default=None, metavar="DIR",
                    help="where the repro files go (default: beside --junit / --html, else the current directory)")
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):
+        raise OptionError(f"--shrink-budget {text}", "a number of seconds >= 0", "e.g. --shrink-budget 60")
+    return value
 
 
 def parse_ids(text: str) -> tuple[int, ...]:
