@@ -324,7 +324,7 @@ def test_a_repro_on_another_program_is_refused(tmp_path, capsys):
     (["check", "--prompt-ids", "2,x"], "comma-separated token ids"),
     (["check", "--prompt-ids", "2,5", "--prompts", "fixtures/prompts.json"], "--prompt-ids with --prompts"),
     (["check", "--prompt-ids", "2,999999"], "ids below the tokenizer's"),
-    (["check", "--shrink", "--suite", "context"], "--shrink with --suite"),
+    (["check", "--prompt-ids", "2,5", "--suite", "context"], "--prompt-ids with --suite"),
     (["check", "--shrink", "--shrink-budget", "-3"], "--shrink-budget -3"),
     (["check", "--repro", "no-such-repro.json"], "no-such-repro.json"),
 ], ids=["not-ids", "two-prompt-sources", "past-vocab", "suite", "negative-budget", "missing-repro"])
@@ -345,3 +345,29 @@ def test_the_html_report_and_junit_show_the_shrunk_case_beside_the_original(tmp_
     assert 'id="shrunk"' in page and "L 21, max new 2, K 1" in page and "--max-new-tokens 2" in page
     xml = junit.read_text()
     assert 'name="shrunk_max_new_tokens" value="2"' in xml and "repro: eagle3-check check" in xml
+
+
+def test_a_failing_plain_suite_case_shrinks_and_its_command_replays_it(tmp_path, capsys):
+    """prompt_stripped on options/raw-edge-whitespace ('\\n Count from one to ten. \\n', raw): one
+    whitespace character is enough; the case's --raw is in the command."""
+    runner = ["--runner", "eagle3_check.mutants:prompt_stripped"]
+    rc = main(["check", "--suite", "options/raw-edge-whitespace", "--fixture", "tiny-llama", *runner, "--shrink",
+               "--shrink-dir", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    line = next(x for x in out.splitlines() if x.startswith("shrunk 'options/raw-edge-whitespace'"))
+    assert "-> L 2, max new tokens 1, K 1" in line and "prompt ids: runner used" in line
+    repro = load_repro(tmp_path / "repro-options_raw-edge-whitespace.json")
+    assert repro.prompt_text.isspace() and len(repro.prompt_text) == 1 and "--raw" in repro.command
+    import shlex
+
+    assert main(shlex.split(repro.command)[1:] + ["--no-progress"]) == 1
+    assert "prompt ids: runner used" in capsys.readouterr().out
+
+
+def test_a_forced_suite_case_says_why_it_is_not_shrunk(tmp_path, capsys):
+    rc = main(["check", "--suite", "acceptance/full", "--fixture", "tiny-llama", "--runner",
+               "eagle3_check.mutants:last_proposal_never_accepted", "--shrink", "--shrink-dir", str(tmp_path),
+               "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "acceptance/full: not shrunk: its draft is forced" in out

@@ -143,7 +143,7 @@ def main(args: argparse.Namespace) -> int:
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
     if args.suite:
         refuse_html(args, "--suite")
-        shrink_flags.refuse_shrink(args, "--suite")
+        shrink_flags.refuse_shrink(args, "--suite", allowed=("shrink",))
         return suite_main(args, runner)
     if args.workers > 1:
         shrink_flags.refuse_shrink(args, "--workers")

@@ -43,7 +43,9 @@ def suite_main(args: argparse.Namespace, runner) -> int:
         set_threads(args.device, getattr(args, "threads", None))
         envs = [lambda n=n: (SuiteEnv.eager(n, args.device, args.dtype, args.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
-    reports, bar = [], None
+    from eagle3_check.cli.shrink_flags import shrink_suite_and_write
+
+    reports, bar, shrunk = [], None, []
     for make_env in envs:
         env, info = make_env()
         if bar is None:  # after the first program loads: an error loading it is the only line on stderr
@@ -51,6 +53,7 @@ def suite_main(args: argparse.Namespace, runner) -> int:
                        disable=args.no_progress or args.json)
         report = run_suite(args.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=args.device, dtype=args.dtype, runner=args.runner, reference=args.reference)
+        shrunk += shrink_suite_and_write(args, report, cases, env, info, runner)  # --shrink: the failing plain cases
         reports.append(report)
     if bar is not None:
         bar.close()
@@ -62,6 +65,8 @@ def suite_main(args: argparse.Namespace, runner) -> int:
     else:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
                            + format_suite_table(r) for r in reports))
+        if shrunk:
+            print("\n".join(shrunk))
     return 0 if passed else 1
 
 

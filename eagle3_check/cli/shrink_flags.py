@@ -259,3 +259,48 @@ def shrink_exec_and_write(args: argparse.Namespace, report, setup, prompts, refe
         lines += write_one(args, outcome.prompt_id, shrunk[outcome.prompt_id], result, flags, program, args.runner,
                            options)
     return lines, shrunk
+
+
+def shrink_suite_and_write(args: argparse.Namespace, report, cases, env, info: dict, runner) -> list[str]:
+    """`check --suite NAME --shrink`: each failing plain case shrunk (gating/shrink_suite.py), a repro file
+    each, the result in the case's details; the lines to print."""
+    if not args.shrink or not report.failed:
+        return []
+    from eagle3_check.gating.repro import program_flags, program_record
+    from eagle3_check.gating.shrink import budget_shares
+    from eagle3_check.gating.shrink_suite import shrink_case
+
+    by_name = {c.name: c for c in cases}
+    failing = [r for r in report.failed if r.name in by_name]
+    lines: list[str] = []
+    for r, share in zip(failing, budget_shares(len(failing), args.shrink_budget)):
+        case = by_name[r.name]
+        result, shrunk, note = shrink_case(case, env, runner, share)
+        if result is None:
+            lines.append(f"{r.name}: {note}")
+            continue
+        r.details["shrunk"] = shrunk
+        options = {**vars(args), "fixture": info.get("fixture") or args.fixture, **case_flags(case)}
+        flags = program_flags(options, spec=dict(case.spec))
+        files = {"pte": args.pte} if getattr(args, "pte", None) else {}
+        lines += write_one(args, r.name, shrunk, result, flags, {"flags": flags, **program_record(files)},
+                           args.runner, case_setup_options(case, env))
+    return lines
+
+
+def case_flags(case) -> dict:
+    """A case's run options as the values of their flags (stop ids '1,50', no stop token '')."""
+    out = {}
+    for name, value in case.option_dict().items():
+        if name == "stop_ids":
+            value = ",".join(map(str, value))
+        elif name == "stop_token" and value is None:
+            value = ""
+        out[name] = value
+    return out
+
+
+def case_setup_options(case, env):
+    from eagle3_check.suites.execute import case_setup
+
+    return case_setup(case, env).options

@@ -48,7 +48,7 @@ def program_flags(options: dict, spec: dict | None = None) -> list[str]:
     out: list[str] = []
     for name in (*PROGRAM_FLAGS, *RUN_FLAGS):
         value = options.get(name)
-        if value is not None and value != DEFAULTS.get(name):
+        if value is not None and value != DEFAULTS.get(name) and not isinstance(value, bool):
             out += [_flag(name), str(value)]
     return out + [_flag(s) for s in SWITCHES if options.get(s)]
 
