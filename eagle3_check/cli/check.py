@@ -138,6 +138,8 @@ def main(args: argparse.Namespace) -> int:
     refuse_drift_flags(args)
     if is_exec(runner):  # a runner binary: cli/exec_cmd.py
         refuse_html(args, "a runner binary (--runner exec:...)")
+        if args.suite:
+            shrink_flags.refuse_shrink(args, "a runner binary's suites (--runner exec:... --suite)")
         shrink_flags.refuse_shrink(args, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
         return exec_check_main(args, runner)
     runner = time_limited(args, runner)  # --request-timeout: a hang fails its request
