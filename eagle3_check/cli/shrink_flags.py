@@ -228,7 +228,7 @@ def shrink_gate_and_write(args: argparse.Namespace, report, inputs) -> list[str]
         lines += write_one(args, g.case, shrunk, g.result, flags, {"flags": flags, **record}, runner_name,
                            dataclasses.replace(inputs.options, chain_len=g.k))
         case = next(c for c in chk.cases if c.name == g.case)
-        case.details = shrunk_details(shrunk)
+        case.details = shrunk_details(shrunk, case.message)
         case.properties = {**case.properties, **shrunk_properties(shrunk)}
     return lines
 
