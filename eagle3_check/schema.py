@@ -195,3 +195,30 @@ def check_ids(ids: list[int], vocab: int, where: str, fix: str) -> None:
     i = next((i for i, t in enumerate(ids) if not 0 <= t < vocab), None)
     if i is not None:
         raise InputError(f"{where}[{i}] = {ids[i]}", f"a token id in [0, {vocab - 1}] (the vocab has {vocab})", fix)
+
+
+class ReproRequest(Strict):
+    prompt_ids: Annotated[list[Id], Field(min_length=1)]
+    max_new_tokens: Positive
+    k: Positive
+    spec: dict[str, Positive] = {}
+
+
+class ReproModel(Strict):
+    """A shrunk failing request (gating/repro.py): what replays it and what it showed."""
+
+    format: Literal["eagle3-check-repro/1"]
+    prompt_id: str
+    program: dict[str, Any]  # {"flags": [...], "sha256": ..., "files": {...}}
+    runner: str
+    options: dict[str, Any]  # the RunOptions the runner got (the request's fields replaced)
+    request: ReproRequest
+    prompt_text: str | None  # the prompt as text when the original was text (the runner builds its ids)
+    rule: str
+    message: str
+    index: int | None
+    expected: list[Id] | None
+    got: list[Id] | None
+    original: ReproRequest
+    original_message: str
+    command: str

@@ -18,6 +18,7 @@ from eagle3_check.cli.common import (
     add_timeout_arg,
     bars,
 )
+from eagle3_check.cli.shrink_flags import add_replay_args, add_shrink_args
 from eagle3_check.session.provenance import report_provenance
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
@@ -86,15 +87,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
     add_drift_args(p, quantize=True)
+    add_replay_args(p, prompt_text=True)
+    add_shrink_args(p)
     p.set_defaults(func=main)
 
 
 def main(cfg) -> int:
+    from eagle3_check.session import shrink_route as sr
     from eagle3_check.session.context import CheckContext
 
     if cfg.list:
         return list_main(cfg)
+    cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
     ctx = CheckContext(cfg)
+    if cfg.quantize:
+        sr.refuse_shrink(cfg, "--quantize")
+    elif ctx.is_exec and cfg.suite:
+        sr.refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)")
+    elif ctx.is_exec:
+        sr.refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
+    elif cfg.suite:
+        sr.refuse_shrink(cfg, "--suite", allowed=("shrink",))
+    elif cfg.workers > 1:
+        sr.refuse_shrink(cfg, "--workers")
+    else:
+        sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
     from eagle3_check.session.check import check_isolated, isolated
 
     if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
@@ -139,6 +156,8 @@ def print_report(ctx, checked) -> int:
         print("\n".join(health.lines()))
         if cfg.html:
             print(f"html: {cfg.html}")
+        if checked.shrunk_lines:
+            print("\n".join(checked.shrunk_lines))
     return 0 if report.passed and not health.flags else 1
 
 
@@ -155,7 +174,8 @@ def suite_main(ctx) -> int:
     from eagle3_check.suites.report import format_suite_table
 
     cfg = ctx.cfg
-    reports = run_suites(ctx, bars(cfg))
+    shrunk: list[str] = []
+    reports = run_suites(ctx, bars(cfg), shrunk_lines=shrunk)
     passed = all(r.passed for r in reports)
     write_suites_junit(cfg, reports)
     if cfg.json:
@@ -164,6 +184,8 @@ def suite_main(ctx) -> int:
     else:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
                            + format_suite_table(r) for r in reports))
+        if shrunk:
+            print("\n".join(shrunk))
     return 0 if passed else 1
 
 
@@ -196,16 +218,22 @@ def exec_main(ctx) -> int:
         return 0 if report.passed else 1
     from eagle3_check.binary.check import format_exec_table
 
-    report = exec_route.exec_check(ctx, bars(cfg))
+    report, lines, shrunk = exec_route.exec_check(ctx, bars(cfg))
     if cfg.junit:
         from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
 
         write_check_junit(cfg.junit, [exec_check_suite(report)])
     if cfg.json:
         prov = report_provenance(ctx.cfg, ctx.setup.info.get("fixture"), ctx.options)
-        print(json.dumps({**report.to_json(), "provenance": prov}, indent=2))
+        data = report.to_json()
+        for r in data.get("requests", []):  # the shrunk case beside its original (--shrink)
+            if r.get("prompt_id") in shrunk:
+                r["shrunk"] = shrunk[r["prompt_id"]]
+        print(json.dumps({**data, "provenance": prov}, indent=2))
     else:
         print(format_exec_table(report))
+        if lines:
+            print("\n".join(lines))
     return 0 if report.passed else 1
 
 

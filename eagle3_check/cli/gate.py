@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_timeout_arg(p)
     add_drift_args(p)
     add_runner_args(p, max_new_default=64)
+    from eagle3_check.cli.shrink_flags import add_shrink_args
+
+    add_shrink_args(p, default_on=True)
     p.set_defaults(func=main)
 
 
@@ -80,6 +83,9 @@ def main(cfg) -> int:
         report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
+    from eagle3_check.session.shrink_route import shrink_gate_and_write
+
+    shrunk = shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk (--no-shrink: off)
     out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
     write_text_atomic(cfg.report, json.dumps(out, indent=2) + "\n", "report")
     if cfg.junit:
@@ -95,6 +101,8 @@ def main(cfg) -> int:
         print(format_table(report))
         print(f"report: {cfg.report}" + (f"   junit: {cfg.junit}" if cfg.junit else "")
               + (f"   html: {cfg.html}" if cfg.html else ""))
+        if shrunk:
+            print("\n".join(shrunk))
     return 0 if report.passed else 1
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from eagle3_check.cli.common import add_compile_args, add_program_args, add_runner_args
+from eagle3_check.cli.shrink_flags import add_replay_args
 
 HELP = """Run one request and print the text and the runner's stats line.
 
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", default=None, help="prompt text (the chat template is applied unless --raw)")
     p.add_argument("--prompt-file", default=None, help="read the prompt from a UTF-8 file")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_replay_args(p)
     add_program_args(p)
     add_runner_args(p)
     add_compile_args(p)
@@ -28,12 +30,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
+    from eagle3_check.session import shrink_route as sr
     from eagle3_check.session.context import CheckContext
     from eagle3_check.session.world import prompt_text
 
-    prompt = prompt_text(cfg)
+    cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
+    if repro is not None and repro.prompt_text is not None:
+        prompt = repro.prompt_text  # the shrunk text, maybe empty: the template is the request
+    else:
+        prompt = None if cfg.prompt_ids else prompt_text(cfg)
     ctx = CheckContext(cfg)
     setup, resolved = ctx.setup, ctx.resolved
+    sr.check_replay(cfg, repro, setup)
+    ids = sr.given_prompt_ids(cfg, setup.tokenizer)
+    prompt = list(ids) if ids is not None else prompt
     setup.info["run_options"] = resolved.to_json()
     result = ctx.loaded_runner.run(setup.program, setup.tokenizer, prompt, resolved.options)
     if cfg.json:

@@ -7,7 +7,8 @@ file: key, record, load, save), `golden_diff` (the exact differences of runs fro
 (deterministic metrics and their baseline file), `tau_baseline` (tau against a card or
 baseline), `gate` (every check, one verdict), `gate_requests` (the gate's per-request checks),
 `gate_model` (the gate's inputs, a check's result, the report), `drift` (a quantized program's
-drift), `draft_health` and `workers`. Its reports (HTML, JUnit, provenance) are in `report`;
+drift), `draft_health`, `workers`, and shrinking a failing request to its smallest reproduction
+(`shrink`, `shrink_check`, `shrink_gate`, `shrink_suite`, `repro`: docs/shrinking.md). Its reports (HTML, JUnit, provenance) are in `report`;
 the same routes through a runner binary in `binary`, which sits above gating.
 
 May import: program, run, reference, suites, report

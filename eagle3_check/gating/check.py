@@ -56,10 +56,12 @@ class RequestOutcome:
     verdict: Verdict
     reference: dict | None = None  # `reference_json` of the scores the verdict read (None: not scored)
     seconds: float = 0.0  # wall time of the request: the run, its audit and the reference's scoring
+    shrunk: dict | None = None  # its smallest reproduction (gating/shrink_check.py), when shrinking ran
 
     def to_json(self) -> dict:
-        return {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json(),
-                "reference": self.reference, "seconds": round(self.seconds, 3)}
+        out = {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json(),
+               "reference": self.reference, "seconds": round(self.seconds, 3)}
+        return {**out, "shrunk": self.shrunk} if self.shrunk is not None else out
 
 
 def reference_json(scores) -> dict:
@@ -172,7 +174,7 @@ def audit_calls(rec: RecordingProgram, run: RunResult, max_seq_len: int, chunks:
 def request_ids(tokenizer: Tokenizer, prompts: list[Prompt], options: RunOptions, md) -> list[list[int]]:
     """Every request's prompt ids, each checked against the program's prefill rule before any work
     (a bad prompt is a one-line error naming it, never a partial report)."""
-    requests = [prompt_ids(tokenizer, p.text, options) for p in prompts]
+    requests = [list(p.ids) if p.ids is not None else prompt_ids(tokenizer, p.text, options) for p in prompts]
     for p, ids in zip(prompts, requests):
         try:
             check_prompt_len(len(ids), md, options.chunked_prefill)
@@ -218,7 +220,7 @@ def run_check(
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
         rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program
         try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
-            run = guarded_run(runner, rec, tokenizer, p.text, options, what=f"'{p.id}'")
+            run = guarded_run(runner, rec, tokenizer, p.request(), options, what=f"'{p.id}'")
         except RunCrash as e:
             outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)),
                                      seconds=time.perf_counter() - t0)

@@ -228,6 +228,19 @@ MUTANTS: tuple[Mutant, ...] = (
           "return [int(x) for x in self.win[1:]], verify_ids.reshape(-1).tolist()")),
         module=PLACEMENT, placements=("host",),
     ),
+    # issue 28: the seed's stack-top runner (ac69057c9b, 6d2645a8ac) reseeds before it checks the room left
+    Mutant(
+        "reseed_before_room_check", "after a round the draft is reseeded and chained before the context check, "
+        "so the chain writes draft KV positions past max_seq_len (the seed's stack-top binary: 'Index 48 is out "
+        "of bounds' on max_seq_len 48, L 32, K 4)",
+        "a run whose last verify fits the context and whose next anchor does not (options/trailing-space on "
+        "max_seq_len 48), its draft positions audited",
+        (("                if anchor_pos + k > md.max_seq_len - 1:\n                    reason = CONTEXT\n"
+          "                    break\n                self._mark(\"draft\")\n", "                self._mark(\"draft\")\n"),
+         ("                chain(re_ids, g, anchor_pos)\n",
+          "                chain(re_ids, g, anchor_pos)\n                if anchor_pos + k > md.max_seq_len - 1:\n"
+          "                    reason = CONTEXT\n                    break\n")),
+    ),
     # state carried between requests
     Mutant(
         "device_positions_sized_once", "the device placement allocates its positions buffer once, sized by the "

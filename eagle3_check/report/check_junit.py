@@ -35,9 +35,27 @@ def _positions(verdict) -> dict[str, str]:
     return {"positions": str(verdict.judged), "tie_positions": str(verdict.ties)}
 
 
+def shrunk_details(shrunk: dict | None, message: str = "") -> str:
+    """The <failure> body of a shrunk failing request: its message, its smallest reproduction and the command."""
+    if not shrunk:
+        return ""
+    r = shrunk["shrunk"]
+    return (f"{message}\n" if message else "") + (f"shrunk to L {len(r['prompt_ids'])}, max new tokens {r['max_new_tokens']}, K {r['k']}: "
+            f"{shrunk['failure']['message']}\nrepro: {shrunk.get('command', '')}\nfile: {shrunk.get('file', '')}")
+
+
+def shrunk_properties(shrunk: dict | None) -> dict[str, str]:
+    if not shrunk:
+        return {}
+    r = shrunk["shrunk"]
+    return {"shrunk_prompt_len": str(len(r["prompt_ids"])), "shrunk_max_new_tokens": str(r["max_new_tokens"]),
+            "shrunk_k": str(r["k"]), "shrunk_command": shrunk.get("command", "")}
+
+
 def check_suite(report) -> JUnitSuite:
     """A `gating.check.CheckReport` (the in-process prompt-set check)."""
-    cases = [JUnitCase(o.prompt_id, o.verdict.status, o.verdict.message, o.seconds, properties=_positions(o.verdict))
+    cases = [JUnitCase(o.prompt_id, o.verdict.status, o.verdict.message, o.seconds, details=shrunk_details(o.shrunk, o.verdict.message),
+                       properties={**_positions(o.verdict), **shrunk_properties(o.shrunk)})
              for o in report.outcomes]
     return JUnitSuite(f"check K={report.k}", cases + _budget_case(report))
 

@@ -61,6 +61,9 @@ def check_html(report: dict, health: dict | None = None, title: str = "eagle3-ch
              f"{budget['ties_allowed']} positions ({budget['share']:.1%} of judged)"})]
     parts.append(section("Requests", verdict_table(reqs), section_id="requests"))
     parts.append(section("First divergence and first tie (forensics)", forensics_table(reqs), section_id="forensics"))
+    if any(r.get("shrunk") for r in reqs):
+        parts.append(section("Shrunk failing requests", shrunk_table([(r["prompt_id"], r["shrunk"]) for r in reqs
+                                                                      if r.get("shrunk")]), section_id="shrunk"))
     runs = [{"prompt_id": r["prompt_id"], "k": r["run"]["k"], "tau": r["run"]["tau"], "rounds": r["run"]["rounds"],
              "tokens": len(r["run"]["tokens"]), "accepted": r["run"]["accepted"]} for r in reqs]  # RunResult.summary
     parts.append(section("Acceptance", acceptance_plots(runs), n_alpha_table(runs), section_id="acceptance"))
@@ -78,6 +81,19 @@ def verdict_table(reqs: list[dict]) -> str:
                      run["stop_reason"], v["identical"], v["ties"], v["fails"], v["status"], v["message"]))
     return table(("prompt", "L", "tokens", "rounds", "tau", "stop", "identical", "tie", "fail", "verdict",
                   "message"), rows, numeric=(1, 2, 3, 4, 6, 7, 8), status_col=9, table_id="verdicts")
+
+
+def shrunk_table(items: list[tuple[str, dict]]) -> str:
+    """Each failing request beside its smallest reproduction (gating/shrink_check.py): the original and
+    the shrunk request (L, max new tokens, K), the rule, the one-line command and the repro file."""
+    def req(r: dict) -> str:
+        spec = "".join(f", {k} {v}" for k, v in r.get("spec", {}).items())
+        return f"L {len(r['prompt_ids'])}, max new {r['max_new_tokens']}, K {r['k']}{spec}"
+
+    rows = [(name, req(s["original"]), req(s["shrunk"]), s["failure"]["kind"], s["probes"],
+             s.get("command", ""), s.get("file", "")) for name, s in items]
+    return table(("request", "original", "shrunk", "rule", "probes", "command", "repro file"), rows,
+                 numeric=(4,), table_id="shrunk")
 
 
 def forensics_table(reqs: list[dict]) -> str:

@@ -8,6 +8,7 @@ front end's progress bar (tqdm's signature); the default shows none.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ class Checked:
     health: object  # gating.draft_health.DraftHealth
     fixture: str | None  # the fixture the provenance names
     program: object = None  # the program (its spec goes into the JSON report); None over workers
+    shrunk_lines: list = dataclasses.field(default_factory=list)  # --shrink: what to print after the table
 
 
 def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None) -> Checked:
@@ -45,7 +47,9 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     setup = ctx.setup  # a .pte sets the dtype to its own: tolerance and budget follow it
     resolved = ctx.resolved  # after the program: its load errors come first
     budget = ctx.tie_budget
-    prompts = ctx.prompts()
+    from eagle3_check.session import shrink_route
+
+    prompts = shrink_route.given_prompts(cfg, setup.tokenizer) or ctx.prompts()  # --prompt-ids, --prompt, --repro
     runner = ctx.runner if runner is None else runner
     if getattr(runner, "isolated", False):
         runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
@@ -65,7 +69,9 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
         on_report(report)
     expect, source = ctx.expected_tau(report.k, setup.info.get("fixture"))
     health = assess(setup.program, report, expect, source)
-    return Checked(report, health, setup.info.get("fixture") or ctx.cfg.fixture, setup.program)
+    lines = shrink_route.shrink_and_write(cfg, report, setup, prompts, reference, resolved.options, ctx.tolerance,
+                                          runner, ctx.runner_name) if cfg.shrink else []
+    return Checked(report, health, setup.info.get("fixture") or ctx.cfg.fixture, setup.program, lines)
 
 
 def isolated(cfg, spec: str) -> bool:

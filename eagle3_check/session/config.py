@@ -67,6 +67,13 @@ class Config:
     expect_tau: float | None = None
     reference: str = "hf"
     tie_budget: float | None = None
+    # --- shrinking and replaying (session/shrink_route.py) ---
+    prompt_ids: str | None = None  # the prompt as comma-separated ids
+    repro: str | None = None  # a repro file to replay
+    repro_prompt_id: str | None = None  # set by --repro: the replayed request's name
+    shrink: bool = False
+    shrink_budget: float | None = None
+    shrink_dir: str | None = None
     # --- quantization and its drift thresholds ---
     quantize: str | None = None
     group_size: int | None = None

@@ -17,14 +17,15 @@ def need_pte(ctx: CheckContext, command: str) -> None:
 
 
 def exec_check(ctx: CheckContext, make_bar=NoBar):
-    """The prompt set through the binary, judged per position where it prints ids, by bytes
-    elsewhere (binary.check); an ExecCheckReport."""
+    """The prompt set through the binary, judged per position (binary.check): (an ExecCheckReport,
+    the --shrink lines to print, prompt id -> its shrunk JSON)."""
     from eagle3_check.binary.check import run_exec_check
+    from eagle3_check.session import shrink_route
 
     need_pte(ctx, "check")
     runner = ctx.runner
     setup, resolved = ctx.setup, ctx.resolved
-    prompts = ctx.prompts()
+    prompts = shrink_route.given_prompts(ctx.cfg, setup.tokenizer) or ctx.prompts()  # --prompt, --repro
     reference = ctx.reference
     bar = make_bar(total=len(prompts), desc="check (exec)", unit="req", leave=False, delay=0.5)
     try:
@@ -36,7 +37,9 @@ def exec_check(ctx: CheckContext, make_bar=NoBar):
     report.info.update(setup.info, reference=ctx.cfg.reference, tie_tolerance=ctx.tolerance.describe(),
                        ties="per position: the printed [ids], or the ids recovered from the bytes (binary/recover.py)",
                        run_options=resolved.to_json())
-    return report
+    lines, shrunk = shrink_route.shrink_exec_and_write(ctx.cfg, report, setup, prompts, reference, resolved.options,
+                                                       ctx.tolerance, runner)  # --shrink
+    return report, lines, shrunk
 
 
 def exec_golden_verify(ctx: CheckContext):

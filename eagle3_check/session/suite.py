@@ -41,7 +41,7 @@ def fixed_env(ctx: CheckContext):
     return env, {**setup.info}
 
 
-def run_suites(ctx: CheckContext, make_bar=NoBar) -> list:
+def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = None) -> list:
     """The suite's reports: one per fixture, or one for the given program."""
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
     from eagle3_check.suites import suite_cases
@@ -71,6 +71,12 @@ def run_suites(ctx: CheckContext, make_bar=NoBar) -> list:
         report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
                            reference=cfg.reference)
+        if cfg.shrink:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
+            from eagle3_check.session.shrink_route import shrink_suite_and_write
+
+            lines = shrink_suite_and_write(cfg, report, cases, env, info, runner)
+            if shrunk_lines is not None:
+                shrunk_lines += lines
         reports.append(report)
     if bar is not None:
         bar.close()

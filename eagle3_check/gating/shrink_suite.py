@@ -1,0 +1,75 @@
+"""A failing edge-suite case shrunk (`check --suite NAME --shrink`), where the case is a plain request.
+
+A plain case is a prompt, options, K and a program spec: no forced draft, no stop placed on its
+own trajectory, no expected error, no metadata key dropped, no max new tokens set from a round
+(`plain`). Such a case is run again as `check` runs a request, on the case's program against the
+suite's reference (`SuiteEnv.score`); if it fails there it is shrunk (`shrink_check.shrink_report`),
+its max_seq_len too where the failure involves the program's limits and the suite builds programs
+per spec (an eager fixture: `SuiteEnv.eager`). The other cases say why they are not shrunk. The
+case's own verdict is not touched.
+"""
+
+from __future__ import annotations
+
+from eagle3_check.errors import Eagle3CheckError, OptionError
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import run_check
+from eagle3_check.gating.shrink import ShrinkResult
+from eagle3_check.gating.shrink_check import shrink_report
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.run.options import stop_set
+from eagle3_check.status import FAIL
+from eagle3_check.suites.case import Case
+from eagle3_check.suites.execute import SuiteEnv, case_setup
+from eagle3_check.suites.request import pick_prompt
+
+
+class EnvReference:
+    """The suite's reference of one program, as `run_check` reads a reference (`score(ids, tokens)`)."""
+
+    def __init__(self, env: SuiteEnv, program):
+        self.env, self.program = env, program
+
+    def score(self, ids: list[int], tokens: list[int]):
+        return self.env.score(ids, tokens, self.program)
+
+
+def plain(case: Case) -> str | None:
+    """Why the case is not one plain request (None: it is)."""
+    for attr, why in (("forcing", "its draft is forced along the case's own trajectory"),
+                      ("stop_at", "its stops are placed on the case's own trajectory"),
+                      ("max_new_at", "its max new tokens are set from a round of its own trajectory"),
+                      ("drop_key", "it drops a metadata key")):
+        if getattr(case, attr):
+            return why
+    return "it expects an error, not a run" if case.expect.error else None
+
+
+def shrink_case(case: Case, env: SuiteEnv, runner, budget_s: float,
+                on_probe=None) -> tuple[ShrinkResult | None, dict | None, str]:
+    """(result, its JSON for the case's details, a note why not when there is no result)."""
+    why = plain(case)
+    if why:
+        return None, None, f"not shrunk: {why}"
+    setup = case_setup(case, env)
+    base, md, k, options = setup.base, setup.md, setup.k, setup.options
+    prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
+    p = Prompt(case.name, prompt) if isinstance(prompt, str) else Prompt(case.name, "", ids=tuple(prompt))
+    ref = EnvReference(env, base)
+    report = run_check(base, env.tokenizer, ref, [p], options, env.tolerance, runner=runner)
+    if report.outcomes[0].verdict.status != FAIL:
+        return None, None, "not shrunk: it passes as a check request (only the case's own expectations fail it)"
+
+    def rebuild(spec: dict):
+        try:
+            prog = env.program_for({**dict(case.spec), **spec})
+        except (Eagle3CheckError, ValueError) as e:
+            raise OptionError(f"program spec {spec}", "a spec the fixture can build", str(e)[:80]) from None
+        if read_metadata(prog.metadata()).max_seq_len != spec["max_seq_len"]:  # a given program: no spec
+            raise OptionError(f"max_seq_len {spec['max_seq_len']}", "a program built per spec", "shrink L, K instead")
+        return prog, EnvReference(env, prog)
+
+    [(outcome, result)] = shrink_report(report, [p], base, env.tokenizer, ref, options, env.tolerance, runner,
+                                        budget_s, on_probe=on_probe, spec={"max_seq_len": md.max_seq_len},
+                                        spec_floors={"max_seq_len": md.min_prefill + 1}, rebuild=rebuild)
+    return result, outcome.shrunk, ""
