@@ -136,15 +136,17 @@ def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
 
 
 def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
-    """A runner binary has no chunked-prefill flag: asking for it is an error, not a silent drop."""
+    """A runner binary whose profile does not chunk: asking for chunked prefill is an error, not a silent drop."""
     from eagle3_check.binary.check import run_exec_check
     from eagle3_check.binary.runner import ExecRunner
     from eagle3_check.fixtures.registry import Prompt
 
     prog = toy.ToyProgram(max_seq_len=64, min_prefill=1, max_prefill=32)
     prog.path = "toy.pte"  # program_file() finds it; the binary never starts
-    with pytest.raises(OptionError, match="--chunked-prefill with an exec runner"):
-        run_exec_check(ExecRunner("exec:/bin/true"), prog, tokenizer, None, [Prompt("p", "hi")],
+    runner = ExecRunner("exec:/bin/true")
+    runner.set_profile("runner-pr")  # the runner PR's binary: no chunking (run/profiles.py)
+    with pytest.raises(OptionError, match="--chunked-prefill with the runner binary .* runner-pr"):
+        run_exec_check(runner, prog, tokenizer, None, [Prompt("p", "hi")],
                        RunOptions(max_new_tokens=4, chunked_prefill=True))
 
 

@@ -142,7 +142,7 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
         proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md), program_data(base))
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
                                  req, lambda toks: env.score(ids, toks, base), env.tolerance,
-                                 _decode(env, ids, base, md.max_seq_len))
+                                 decode=_decode(env, ids, base, md.max_seq_len))
     plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
                "profile": prof.name, "stderr": proc.stderr_tail()[-800:]}

@@ -100,6 +100,12 @@ def main(cfg) -> int:
         return list_main(cfg)
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
     ctx = CheckContext(cfg)
+    from eagle3_check.session.check import check_isolated, isolated
+
+    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
+        if repro is not None:
+            sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
+        return print_report(ctx, check_isolated(ctx, bars(cfg)))
     if cfg.quantize:
         sr.refuse_shrink(cfg, "--quantize")
     elif ctx.is_exec and cfg.suite:
@@ -110,12 +116,8 @@ def main(cfg) -> int:
         sr.refuse_shrink(cfg, "--suite", allowed=("shrink",))
     elif cfg.workers > 1:
         sr.refuse_shrink(cfg, "--workers")
-    else:
+    elif repro is not None:
         sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
-    from eagle3_check.session.check import check_isolated, isolated
-
-    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
-        return print_report(ctx, check_isolated(ctx, bars(cfg)))
     if cfg.quantize:  # the gate's quantized checks in process
         return quant_main(ctx)
     if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
