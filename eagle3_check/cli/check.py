@@ -106,24 +106,14 @@ def main(cfg) -> int:
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
         return print_report(ctx, check_isolated(ctx, bars(cfg)))
-    if cfg.quantize:
-        sr.refuse_shrink(cfg, "--quantize")
-    elif ctx.is_exec and cfg.suite:
-        sr.refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)")
-    elif ctx.is_exec:
-        sr.refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
-    elif cfg.suite:
-        sr.refuse_shrink(cfg, "--suite", allowed=("shrink",))
-    elif cfg.workers > 1:
-        sr.refuse_shrink(cfg, "--workers")
-    elif repro is not None:
-        sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
     if cfg.quantize:  # the gate's quantized checks in process
         return quant_main(ctx)
     if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
         return exec_main(ctx)
     if cfg.suite:
         return suite_main(ctx)
+    if repro is not None:  # (refused with --workers: session/validate.py)
+        sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
     from eagle3_check.session.check import check_prompts, check_workers
 
     checked = (check_workers if cfg.workers > 1 else check_prompts)(ctx, bars(cfg))

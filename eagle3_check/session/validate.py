@@ -71,6 +71,7 @@ def _outputs(cfg) -> None:
             return
         if cfg.junit:
             check_writable(cfg.junit, "--junit")
+        _shrink_routes(cfg, binary)
         if cfg.quantize:
             return  # session/quantized.py refuses what --quantize cannot honour
         flag = next((f for f in DRIFT_FLAGS if getattr(cfg, f) not in (None, False)), None)
@@ -87,6 +88,22 @@ def _outputs(cfg) -> None:
             check_writable(cfg.junit, "--junit")
     elif cfg.golden_command == "verify" and binary:
         refuse_html(cfg, "a runner binary (--runner exec:...)")
+
+
+def _shrink_routes(cfg, binary: bool) -> None:
+    """--shrink, --prompt-ids, --repro and --prompt where `check` cannot honour them: before anything loads."""
+    from eagle3_check.session.shrink_route import refuse_shrink
+
+    if cfg.quantize:
+        refuse_shrink(cfg, "--quantize")
+    elif binary and cfg.suite:
+        refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)")
+    elif binary:
+        refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
+    elif cfg.suite:
+        refuse_shrink(cfg, "--suite", allowed=("shrink",))
+    elif cfg.workers > 1:
+        refuse_shrink(cfg, "--workers")
 
 
 def refuse_html(cfg, where: str) -> None:
