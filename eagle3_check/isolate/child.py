@@ -41,8 +41,8 @@ def serve(rfd: int, wfd: int) -> int:
     setup = pickle.loads(payload)
     from eagle3_check.errors import Eagle3CheckError
 
-    try:
-        program, tokenizer = setup["build"]()
+    try:  # no builder: the harness's program, call by call (isolate/remote.py)
+        program, tokenizer = setup["build"]() if setup["build"] is not None else (None, None)
     except Eagle3CheckError as e:
         wire.send_json(wfd, {"error": str(e), "stage": "build"})
         return 0
@@ -65,6 +65,7 @@ def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
     import pickle
 
     from eagle3_check.isolate import wire
+    from eagle3_check.isolate.remote import RemoteProgram, error_parts
     from eagle3_check.run.result import RunResult
     from eagle3_check.suites.instrument import RecordingProgram
 
@@ -75,21 +76,36 @@ def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
         req = pickle.loads(payload)
         if req.get("bye"):
             return 0
-        rec = RecordingProgram(program)
+        remote = req.get("remote")
+        if remote is not None:  # the harness's program of this request, call by call
+            tokenizer = req.get("tokenizer") or tokenizer  # sent when it changed
+            rec = RemoteProgram(rfd, wfd, remote["metadata"], remote["owned"], remote["rows"])
+        else:
+            rec = RecordingProgram(program)
         before = set(threading.enumerate())
         try:
             run = runner.run(rec, tokenizer, req["prompt"], req["options"])
         except BaseException as e:  # noqa: BLE001 - whatever the code under test raises is a finding
             sys.stdout.flush()
-            wire.send_json(wfd, {"crash": _reason(e), "calls": len(rec.calls)})
+            _close(rec)
+            wire.send_json(wfd, {"crash": _reason(e), "raised": error_parts(e)})
             continue
         sys.stdout.flush()
+        _close(rec)
         if not isinstance(run, RunResult):
             wire.send_json(wfd, {"crash": f"contract violated: the runner's run() returned {type(run).__name__}; "
                                  "expected an eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run()"})
             continue
         left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
-        wire.send_json(wfd, {"run": wire.run_plain(run), "log": wire.calls_plain(rec), "threads_left": left})
+        reply = {"run": wire.run_plain(run), "threads_left": left}
+        if remote is None:
+            reply["log"] = wire.calls_plain(rec)
+        wire.send_json(wfd, reply)
+
+
+def _close(program) -> None:
+    if hasattr(program, "close"):
+        program.close()  # a RemoteProgram: a thread calling it after run() gets an error, never a frame
 
 
 def main(argv: list[str]) -> int:

@@ -21,7 +21,6 @@ what a report keeps of it.
 from __future__ import annotations
 
 import os
-import pickle
 import select
 import signal
 import subprocess
@@ -144,7 +143,10 @@ class Child:
 
 class IsolatedRunner:
     """A runner in a child process (see the module doc). `build` is a picklable no-argument callable
-    returning (program, tokenizer): the child calls it; `spec` is the `--runner` value."""
+    returning (program, tokenizer): the child calls it; None: the child has no program of its own and
+    each request's program is the harness's, called over the pipe (isolate/remote.py: the suites, the
+    gate, golden verify, the pytest plugin). `spec` is the `--runner` value. One more request at any
+    time (a shrinker's smaller one): `run(program, tokenizer, prompt, options)`, as any runner."""
 
     isolated = True  # guarded_run hands this runner its request by name (run_named), in this thread
 
@@ -156,6 +158,9 @@ class IsolatedRunner:
         self._queue: list[tuple] = []  # requests to send ahead (`expect`)
         self._pending: tuple | None = None  # (name, prompt, options, deadline) sent, not yet answered
         self.children = 0  # children started
+        self.remote = build is None  # the harness's program, call by call
+        self._tokenizer = None  # the tokenizer the child holds (remote: sent when it changes)
+        self._raised: BaseException | None = None  # the program's error in this request (remote)
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
     # --- the child's life ---------------------------------------------------------------------------
@@ -224,7 +229,10 @@ class IsolatedRunner:
             self.child = None
 
     def close(self) -> None:
-        """Says bye (the child exits), ends its tree; output after the last request goes to its record."""
+        """Says bye (the child exits), ends its tree; output after the last request goes to its record.
+        A child still busy with a request (Ctrl-C of the harness) is killed at once."""
+        if self.child is not None and self._pending is not None:
+            self._stop()
         if self.child is not None:
             self.child.send({"bye": True})
             self.child.exit_code(2.0)
@@ -239,17 +247,38 @@ class IsolatedRunner:
     # --- one request ----------------------------------------------------------------------------
 
     def run(self, program, tokenizer, prompt, options):
-        return self.run_named(program, tokenizer, prompt, options, f"{len(self._records) + 1}")
+        """The Runner protocol (a route that calls `run` itself: an error case, a shrinker's extra
+        request): the runner's own project error (OptionError, ...) is raised as that error, every
+        other way out as RunCrash."""
+        try:
+            return self.run_named(program, tokenizer, prompt, options, f"{len(self._records) + 1}")
+        except RunCrash as e:
+            from eagle3_check.errors import Eagle3CheckError
+
+            if isinstance(e.__cause__, Eagle3CheckError):
+                raise e.__cause__ from None
+            raise
 
     def expect(self, requests: list[tuple[str, object]], options) -> None:
         """The requests that will come, in order ((name, prompt) each, one `options`): each is sent as
         soon as the child has answered the one before, so the child runs request i + 1 while the
         harness judges request i. A request that comes out of this order is sent when it comes."""
-        self._queue = [(what, prompt, options) for what, prompt in requests]
+        if not self.remote:  # a remote request needs the harness's program: sent when it comes
+            self._queue = [(what, prompt, options) for what, prompt in requests]
 
-    def _send(self, what: str, prompt, options) -> None:
+    def _send(self, what: str, prompt, options, program=None, tokenizer=None) -> None:
         self._sink(f"request {what}")
-        self.child.send({"prompt": prompt, "options": options})
+        req = {"prompt": prompt, "options": options}
+        if self.remote:
+            from eagle3_check.isolate.remote import owns_outputs
+
+            md = program.metadata()
+            req["remote"] = {"metadata": md, "owned": owns_outputs(program),
+                             "rows": int(md.get("get_max_seq_len", 1) or 1)}
+            if tokenizer is not self._tokenizer:
+                req["tokenizer"], self._tokenizer = tokenizer, tokenizer
+            self._raised = None
+        self.child.send(req)
         limit = self.timeout  # the limit runs from when the child gets the request
         self._pending = (what, prompt, options, time.monotonic() + (limit if limit is not None else 10**9))
 
@@ -273,12 +302,14 @@ class IsolatedRunner:
             queue = self._queue
             if queue and (queue[0][1], queue[0][2]) == (prompt, options):
                 what = queue.pop(0)[0]
-            self._send(what, prompt, options)
+            self._send(what, prompt, options, program, tokenizer)
         what, _, _, deadline = self._pending
         self._pending = None
         child, limit = self.child, self.timeout
         try:
             msg = child.next_message(deadline)
+            while self.remote and "call" in msg:  # the runner calls the harness's program
+                msg = self._serve(child, program, msg, deadline)
         except TimeoutError:
             tail = self._tail(child)
             self._stop()
@@ -296,16 +327,35 @@ class IsolatedRunner:
         self._prefetch()  # the next request runs in the child while this one is judged
         return run
 
+    def _serve(self, child: Child, program, msg: dict, deadline: float) -> dict:
+        """One call of the runner on the harness's program (isolate/remote.py), answered; the next message."""
+        from eagle3_check.isolate.remote import serve_call
+
+        try:
+            reply = serve_call(program, msg)
+        except wire.WireError as e:
+            raise ChildGone(f"protocol violated: {e}") from None
+        self._raised = reply.pop("error", None) or self._raised
+        child.send(reply)
+        return child.next_message(deadline)
+
     def _judgeable(self, msg: dict, program, tokenizer):
         if "crash" in msg:
-            raise RunCrash(str(msg["crash"])[:600])
+            from eagle3_check.errors import Eagle3CheckError
+            from eagle3_check.isolate.remote import rebuild_error
+
+            cause = self._raised if isinstance(self._raised, Eagle3CheckError) else None
+            if cause is None and isinstance(msg.get("raised"), list) and len(msg["raised"]) == 4:
+                got = rebuild_error(msg["raised"])  # the runner's own OptionError, ... (an error case expects it)
+                cause = got if isinstance(got, Eagle3CheckError) else None
+            raise RunCrash(str(msg["crash"])[:600]) from cause
         if msg.get("threads_left"):
             names = [str(n)[:40] for n in msg["threads_left"]][:3]
             self._stop()  # a fresh child for the next request: the thread must not blame it
             raise RunCrash(f"contract violated: the runner left {len(msg['threads_left'])} thread(s) running "
                            f"after run() returned ({', '.join(names)}); expected run() to finish its work. "
                            "Fix: join the threads before returning")
-        if set(msg) != {"run", "log", "threads_left"}:
+        if set(msg) != ({"run", "threads_left"} if self.remote else {"run", "log", "threads_left"}):
             self._stop()
             raise RunCrash(f"protocol violated: the runner's process sent {sorted(msg)[:5]}; expected a run")
         vocab = None
@@ -318,38 +368,10 @@ class IsolatedRunner:
         vocab = vocab or getattr(tokenizer, "vocab_size", None)
         try:
             run = wire.run_from_plain(msg["run"], vocab)
-            calls, refused = wire.calls_from_plain(msg["log"])
+            calls, refused = ([], []) if self.remote else wire.calls_from_plain(msg["log"])
         except wire.WireError as e:
             raise RunCrash(f"contract violated: {e}") from None
-        if hasattr(program, "calls"):  # the harness's RecordingProgram: the audits read the child's log
+        if not self.remote and hasattr(program, "calls"):  # the harness's RecordingProgram: the audits read the child's log
             program.calls.extend(calls)
             program.refused.extend(refused)
         return run
-
-
-def pickled_ok(build) -> None:
-    """The builder must reach the child: a one-line error when it does not pickle."""
-    try:
-        pickle.dumps(build)
-    except Exception as e:  # noqa: BLE001
-        raise InputError(f"the program builder {build!r:.60} ({type(e).__name__})", "a picklable builder",
-                         "pass a module-level function or a functools.partial of one") from None
-
-
-def wants_isolation(spec: str, isolate: bool = False, in_process: bool = False) -> bool:
-    """Does `--runner spec` run in its own process? A plug-in (`module:factory`) does unless
-    `--in-process`; our own runners (reference, device) only with `--isolate`; a binary is a process already."""
-    from eagle3_check.run.plugin import ALIASES
-
-    if spec.startswith("exec:"):
-        return False
-    if isolate:
-        return True
-    return not in_process and spec not in ALIASES and spec not in ALIASES.values()
-
-
-def isolation_info(runner) -> dict | None:
-    """What a report keeps of an isolated run: the processes started and each request's output."""
-    if not getattr(runner, "isolated", False):
-        return None
-    return {"runner": runner.spec, "processes": runner.children, "output": runner.records()}

@@ -43,6 +43,8 @@ def crash_reason(e: BaseException) -> str:
     """'crashed: ZeroDivisionError: division by zero' (first line of the message, at most 300 chars);
     a contract violation or other harness error keeps its own one-line message."""
     first = (str(e).splitlines() or [""])[0][:300]
+    if isinstance(e, RunCrash):  # already a reason (an isolated runner's)
+        return str(e)[:600]
     if isinstance(e, SystemExit):
         return (f"crashed: the runner called sys.exit({e.code!r}) (SystemExit); expected a RunResult from run(). "
                 "Fix: return or raise instead of exiting")

@@ -75,18 +75,23 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
 
 
 def isolated(cfg, spec: str) -> bool:
-    """Does this `check` run its runner in a child process (isolate/runner.wants_isolation)? The
+    """Does this `check` run its runner in a child process (isolate/policy.wants_isolation)? The
     prompt set only: the suites, `--quantize` and `--workers` run plug-ins in process."""
-    from eagle3_check.isolate.runner import wants_isolation
+    from eagle3_check.isolate.policy import wants_isolation
 
     return not (cfg.quantize or cfg.suite or cfg.workers > 1) and wants_isolation(spec, cfg.isolate, cfg.in_process)
 
 
 def child_program(cfg):
-    """(program, tokenizer) in the isolated runner's process (module-level: the child gets it pickled)."""
+    """(program, tokenizer) in the isolated runner's process (module-level: the child gets it pickled);
+    on `cuda:i` (a --workers child) that GPU is the process's own."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the front end's process runs
+    if cfg.device.startswith("cuda:"):
+        import torch
+
+        torch.cuda.set_device(cfg.device)  # CUDA graphs and streams on this worker's GPU
     setup = CheckContext(cfg).setup
     return setup.program, setup.tokenizer
 
@@ -94,70 +99,47 @@ def child_program(cfg):
 def check_isolated(ctx: CheckContext, make_bar=NoBar) -> Checked:
     """`check` with the runner in a child process (eagle3_check/isolate): started first, so it builds
     its program while this side builds the reference; the plug-in is never imported here."""
-    from eagle3_check.isolate.runner import IsolatedRunner, isolation_info
+    from eagle3_check.isolate.runner import IsolatedRunner
     from eagle3_check.run.plugin import check_spec
-    from eagle3_check.run.watchdog import time_limited
+    from eagle3_check.session.isolation import limit_of, preload
 
     name = ctx.runner_name
     check_spec(name)  # its form, before anything loads; the child imports it
-    seconds = getattr(time_limited(object(), name, ctx.cfg.runner_timeout), "seconds", None)
-    runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), seconds)
-    import eagle3_check.program.eager  # noqa: F401 - torch and transformers, before the child forks (isolate/fork.py)
+    runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), limit_of(name, ctx.cfg.runner_timeout))
+    preload()  # torch and transformers, before the child forks (isolate/fork.py)
+    return _through(ctx, runner, make_bar)
+
+
+def _through(ctx: CheckContext, runner, make_bar, **info) -> Checked:
+    """check_prompts through an isolated runner (or pool), started here, closed after (Ctrl-C included)."""
+    from eagle3_check.isolate.policy import isolation_info
 
     runner.start()
     try:
         return check_prompts(ctx, make_bar, runner=runner,
-                             on_report=lambda report: report.info.update(isolation=isolation_info(runner)))
+                             on_report=lambda report: report.info.update(isolation=isolation_info(runner), **info))
     finally:
         runner.close()
 
 
-def worker_program(cfg, device: str):
-    """(program, tokenizer, reference, info) in one `check --workers` process, on `device`
-    (module-level: the workers receive it by name)."""
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the front end's process runs
-    if device.startswith("cuda:"):
-        import torch
-
-        torch.cuda.set_device(device)  # CUDA graphs and streams on this worker's GPU
-    ctx = CheckContext(cfg.replace(device=device))
-    return ctx.program, ctx.tokenizer, ctx.reference, {**ctx.setup.info, "device": device}
-
-
 def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
-    """`check --workers N`: the prompt set (or its --shard) over N processes (gating/workers.py),
-    each with its own program; the report is the serial run's, in prompt order."""
-    from eagle3_check.gating.draft_health import assess
-    from eagle3_check.gating.workers import run_check_workers, worker_devices
+    """`check --workers N`: the prompt set (or its --shard) over N child processes (session/isolation.py:
+    IsolatedPool), each with its own program and the runner, any runner; this process judges every
+    request in prompt order (the report is the serial run's)."""
+    from eagle3_check.gating.workers import worker_devices
+    from eagle3_check.run.plugin import check_spec
+    from eagle3_check.session.isolation import IsolatedPool, limit_of, preload
 
     cfg = ctx.cfg
-    resolved, budget = ctx.resolved, ctx.tie_budget
     count = 0
     if cfg.device.startswith("cuda"):
         import torch
 
         count = torch.cuda.device_count()
     devices = worker_devices(cfg.device, cfg.workers, count)
-    fixture = None
-    if cfg.pte:
-        from eagle3_check.program.sidecar import reference_for_pte
-
-        fx = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)[0]
-        fixture = fx.name if fx else None
-    from eagle3_check.fixtures.registry import DEFAULT_FIXTURE
-
-    prompts = ctx.prompts(fixture or cfg.fixture or DEFAULT_FIXTURE)  # builds no program here
-    bar = make_bar(total=len(prompts), desc=f"check x{len(devices)}", unit="req", leave=False, delay=0.5)
-    try:
-        report, step0 = run_check_workers(functools.partial(worker_program, cfg), devices, prompts,
-                                          resolved.options, ctx.tolerance, ctx.runner_name, budget,
-                                          on_share=lambda s: bar.update(len(s.indices)))
-    finally:
-        bar.close()
-    report.info.update(device=cfg.device, runner=ctx.runner_name, reference=cfg.reference,
-                       tie_tolerance=ctx.tolerance.describe(), run_options=resolved.to_json())
-    expect, source = ctx.expected_tau(report.k, report.info.get("fixture"))
-    health = assess(None, report, expect, source, step0=step0)
-    return Checked(report, health, report.info.get("fixture") or fixture or cfg.fixture)
+    name = ctx.runner_name
+    check_spec(name)
+    builds = [functools.partial(child_program, cfg.replace(device=d)) for d in devices]
+    pool = IsolatedPool(name, builds, limit_of(name, cfg.runner_timeout))
+    preload()
+    return _through(ctx, pool, make_bar, workers=len(devices), worker_devices=devices)

@@ -109,21 +109,35 @@ class CheckContext:
 
     @cached_property
     def loaded_runner(self):
-        """The runner as loaded (run/plugin.py): a Runner, or a binary.runner.ExecRunner."""
+        """The runner as loaded (run/plugin.py) in this process: a Runner, or a binary.runner.ExecRunner.
+        An isolated runner (`isolated`) is never loaded here: `runner` is its child."""
         from eagle3_check.run.plugin import load_runner
 
         return load_runner(self.runner_name)
 
     @property
     def is_exec(self) -> bool:
-        from eagle3_check.binary.runner import ExecRunner
+        """A runner binary (`exec:PATH`): known by its spec, so nothing is imported to tell."""
+        return self.runner_name.startswith("exec:")
 
-        return isinstance(self.loaded_runner, ExecRunner)
+    @property
+    def isolated(self) -> bool:
+        """Does the runner run in its own process (isolate/policy.wants_isolation: a plug-in unless
+        --in-process; ours with --isolate)? Decided from the spec, before anything loads it."""
+        from eagle3_check.isolate.policy import wants_isolation
+
+        return wants_isolation(self.runner_name, self.cfg.isolate, self.cfg.in_process)
 
     @cached_property
     def runner(self):
-        """The runner under test: an in-process one under the per-request limit
-        (`watchdog.time_limited`), a binary with --request-timeout as its timeout."""
+        """The runner under test: an isolated one in its child process, the harness's program called over
+        the pipe (isolate/remote.py), under the per-request limit; an in-process one under that limit
+        (`watchdog.time_limited`); a binary with --request-timeout as its timeout."""
+        if self.isolated:
+            from eagle3_check.session.isolation import remote_runner
+
+            self._isolated_runner = remote_runner(self.runner_name, self.cfg.runner_timeout, self.limit_flag)
+            return self._isolated_runner
         runner = self.loaded_runner
         if self.is_exec:
             from eagle3_check.binary.runner import request_timeout
@@ -135,6 +149,12 @@ class CheckContext:
                 runner.set_profile(self.cfg.runner_profile)
             return runner
         return limited(runner, self.runner_name, self.cfg.runner_timeout, self.limit_flag)
+
+    def close(self) -> None:
+        """Ends the isolated runner's process, if one was started (its output stays in its records)."""
+        runner = self.__dict__.get("_isolated_runner")
+        if runner is not None:
+            runner.close()
 
     # --- what is checked --------------------------------------------------------------------
 

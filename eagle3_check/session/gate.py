@@ -19,9 +19,16 @@ def run_gate(ctx: CheckContext, on_check=None, on_step=None):
     """(GateReport, GateInputs, fixture name or None) of the .pte the context's config names."""
     from eagle3_check.gating.gate import run_gate as run
 
-    inputs, fixture, target_dir, resolved = gate_inputs(ctx)
-    inputs.on_step = on_step
-    report = run(inputs, on_check=on_check)
+    try:
+        inputs, fixture, target_dir, resolved = gate_inputs(ctx)
+        inputs.on_step = on_step
+        report = run(inputs, on_check=on_check)
+    finally:
+        ctx.close()  # an isolated plug-in's process
+    from eagle3_check.isolate.policy import isolation_info
+
+    if ctx.isolated and ctx.cfg.runner:
+        report.info["isolation"] = isolation_info(ctx.runner)
     report.info.update({"fixture": fixture} if fixture else {"target": str(target_dir)},
                        run_options=resolved.to_json())
     return report, inputs, fixture
@@ -56,8 +63,8 @@ def gate_inputs(ctx: CheckContext):
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     drift_options(cfg, inputs, fx)
-    if cfg.runner and not ctx.is_exec:
-        inputs.plugin = ctx.loaded_runner  # as loaded (run/plugin.py)
+    if cfg.runner and not ctx.is_exec:  # in its own process (isolate/), else as loaded (run/plugin.py)
+        inputs.plugin = ctx.runner if ctx.isolated else ctx.loaded_runner
     elif cfg.runner:
         from eagle3_check.binary.gate import BinaryGate
 

@@ -108,9 +108,12 @@ def verify(ctx: CheckContext, make_bar=NoBar):
         if not cfg.baseline and not Path(baseline).is_file():
             baseline = None  # no committed baseline yet: tokens only
     bar = golden_bar(cfg, make_bar)
-    outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
-                           pte=cfg.pte, data_path=cfg.data_path)
-    bar.close()
+    try:
+        outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
+                               pte=cfg.pte, data_path=cfg.data_path)
+    finally:
+        bar.close()
+        ctx.close()  # an isolated plug-in's process
     return outcome, baseline
 
 

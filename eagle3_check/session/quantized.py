@@ -63,5 +63,8 @@ def quantized_check(ctx: CheckContext):
                         plugin=None if ctx.runner_name == "reference" else runner,
                         full_precision=lambda md: full.program)
     report = GateReport(info={**full.info, "quantization": spec.short(), "runner": ctx.runner_name})
-    report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
+    try:
+        report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
+    finally:
+        ctx.close()  # an isolated plug-in's process
     return report, spec, inputs.options

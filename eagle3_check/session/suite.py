@@ -46,7 +46,6 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.execute import SuiteEnv
-    from eagle3_check.suites.report import run_suite
 
     cfg = ctx.cfg
     cases = ordered_cases(ctx, suite_cases(cfg.suite))  # unknown name -> error with "did you mean"
@@ -62,6 +61,16 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
         set_threads(cfg.device, cfg.threads)
         envs = [lambda n=n: (SuiteEnv.eager(n, cfg.device, cfg.dtype, cfg.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
+    try:
+        return _suites(ctx, cases, envs, make_bar, shrunk_lines)
+    finally:
+        ctx.close()  # an isolated plug-in's process
+
+
+def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: list | None) -> list:
+    from eagle3_check.suites.report import run_suite
+
+    cfg = ctx.cfg
     runner = ctx.runner
     reports, bar = [], None
     for make_env in envs:
@@ -77,6 +86,10 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
             lines = shrink_suite_and_write(cfg, report, cases, env, info, runner)
             if shrunk_lines is not None:
                 shrunk_lines += lines
+        if ctx.isolated:
+            from eagle3_check.isolate.policy import isolation_info
+
+            report.info["isolation"] = isolation_info(runner)
         reports.append(report)
     if bar is not None:
         bar.close()
