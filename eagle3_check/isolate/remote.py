@@ -12,7 +12,7 @@ call log is the harness's own recording, so nothing of it comes from the child.
 
 Frames: child -> harness `{"call": method, "tokens": {"shape", "ids"}, "positions": [...],
 "feature": tensor_plain or None}` (JSON, validated by `call_inputs`); harness -> child a pickle,
-`{"out": (ids [1, T], feature [1, T, H])}` or `{"raise": [type, what, expected, fix]}` (the
+`{"out": (ids [1, T], feature [1, T, H])}` (each as dtype, shape, bytes) or `{"raise": [type, what, expected, fix]}` (the
 program's error, raised in the child as the same class) or `{"raise": [type, message]}`.
 Graph-owned outputs stay graph-owned: when the harness's program owns its outputs, the child copies
 each call's outputs into the method's one buffer (`owned.OutputBuffers`), so a runner that reads an
@@ -106,7 +106,7 @@ class RemoteProgram:
             raise rebuild_error(reply["raise"])
         if method == "reset":
             return None
-        ids, feat = reply["out"]
+        ids, feat = _tensor(reply["out"][0]), _tensor(reply["out"][1])
         return self._buffers.own(method, ids, feat) if self._buffers is not None else (ids, feat)
 
     def reset(self) -> None:
@@ -175,4 +175,21 @@ def serve_call(program, msg: dict) -> dict:
         ids, feat = getattr(program, method)(*args)
     except Exception as e:  # noqa: BLE001 - the program refused the runner's call: raised in the runner, as in process
         return {"raise": error_parts(e), "error": e}
-    return {"out": (ids.detach().to("cpu", copy=True), feat.detach().to("cpu", copy=True))}  # a copy: never a buffer
+    return {"out": (_raw(ids), _raw(feat))}  # bytes, never a view of the program's buffer
+
+
+def _raw(t) -> tuple:
+    """A tensor as (dtype name, shape, bytes): a cheaper pickle than a tensor's (storage machinery)."""
+    import torch
+
+    t = t.detach().to("cpu").contiguous()
+    return str(t.dtype).removeprefix("torch."), tuple(t.shape), t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def _tensor(raw: tuple):
+    import torch
+
+    dtype, shape, data = raw
+    if not data:
+        return torch.empty(shape, dtype=getattr(torch, dtype))
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
