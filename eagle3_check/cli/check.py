@@ -150,7 +150,17 @@ def print_report(ctx, checked) -> int:
             print(f"html: {cfg.html}")
         if checked.shrunk_lines:
             print("\n".join(checked.shrunk_lines))
-    return 0 if report.passed and not health.flags else 1
+    return stopped(report) or (0 if report.passed and not health.flags else 1)
+
+
+def stopped(*reports) -> int:
+    """130 when Ctrl-C stopped a report (written with what was judged, run/interrupt.py), else 0."""
+    import sys
+
+    lines = [r.interrupted for r in reports if getattr(r, "interrupted", None)]
+    if lines:
+        print(f"interrupted: {lines[0]}", file=sys.stderr)
+    return 130 if lines else 0
 
 
 def list_main(cfg) -> int:
@@ -178,7 +188,7 @@ def suite_main(ctx) -> int:
                            + format_suite_table(r) for r in reports))
         if shrunk:
             print("\n".join(shrunk))
-    return 0 if passed else 1
+    return stopped(*reports) or (0 if passed else 1)
 
 
 def write_suites_junit(cfg, reports: list) -> None:

@@ -102,8 +102,9 @@ class JudgedReport:
 
     @property
     def passed(self) -> bool:
-        """At least one request, none failing, the ties within the budget."""
-        return bool(self.outcomes) and self.counts()["fail"] == 0 and not self.over_budget
+        """At least one request, none failing, the ties within the budget, not interrupted (Ctrl-C)."""
+        return (bool(self.outcomes) and self.counts()["fail"] == 0 and not self.over_budget
+                and not getattr(self, "interrupted", None))
 
 
 @dataclass
@@ -112,6 +113,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     outcomes: list[RequestOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
     tie_budget: float = 0.0  # ties allowed, as a share of judged positions
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
 
     @property
     def tau(self) -> float:
@@ -128,6 +130,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
 
     def to_json(self) -> dict:
         return {
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
             "passed": self.passed,
             "k": self.k,
             "tau": self.tau,
@@ -215,6 +218,18 @@ def run_check(
     report = CheckReport(k=k, tie_budget=tie_budget)
     prompts = list(prompts)
     requests = request_ids(tokenizer, prompts, options, md)
+    try:
+        _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner,
+                      on_request, md, k, stops)
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (run/interrupt.py)
+        from eagle3_check.run.interrupt import interrupted_line
+
+        report.interrupted = interrupted_line(len(report.outcomes), len(prompts))
+    return report
+
+
+def _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner, on_request,
+                  md, k, stops) -> None:
     for p, want_ids in zip(prompts, requests):
         t0 = time.perf_counter()
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
@@ -245,7 +260,6 @@ def run_check(
         report.outcomes.append(outcome)
         if on_request:
             on_request(outcome)
-    return report
 
 
 def format_table(report: CheckReport) -> str:
@@ -274,5 +288,7 @@ def format_table(report: CheckReport) -> str:
     why = f"{c['fail']} request(s) fail" if c["fail"] else ""
     if report.over_budget:
         why += ("; " if why else "") + f"{c['tie_positions']} ties exceed the tie budget of {report.ties_allowed}"
+    if report.interrupted:
+        why += ("; " if why else "") + report.interrupted
     lines.append(f"verdict: {'PASS' if report.passed else 'FAIL'}" + (f" ({why})" if why else ""))
     return "\n".join(lines)

@@ -310,6 +310,10 @@ class IsolatedRunner:
             msg = child.next_message(deadline)
             while self.remote and "call" in msg:  # the runner calls the harness's program
                 msg = self._serve(child, program, msg, deadline)
+        except KeyboardInterrupt:  # Ctrl-C of the harness: the child's work is not wanted
+            self._queue = []
+            self._stop()
+            raise
         except TimeoutError:
             tail = self._tail(child)
             self._stop()

@@ -24,10 +24,13 @@ NAME = "eagle3-check check"
 
 
 def _budget_case(report) -> list[JUnitCase]:
+    """The report-level failing cases: ties over the budget, and a Ctrl-C that stopped the run."""
+    stopped = getattr(report, "interrupted", None)
+    out = [JUnitCase("interrupted", FAIL, stopped)] if stopped else []
     c = report.counts()
     if c["tie_positions"] <= report.ties_allowed:
-        return []
-    return [JUnitCase("tie budget", FAIL, f"{c['tie_positions']} tie positions exceed the tie budget of "
+        return out
+    return out + [JUnitCase("tie budget", FAIL, f"{c['tie_positions']} tie positions exceed the tie budget of "
                       f"{report.ties_allowed} ({report.tie_budget:.1%} of {c['positions']} positions)")]
 
 
@@ -73,7 +76,8 @@ def suite_suite(report) -> JUnitSuite:
     info = report.info
     where = info.get("fixture") or info.get("pte") or info.get("target")
     name = f"{report.suite} on {where}" if where else report.suite
-    return JUnitSuite(name, [JUnitCase(r.name, r.status, r.message, r.seconds) for r in report.results])
+    stopped = [JUnitCase("interrupted", FAIL, report.interrupted)] if getattr(report, "interrupted", None) else []
+    return JUnitSuite(name, [JUnitCase(r.name, r.status, r.message, r.seconds) for r in report.results] + stopped)
 
 
 def write_check_junit(path: str | Path, suites: list[JUnitSuite]) -> None:

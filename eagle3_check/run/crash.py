@@ -45,6 +45,9 @@ def crash_reason(e: BaseException) -> str:
     first = (str(e).splitlines() or [""])[0][:300]
     if isinstance(e, RunCrash):  # already a reason (an isolated runner's)
         return str(e)[:600]
+    if isinstance(e, KeyboardInterrupt):
+        return ("crashed: the runner raised KeyboardInterrupt; expected a RunResult from run(). "
+                "Fix: return or raise an ordinary exception")
     if isinstance(e, SystemExit):
         return (f"crashed: the runner called sys.exit({e.code!r}) (SystemExit); expected a RunResult from run(). "
                 "Fix: return or raise instead of exiting")
@@ -76,6 +79,12 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
                               seconds, name, flag)
     except RequestTimeout as e:
         raise RunCrash(str(e)) from None
+    except KeyboardInterrupt as e:
+        from eagle3_check.run.interrupt import signalled
+
+        if signalled():  # Ctrl-C of the harness: every route stops (and writes what it judged)
+            raise
+        raise RunCrash(crash_reason(e)) from e  # the runner's own: this request's failure
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the code under test raises is a finding
         raise RunCrash(crash_reason(e)) from e
     if not isinstance(run, RunResult):

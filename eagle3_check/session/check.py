@@ -70,7 +70,7 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     expect, source = ctx.expected_tau(report.k, setup.info.get("fixture"))
     health = assess(setup.program, report, expect, source)
     lines = shrink_route.shrink_and_write(cfg, report, setup, prompts, reference, resolved.options, ctx.tolerance,
-                                          runner, ctx.runner_name) if cfg.shrink else []
+                                          runner, ctx.runner_name) if cfg.shrink and not report.interrupted else []
     return Checked(report, health, setup.info.get("fixture") or ctx.cfg.fixture, setup.program, lines)
 
 

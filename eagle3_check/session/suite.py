@@ -91,6 +91,8 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
 
             report.info["isolation"] = isolation_info(runner)
         reports.append(report)
+        if report.interrupted:  # Ctrl-C: the other programs are not run
+            break
     if bar is not None:
         bar.close()
     return reports

@@ -18,6 +18,7 @@ class SuiteReport:
     suite: str
     results: list[CaseResult] = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
 
     @property
     def failed(self) -> list[CaseResult]:
@@ -30,14 +31,15 @@ class SuiteReport:
 
     @property
     def passed(self) -> bool:
-        return passes(self.status)  # a skipped case never fails; a suite where none ran does
+        return passes(self.status) and not self.interrupted  # a skipped case never fails; a suite where none ran does
 
     @property
     def seconds(self) -> float:
         return sum(r.seconds for r in self.results)
 
     def to_json(self) -> dict:
-        return {"suite": self.suite, "passed": self.passed, "status": str(self.status), "info": self.info,
+        stopped = {"interrupted": self.interrupted} if self.interrupted else {}
+        return {**stopped, "suite": self.suite, "passed": self.passed, "status": str(self.status), "info": self.info,
                 "counts": {s: sum(r.status == s for r in self.results) for s in Status},
                 "seconds": round(self.seconds, 3), "cases": [r.to_json() for r in self.results]}
 
@@ -50,11 +52,16 @@ def run_suite(
     on_case: Callable[[CaseResult], None] | None = None,
 ) -> SuiteReport:
     report = SuiteReport(name)
-    for case in cases:
-        result = run_case(case, env, runner)
-        report.results.append(result)
-        if on_case:
-            on_case(result)
+    try:
+        for case in cases:
+            result = run_case(case, env, runner)
+            report.results.append(result)
+            if on_case:
+                on_case(result)
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (run/interrupt.py)
+        from eagle3_check.run.interrupt import interrupted_line
+
+        report.interrupted = interrupted_line(len(report.results), len(cases), "cases")
     return report
 
 
@@ -70,6 +77,8 @@ def format_suite_table(report: SuiteReport) -> str:
     counts = report.to_json()["counts"]
     none_ran = " (no case ran)" if report.status == SKIP else ""
     lines.append("")
+    if report.interrupted:
+        none_ran += f" ({report.interrupted})"
     lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'}{none_ran} "
                  f"({counts['pass']} pass, {counts['tie']} tie, {counts['fail']} fail, {counts['skip']} skipped "
                  f"of {len(report.results)} cases, {report.seconds:.1f} s)")
