@@ -88,12 +88,12 @@ def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
             wire.send_json(wfd, {"crash": _reason(e), "raised": error_parts(e)})
             continue
         sys.stdout.flush()
-        _close(rec)
+        left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]  # before the close
+        _close(rec)  # (which ends a thread's next call)
         if not isinstance(run, RunResult):
             wire.send_json(wfd, {"crash": f"contract violated: the runner's run() returned {type(run).__name__}; "
                                  "expected an eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run()"})
             continue
-        left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
         reply = {"run": wire.run_plain(run), "threads_left": left}
         if remote is None:
             reply["log"] = wire.calls_plain(rec)

@@ -21,11 +21,28 @@ import time
 
 
 def can_fork() -> bool:
-    """Fork is safe here: Linux, one Python thread, and torch (if loaded) has no CUDA context."""
-    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+    """Fork is safe here: Linux, one Python thread, and torch (if loaded) has no CUDA context. tqdm's
+    monitor thread (a progress bar of an earlier check, or of a model load, starts it) is stopped
+    first: it only sleeps, and with it every later check in the process would spawn (6 s of imports)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    _stop_tqdm_monitor()
+    if threading.active_count() != 1:
         return False
     torch = sys.modules.get("torch")
     return torch is None or not torch.cuda.is_initialized()
+
+
+def _stop_tqdm_monitor() -> None:
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return
+    std.tqdm.monitor_interval = 0  # no new monitor (its only job: warn about a slow bar's refresh)
+    from tqdm._monitor import TMonitor
+
+    for t in threading.enumerate():
+        if isinstance(t, TMonitor):
+            t.exit()  # sets its event and joins it
 
 
 class Forked:

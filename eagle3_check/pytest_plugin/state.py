@@ -10,7 +10,8 @@ tokenizer of a `.pte` are the ones `check --pte` uses (`program.sidecar.referenc
 `--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
 export sidecar names).
 
-The runner under test is in-process (`--eagle3-runner`, default the reference runner; limited per
+The runner under test is a plug-in in its own process (`--eagle3-runner`, isolate/: the session's
+program called over the pipe), the reference runner in process (the default; limited per
 request as `check --request-timeout` limits it, `watchdog.time_limited`) or a runner binary
 (`--eagle3-runner-bin`, `binary.runner`) that runs the `.pte` file itself, judged by `binary/`
 as `check --runner exec:` judges it. A golden prompt runs once per session: its golden item and
@@ -155,8 +156,9 @@ class Eagle3State:
 
     @property
     def runner(self):
-        """The in-process runner, under `check --request-timeout`'s rule (`watchdog.time_limited`):
-        --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner."""
+        """The runner under test, under `check --request-timeout`'s rule (`watchdog.time_limited`):
+        --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner.
+        A plug-in runs in its own process (isolate/), started on first use; the reference runner here."""
         return self.ctx.runner
 
     @property
@@ -171,6 +173,7 @@ class Eagle3State:
         return Path(self._tmp.name)
 
     def close(self) -> None:
+        self.ctx.close()  # an isolated plug-in's process
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
