@@ -275,8 +275,10 @@ def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokeniz
     assert "outside the vocabulary" in verdict.message
 
 
-def test_fd_1_writes_of_an_in_process_runner_fail_it_and_keep_suite_json_whole(tmp_path, monkeypatch, capsys):
-    """`check --suite` still runs a plug-in in process: its writes below sys.stdout are captured at fd 1."""
+@pytest.mark.parametrize("mode", ["isolated", "in-process"])
+def test_fd_1_writes_keep_suite_json_whole(mode, tmp_path, monkeypatch, capsys):
+    """`check --suite` runs a plug-in in its own process: its writes to fd 1 are that case's record; with
+    --in-process they are captured at fd 1 and fail the case. Either way stdout is one JSON document."""
     (tmp_path / "fd_writer.py").write_text(HEADER + """
 class R(ReferenceRunner):
     def run(self, *a):
@@ -285,9 +287,16 @@ class R(ReferenceRunner):
         return super().run(*a)
 """)
     monkeypatch.syspath_prepend(str(tmp_path))
-    rc = main(["check", "--suite", "budget", "--runner", "fd_writer:R", "--json", "--no-progress"])
+    extra = ["--in-process"] if mode == "in-process" else []
+    rc = main(["check", "--suite", "budget/full-end", "--fixture", "tiny-llama", "--runner", "fd_writer:R", "--json",
+               "--no-progress", *extra])
     out = capsys.readouterr()
     report = json.loads(out.out)  # exactly one JSON document
-    assert rc == 1 and "Traceback" not in out.err
+    assert "Traceback" not in out.err
     text = json.dumps(report)
-    assert "bytes to file descriptor 1" in text, text[:500]
+    if mode == "in-process":
+        assert rc == 1 and "bytes to file descriptor 1" in text, text[:500]
+    else:
+        assert rc == 0 and report["passed"], text[:500]
+        records = report["reports"][0]["info"]["isolation"]["output"]
+        assert records and records[-1]["output"]["head"].startswith('{"passed": true}'), records

@@ -97,6 +97,10 @@ def fork_child(req_r: int, rep_w: int, keep: set[int]) -> Forked:
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)  # not a capture of
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)  # the parent's
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        import faulthandler
+
+        if faulthandler.is_enabled():  # the parent's (pytest's) writes to the parent's stderr: ours to fd 2
+            faulthandler.enable(file=sys.stderr)
         from eagle3_check.isolate.child import main
 
         code = main([str(req_r), str(rep_w)])
