@@ -164,13 +164,27 @@ def test_a_runner_that_calls_the_program_out_of_protocol_fails(program, tokenize
         assert o.verdict.status == FAIL and o.verdict.message.startswith("call protocol: "), o.verdict.message
 
 
-def test_guarded_run_lets_keyboard_interrupt_through(program, tokenizer):
+def test_guarded_run_fails_the_runners_own_keyboard_interrupt_and_lets_ctrl_c_through(program, tokenizer):
+    """A KeyboardInterrupt the runner raises is its request's failure; a SIGINT of the harness (under the
+    front end's handler, run/interrupt.py) stops the run."""
+    import os
+    import signal
+
+    from eagle3_check.run.interrupt import harness_sigint
+
     class Interrupted(ReferenceRunner):
         def run(self, *a):
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    class CtrlC(ReferenceRunner):
+        def run(self, *a):
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C reaches the harness
+            return super().run(*a)
+
+    with pytest.raises(RunCrash, match="the runner raised KeyboardInterrupt"):
         guarded_run(Interrupted(), program, tokenizer, "Hi", OPTS)
+    with harness_sigint(), pytest.raises(KeyboardInterrupt):
+        guarded_run(CtrlC(), program, tokenizer, "Hi", OPTS)
     with pytest.raises(RunCrash, match="sys.exit"):
         guarded_run(Exits(), program, tokenizer, "Hi", OPTS)
 

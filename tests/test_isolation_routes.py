@@ -156,7 +156,8 @@ INTERRUPTED_ROUTES = {
 }
 
 
-@pytest.mark.parametrize("route", list(INTERRUPTED_ROUTES), ids=list(INTERRUPTED_ROUTES))
+@pytest.mark.parametrize("route", [pytest.param(r, marks=() if r == "check" else pytest.mark.slow)
+                                   for r in INTERRUPTED_ROUTES], ids=list(INTERRUPTED_ROUTES))  # a subprocess: 10 s each
 def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
     (tmp_path / "slow_second.py").write_text(SLOW_SECOND)
     prompts, junit, mark = tmp_path / "p.json", tmp_path / "out.xml", tmp_path / "second-started"
