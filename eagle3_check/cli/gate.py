@@ -85,7 +85,8 @@ def main(cfg) -> int:
         bars.close()
     from eagle3_check.session.shrink_route import shrink_gate_and_write
 
-    shrunk = shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk (--no-shrink: off)
+    stopped = report.info.get("interrupted")  # Ctrl-C: what was judged is written, exit 130
+    shrunk = [] if stopped else shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk
     out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
     write_text_atomic(cfg.report, json.dumps(out, indent=2) + "\n", "report")
     if cfg.junit:
@@ -103,6 +104,9 @@ def main(cfg) -> int:
               + (f"   html: {cfg.html}" if cfg.html else ""))
         if shrunk:
             print("\n".join(shrunk))
+    if stopped:
+        print(f"interrupted: {stopped}", file=sys.stderr)
+        return 130
     return 0 if report.passed else 1
 
 

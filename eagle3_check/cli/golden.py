@@ -119,6 +119,9 @@ def verify_main(cfg) -> int:
         print(outcome.format())
         if cfg.html:
             print(f"html: {cfg.html}")
+    if outcome.interrupted:  # Ctrl-C: what was verified is written, exit 130
+        print(f"interrupted: {outcome.interrupted}", file=sys.stderr)
+        return 130
     return 0 if outcome.passed else 1
 
 

@@ -210,12 +210,23 @@ def _dtype_defaults(inputs: GateInputs, program) -> None:
 
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
-    """Runs every check; `program` defaults to `PteBackend(inputs.pte)`."""
+    """Runs every check; `program` defaults to `PteBackend(inputs.pte)`. Ctrl-C of the harness
+    (run/interrupt.py) ends it with the checks done so far and a failing "interrupted" check."""
     if inputs.runner is not None and not callable(getattr(inputs.runner, "checks", None)):
         raise InputError(f"GateInputs.runner is a {type(inputs.runner).__name__}", "a runner binary's gate "
                          "(binary.gate.BinaryGate)", "pass runner=BinaryGate(ExecRunner(spec))")
     report = GateReport(info={"pte": str(inputs.pte) if inputs.pte else None})
+    try:
+        _checks(report, inputs, program, on_check)
+    except KeyboardInterrupt:
+        report.info["interrupted"] = f"interrupted (SIGINT) after {len(report.checks)} checks; the rest was not run"
+        report.checks.append(GateCheck("interrupted", FAIL, report.info["interrupted"]))
+        if on_check:
+            on_check(report.checks[-1])
+    return report
 
+
+def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
     def add(chk: GateCheck) -> GateCheck:
         report.checks.append(chk)
         if on_check:
@@ -242,7 +253,7 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         for name in ("metadata", "edge suites", "runner vs self reference", "runner vs HF reference",
                      "self reference vs HF reference", "golden", "baseline"):
             add(skip_check(name, "program did not load"))
-        return report
+        return
 
     def metadata() -> GateCheck:
         maxima = program.method_maxima() if hasattr(program, "method_maxima") else None
@@ -257,7 +268,7 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         for name in ("edge suites", "runner vs self reference", "runner vs HF reference",
                      "self reference vs HF reference", "golden", "baseline"):
             add(skip_check(name, "metadata invalid"))
-        return report
+        return
     hf = inputs.hf_reference
     if hf is None and inputs.target_dir is not None:
         import torch
@@ -270,7 +281,7 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
         for chk in checks:
             add(chk)
         report.info["runner"] = inputs.runner.name
-        return report
+        return
     md = read_metadata(program.metadata())
     ks = inputs.ks or [inputs.options.chain_len or md.chain_len]
     add(timed("edge suites", lambda: edge_suites_check(program, inputs, hf)))
@@ -283,4 +294,3 @@ def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
     kept: dict = {}
     add(timed("golden", lambda: golden_check(program, inputs, kept)))
     add(timed("baseline", lambda: baseline_check(inputs, tau, ks, kept.get("outcome"))))
-    return report

@@ -97,14 +97,16 @@ class GateOutcome:
     keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
     skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
     baseline: str | None = None
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
 
     @property
     def passed(self) -> bool:
         """Nothing differs, and at least one golden ran (an all-skipped gate proves nothing)."""
-        return bool(self.runs) and not self.golden_diffs and not self.metric_diffs
+        return bool(self.runs) and not self.golden_diffs and not self.metric_diffs and not self.interrupted
 
     def to_json(self) -> dict:
         return {
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
             "passed": self.passed,
             "goldens": sorted(self.runs),
             "skipped": self.skipped,
@@ -122,6 +124,8 @@ class GateOutcome:
             lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
         lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
         lines.extend(f"note: {n}" for n in self.notes)
+        if self.interrupted:
+            lines.append(self.interrupted)
         lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
@@ -143,9 +147,20 @@ def gate_goldens(
     With `fixture` (the gate's one program), goldens of other fixtures are skipped too."""
     build = build or (lambda key: program_for_key(key, pte, data_path))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
+    paths = golden_paths(paths)
+    try:
+        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture)
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (run/interrupt.py)
+        from eagle3_check.run.interrupt import interrupted_line
+
+        out.interrupted = interrupted_line(len(out.runs) + len(out.skipped), len(paths), "goldens")
+    return out
+
+
+def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture) -> None:
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
-    for path in golden_paths(paths):
+    for path in paths:
         golden = load_golden(path)
         key = golden.key
         why = unavailable(key, pte)
@@ -170,7 +185,6 @@ def gate_goldens(
         if baseline:
             out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(
                 [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)))
-    return out
 
 
 def total_prompts(paths: Iterable[str | Path] = ()) -> int:
