@@ -190,3 +190,25 @@ def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
         assert [o["verdict"]["status"] for o in report["requests"]] == ["pass"] * judged
     # the judged cases passed; the "interrupted" case says what was not run
     assert _junit_statuses(junit) == [False] * judged + [True]
+
+
+def test_a_fresh_process_takes_the_suites_cases_after_a_crash(tmp_path, monkeypatch, capsys):
+    """The first case's process exits; a fresh one (given the tokenizer again) runs the rest, which pass."""
+    (tmp_path / "exits_once.py").write_text(f"""
+import os
+from eagle3_check.run.loop import ReferenceRunner
+class R(ReferenceRunner):
+    def run(self, *a):
+        if not os.path.exists({str(tmp_path / 'crashed')!r}):
+            open({str(tmp_path / 'crashed')!r}, "w").close()
+            os._exit(3)
+        return super().run(*a)
+""")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc, report = _cli(capsys, ["check", "--suite", "one-token", "--fixture", "tiny-llama", "--runner", "exits_once:R",
+                               "--json", "--no-progress"])
+    (r,) = report["reports"]
+    statuses = [c["status"] for c in r["cases"]]
+    assert rc == 1 and statuses[0] == "fail" and "exit status 3" in r["cases"][0]["message"], r["cases"][0]
+    assert statuses[1:] == ["pass"] * (len(statuses) - 1), r["cases"]
+    assert r["info"]["isolation"]["processes"] == 2

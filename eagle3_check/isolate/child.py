@@ -75,7 +75,8 @@ def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
             return 0
         remote = req.get("remote")
         if remote is not None:  # the harness's program of this request, call by call
-            tokenizer = req.get("tokenizer") or tokenizer  # sent when it changed
+            if "tokenizer" in req:  # sent when it changed
+                tokenizer = req["tokenizer"]
             rec = RemoteProgram(rfd, wfd, remote["metadata"], remote["owned"], remote["rows"])
         else:
             rec = RecordingProgram(program)

@@ -171,6 +171,7 @@ class IsolatedRunner:
         if self.child is None and self.dead is None:
             self.child = Child({"build": self.build, "spec": self.spec}, self.env)
             self.children += 1
+            self._tokenizer = None  # a fresh child holds none yet
             self._ready = False
             self._sink(f"start of process {self.children}")
 
