@@ -21,124 +21,17 @@ what a report keeps of it.
 from __future__ import annotations
 
 import os
-import select
-import signal
-import subprocess
 import sys
 import time
 
 from eagle3_check.errors import InputError
 from eagle3_check.isolate import wire
-from eagle3_check.isolate.fork import Forked, can_fork, fork_child
+from eagle3_check.isolate.process import Child, ChildGone, status_line
 from eagle3_check.run.crash import RunCrash
-from eagle3_check.run.proc import BoundedOutput, end_tree
+from eagle3_check.run.proc import BoundedOutput
 
 BUILD_LIMIT_S = 1800.0  # building the program in the child (a real model on CPU: minutes)
 TAIL_CHARS = 600  # output tail in a reason line
-
-
-def _status(code: int | None) -> str:
-    if code is None:
-        return "still running (killed)"
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
-        return f"killed by signal {-code} ({name})"
-    return f"exit status {code}"
-
-
-class ChildGone(Exception):
-    """The child ended (or broke the protocol) while we waited for a frame."""
-
-
-class Child:
-    """One child process and its pipes."""
-
-    def __init__(self, setup: dict, env: dict):
-        req_r, self.req_w = os.pipe()
-        self.rep_r, rep_w = os.pipe()
-        if can_fork():  # the harness's imports carry over (isolate/fork.py)
-            self.proc = fork_child(req_r, rep_w, {self.req_w, self.rep_r})
-        else:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(req_r, rep_w), start_new_session=True, env=env)
-        self.forked = isinstance(self.proc, Forked)
-        os.close(req_r)
-        os.close(rep_w)
-        self.out_fd = self.proc.stdout.fileno()
-        self.reader = wire.FrameReader()
-        self.frames: list[bytes] = []
-        self.output = BoundedOutput(16 * 1024, 16 * 1024)  # the current record's (IsolatedRunner._sink)
-        self.open = {self.rep_r, self.out_fd}
-        wire.send_pickle(self.req_w, setup)
-
-    def send(self, obj) -> None:
-        try:
-            wire.send_pickle(self.req_w, obj)
-        except OSError:
-            pass  # a dead child: the read that follows sees it
-
-    def next_message(self, deadline: float) -> dict:
-        """The next whole frame as a validated dict; raises ChildGone or TimeoutError."""
-        while not self.frames:
-            if self.rep_r not in self.open:
-                raise ChildGone("its reply pipe closed")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select(list(self.open), [], [], min(left, 1.0))
-            for fd in ready:
-                data = os.read(fd, 1 << 16)
-                if fd == self.out_fd:
-                    if data:
-                        self.output.write(data)
-                    else:
-                        self.open.discard(fd)
-                    continue
-                if not data:
-                    self.open.discard(fd)
-                    continue
-                try:
-                    self.frames += self.reader.feed(data)
-                except wire.WireError as e:
-                    raise ChildGone(f"protocol violated: {e}") from None
-        try:
-            return wire.decode_json(self.frames.pop(0))
-        except wire.WireError as e:
-            raise ChildGone(f"protocol violated: {e}") from None
-
-    def drain(self, wait_s: float = 0.0) -> None:
-        """Reads what output is there (and what arrives within `wait_s`) into the current record."""
-        deadline = time.monotonic() + wait_s
-        while self.out_fd in self.open:
-            ready, _, _ = select.select([self.out_fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                return
-            data = os.read(self.out_fd, 1 << 16)
-            if not data:
-                self.open.discard(self.out_fd)
-                return
-            self.output.write(data)
-
-    def exit_code(self, wait_s: float) -> int | None:
-        try:
-            return self.proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self) -> int | None:
-        """Ends the child's whole process tree; its exit status (None: it was still running)."""
-        code = self.proc.poll()
-        end_tree(self.proc)
-        self.drain(0.2)
-        for fd in (self.req_w, self.rep_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.proc.stdout.close()
-        return code
 
 
 class IsolatedRunner:
@@ -159,6 +52,8 @@ class IsolatedRunner:
         self._pending: tuple | None = None  # (name, prompt, options, deadline) sent, not yet answered
         self.children = 0  # children started
         self.remote = build is None  # the harness's program, call by call
+        self.twin = None  # the harness's copy of the child's own program: a request on another goes remote
+        self._over_pipe = self.remote  # the request in flight: on the harness's program, call by call
         self._tokenizer = None  # the tokenizer the child holds (remote: sent when it changes)
         self._raised: BaseException | None = None  # the program's error in this request (remote)
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -213,7 +108,7 @@ class IsolatedRunner:
             self.dead = f"timeout: the runner's process was not ready within {limit:g} s (at import or in its factory)"
         except ChildGone as e:
             code = child.exit_code(2.0)
-            self.dead = f"crashed: the runner's process ended before its first request ({_status(code)}; {e})"
+            self.dead = f"crashed: the runner's process ended before its first request ({status_line(code)}; {e})"
         tail = self._tail(child)
         self._stop()
         self.dead += tail
@@ -267,10 +162,27 @@ class IsolatedRunner:
         if not self.remote:  # a remote request needs the harness's program: sent when it comes
             self._queue = [(what, prompt, options) for what, prompt in requests]
 
+    def set_twin(self, program) -> None:
+        """`program` is the harness's copy of what the child builds (check's prompt set): requests on it
+        run on the child's own program; on any other, over the pipe."""
+        from eagle3_check.run.watchdog import root_of
+
+        self.twin = root_of(program)
+
+    def remote_for(self, program) -> bool:
+        """Does a request on `program` go over the pipe? Always without a builder; with one, when the
+        program is not the harness's twin of the child's own (a shrinker's smaller program, say)."""
+        if self.remote:
+            return True
+        from eagle3_check.run.watchdog import root_of
+
+        return self.twin is not None and program is not None and root_of(program) is not self.twin
+
     def _send(self, what: str, prompt, options, program=None, tokenizer=None) -> None:
         self._sink(f"request {what}")
         req = {"prompt": prompt, "options": options}
-        if self.remote:
+        self._over_pipe = self.remote_for(program)
+        if self._over_pipe:
             from eagle3_check.isolate.remote import owns_outputs
 
             md = program.metadata()
@@ -292,7 +204,7 @@ class IsolatedRunner:
         """One request in the child: the RunResult (validated) and, into `program` (the harness's
         RecordingProgram), its call log. Raises RunCrash with the reason."""
         pending = self._pending
-        if pending and (pending[1], pending[2]) != (prompt, options):
+        if pending and ((pending[1], pending[2]) != (prompt, options) or self.remote_for(program)):
             self._queue, self._pending = [], None
             self._stop()  # its answer to another request is not this one's
             pending = None
@@ -309,7 +221,7 @@ class IsolatedRunner:
         child, limit = self.child, self.timeout
         try:
             msg = child.next_message(deadline)
-            while self.remote and "call" in msg:  # the runner calls the harness's program
+            while self._over_pipe and "call" in msg:  # the runner calls the harness's program
                 msg = self._serve(child, program, msg, deadline)
         except KeyboardInterrupt:  # Ctrl-C of the harness: the child's work is not wanted
             self._queue = []
@@ -325,7 +237,7 @@ class IsolatedRunner:
             code = child.exit_code(2.0)
             tail = self._tail(child)
             self._stop()
-            raise RunCrash(f"crashed: the runner's process ended during request {what} ({_status(code)}; {e}); "
+            raise RunCrash(f"crashed: the runner's process ended during request {what} ({status_line(code)}; {e}); "
                            f"expected a RunResult{tail}") from None
         child.drain()
         run = self._judgeable(msg, program, tokenizer)
@@ -360,7 +272,7 @@ class IsolatedRunner:
             raise RunCrash(f"contract violated: the runner left {len(msg['threads_left'])} thread(s) running "
                            f"after run() returned ({', '.join(names)}); expected run() to finish its work. "
                            "Fix: join the threads before returning")
-        if set(msg) != ({"run", "threads_left"} if self.remote else {"run", "log", "threads_left"}):
+        if set(msg) != ({"run", "threads_left"} if self._over_pipe else {"run", "log", "threads_left"}):
             self._stop()
             raise RunCrash(f"protocol violated: the runner's process sent {sorted(msg)[:5]}; expected a run")
         vocab = None
@@ -373,10 +285,10 @@ class IsolatedRunner:
         vocab = vocab or getattr(tokenizer, "vocab_size", None)
         try:
             run = wire.run_from_plain(msg["run"], vocab)
-            calls, refused = ([], []) if self.remote else wire.calls_from_plain(msg["log"])
+            calls, refused = ([], []) if self._over_pipe else wire.calls_from_plain(msg["log"])
         except wire.WireError as e:
             raise RunCrash(f"contract violated: {e}") from None
-        if not self.remote and hasattr(program, "calls"):  # the harness's RecordingProgram: the audits read the child's log
+        if not self._over_pipe and hasattr(program, "calls"):  # the harness's RecordingProgram: the audits read the child's log
             program.calls.extend(calls)
             program.refused.extend(refused)
         return run

@@ -53,6 +53,8 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     runner = ctx.runner if runner is None else runner
     if getattr(runner, "isolated", False):
         runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
+        if not getattr(runner, "remote", False):
+            runner.set_twin(setup.program)  # a request on another program (a shrinker's) goes over the pipe
         runner.expect([(f"'{p.id}'", p.text) for p in prompts], resolved.options)  # run_check's order: sent ahead
     reference = ctx.reference
     bar = make_bar(total=len(prompts), desc="check", unit="req", leave=False, delay=0.5)  # early errors: no bar

@@ -65,6 +65,10 @@ class IsolatedPool:
         for m in self.members:
             m.ready()
 
+    def set_twin(self, program) -> None:
+        for m in self.members:
+            m.set_twin(program)
+
     def expect(self, requests: list, options) -> None:
         n = len(self.members)
         for w, m in enumerate(self.members):

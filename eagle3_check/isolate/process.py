@@ -1,0 +1,122 @@
+"""One runner process and its pipes, the harness's side: start it (forked where safe, else spawned),
+send it frames, read its frames and its fd 1/2 output with `select` against a deadline, end its tree.
+
+`IsolatedRunner` (isolate/runner.py) decides what to send and what each way out means.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from eagle3_check.isolate import wire
+from eagle3_check.isolate.fork import Forked, can_fork, fork_child
+from eagle3_check.run.proc import BoundedOutput, end_tree
+
+
+def status_line(code: int | None) -> str:
+    if code is None:
+        return "still running (killed)"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        return f"killed by signal {-code} ({name})"
+    return f"exit status {code}"
+
+
+class ChildGone(Exception):
+    """The child ended (or broke the protocol) while we waited for a frame."""
+
+
+class Child:
+    """One child process and its pipes."""
+
+    def __init__(self, setup: dict, env: dict):
+        req_r, self.req_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        if can_fork():  # the harness's imports carry over (isolate/fork.py)
+            self.proc = fork_child(req_r, rep_w, {self.req_w, self.rep_r})
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(req_r, rep_w), start_new_session=True, env=env)
+        self.forked = isinstance(self.proc, Forked)
+        os.close(req_r)
+        os.close(rep_w)
+        self.out_fd = self.proc.stdout.fileno()
+        self.reader = wire.FrameReader()
+        self.frames: list[bytes] = []
+        self.output = BoundedOutput(16 * 1024, 16 * 1024)  # the current record's (IsolatedRunner._sink)
+        self.open = {self.rep_r, self.out_fd}
+        wire.send_pickle(self.req_w, setup)
+
+    def send(self, obj) -> None:
+        try:
+            wire.send_pickle(self.req_w, obj)
+        except OSError:
+            pass  # a dead child: the read that follows sees it
+
+    def next_message(self, deadline: float) -> dict:
+        """The next whole frame as a validated dict; raises ChildGone or TimeoutError."""
+        while not self.frames:
+            if self.rep_r not in self.open:
+                raise ChildGone("its reply pipe closed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select(list(self.open), [], [], min(left, 1.0))
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if fd == self.out_fd:
+                    if data:
+                        self.output.write(data)
+                    else:
+                        self.open.discard(fd)
+                    continue
+                if not data:
+                    self.open.discard(fd)
+                    continue
+                try:
+                    self.frames += self.reader.feed(data)
+                except wire.WireError as e:
+                    raise ChildGone(f"protocol violated: {e}") from None
+        try:
+            return wire.decode_json(self.frames.pop(0))
+        except wire.WireError as e:
+            raise ChildGone(f"protocol violated: {e}") from None
+
+    def drain(self, wait_s: float = 0.0) -> None:
+        """Reads what output is there (and what arrives within `wait_s`) into the current record."""
+        deadline = time.monotonic() + wait_s
+        while self.out_fd in self.open:
+            ready, _, _ = select.select([self.out_fd], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                return
+            data = os.read(self.out_fd, 1 << 16)
+            if not data:
+                self.open.discard(self.out_fd)
+                return
+            self.output.write(data)
+
+    def exit_code(self, wait_s: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> int | None:
+        """Ends the child's whole process tree; its exit status (None: it was still running)."""
+        code = self.proc.poll()
+        end_tree(self.proc)
+        self.drain(0.2)
+        for fd in (self.req_w, self.rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.proc.stdout.close()
+        return code
