@@ -397,9 +397,10 @@ def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_erro
     ("reference", None), ("eagle3_check.mutants:emit_past_max_new", None), ("reference", "7.5"),
     ("eagle3_check.mutants:emit_past_max_new", "12"),
 ], ids=["reference-unlimited", "plug-in-default", "reference-given", "plug-in-given"])
-def test_the_request_timeout_limits_an_in_process_runner_as_check_does(pytester, runner, timeout):
+def test_the_request_timeout_limits_a_runner_as_check_does(pytester, runner, timeout):
     """--eagle3-request-timeout follows `check --request-timeout` (session.context.limited): a limit
-    given applies to any runner; without one a plug-in gets 300 s and the reference runner none."""
+    given applies to any runner; without one a plug-in gets 300 s and the reference runner none. A
+    plug-in runs in its own process (isolate/), whose limit is the same."""
     from eagle3_check.run.watchdog import with_limit
     from eagle3_check.session.context import limited
 
@@ -409,7 +410,10 @@ def pytest_collection_finish(session):
     from eagle3_check.run.watchdog import limit_flag, with_limit
 
     runner = session.config.stash[STATE].runner
-    print(f"limit: {with_limit(runner)[1]} {limit_flag(runner)}")
+    if getattr(runner, "isolated", False):  # a plug-in in its own process
+        print(f"limit: {runner.timeout} {runner.flag}")
+    else:
+        print(f"limit: {with_limit(runner)[1]} {limit_flag(runner)}")
 ''')
     args = [f"--eagle3-runner={runner}", *([f"--eagle3-request-timeout={timeout}"] if timeout else [])]
     result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", *args, "--collect-only", "-q", "-s")
@@ -419,15 +423,15 @@ def pytest_collection_finish(session):
     result.stdout.fnmatch_lines([f"limit: {seconds} {flag}"])
 
 
-def test_an_in_process_runner_over_the_request_timeout_fails_its_item(pytester, warm):
-    """The hanging runner is abandoned (run/watchdog.py) and the item fails with the limit named."""
+def test_a_runner_over_the_request_timeout_fails_its_item(pytester, warm):
+    """The hanging plug-in's process is killed (isolate/) and the item fails with the limit named."""
     pytester.makepyfile(sleepy=SLEEPY)
     pytester.syspathinsert()
     result = pytester.runpytest(*_project(pytester), "--eagle3-runner=sleepy:Sleepy", "--eagle3-request-timeout=0.3",
                                 "-k", "prompts and hi")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["prompt 'hi' FAIL: timeout: request 'hi' timed out after 0.3 s "
-                                 "(--eagle3-request-timeout 0.3); the run was abandoned. Fix: * or pass a larger "
+                                 "(--eagle3-request-timeout 0.3); the runner's process was killed*. Fix: * or pass a larger "
                                  "--eagle3-request-timeout*"])
     assert "Traceback" not in result.stdout.str()
 
