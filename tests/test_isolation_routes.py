@@ -153,6 +153,8 @@ INTERRUPTED_ROUTES = {
     "check": ["check", "--prompts", "{prompts}", "--max-new-tokens", "6"],
     "workers": ["check", "--workers", "2", "--prompts", "{prompts}", "--max-new-tokens", "6"],
     "suite": ["check", "--suite", "acceptance", "--fixture", "tiny-llama"],
+    "golden-verify": ["golden", "verify", str(ROOT / "golden" / "tiny-llama__eager__cpu__float32__k4__n48.json"),
+                      "--no-baseline"],  # no --junit: its report is the JSON
 }
 
 
@@ -165,9 +167,9 @@ def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
     argv = [a.replace("{prompts}", str(prompts)) for a in INTERRUPTED_ROUTES[route]]
     env = {**os.environ, "MARK": str(mark), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    junit_args = [] if route == "golden-verify" else ["--junit", str(junit)]
     proc = subprocess.Popen([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", "slow_second:R", "--json",
-                             "--junit", str(junit), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
+                             *junit_args, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 240
     while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -179,6 +181,10 @@ def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
     assert b"Traceback" not in err and b"interrupted (SIGINT)" in err
     report = json.loads(out)
     assert report["passed"] is False
+    if route == "golden-verify":  # the golden's second prompt hung: no golden verified
+        assert report["interrupted"].startswith("interrupted (SIGINT) after 0 of 1 goldens"), report
+        assert report["goldens"] == [] and not junit.exists()
+        return
     if route == "suite":
         (r,) = report["reports"]
         assert r["interrupted"].startswith("interrupted (SIGINT) after 1 of 5 cases"), r
