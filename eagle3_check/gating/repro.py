@@ -83,7 +83,8 @@ def repro_data(result: ShrinkResult, prompt_id: str, program: dict, runner: str,
     return {"format": FORMAT, "prompt_id": prompt_id, "program": program, "runner": runner, "options": opts,
             "request": req.to_json(), "prompt_text": result.prompt_text, "rule": f.kind, "message": f.message, "index": f.index,
             "expected": f.expected, "got": f.got, "original": result.original.to_json(),
-            "original_message": result.original_failure.message, "command": command}
+            "original_message": result.original_failure.message, "command": command,
+            "kept": list(result.kept)}
 
 
 def repro_path(directory: str | Path, prompt_id: str) -> Path:

@@ -102,6 +102,7 @@ class ShrinkResult:
     complete: bool = True  # the search ended by itself, not on the budget
     steps: list[str] = field(default_factory=list)  # what each accepted pass changed
     prompt_text: str | None = None  # the shrunk prompt as text, when the original was text (set by the caller)
+    kept: list[str] = field(default_factory=list)  # the dimensions the route cannot shrink, and why (the caller's)
 
     @property
     def reduced(self) -> bool:
@@ -110,7 +111,8 @@ class ShrinkResult:
     def to_json(self) -> dict:
         return {"original": self.original.to_json(), "original_failure": self.original_failure.to_json(),
                 "shrunk": self.shrunk.to_json(), "failure": self.failure.to_json(), "probes": self.probes,
-                "seconds": round(self.seconds, 3), "complete": self.complete, "steps": self.steps}
+                "seconds": round(self.seconds, 3), "complete": self.complete, "steps": self.steps,
+                "kept": self.kept}
 
 
 @dataclass

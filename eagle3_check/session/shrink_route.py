@@ -92,14 +92,21 @@ def refuse_shrink(cfg, route: str, allowed: tuple[str, ...] = ()) -> None:
 
 def program_files(cfg, setup) -> dict:
     """The files that make the program: the .pte (and .ptd), or the fixture's / --target's directories."""
-    if getattr(cfg, "pte", None):
-        return {"pte": cfg.pte, "data": getattr(cfg, "data_path", None)}
-    if setup.info.get("fixture") and not cfg.target:
+    return program_files_of({"pte": getattr(cfg, "pte", None), "data_path": getattr(cfg, "data_path", None),
+                             "fixture": None if cfg.target else setup.info.get("fixture"), "target": cfg.target,
+                             "draft": cfg.draft, "tokenizer": cfg.tokenizer})
+
+
+def program_files_of(values: dict) -> dict:
+    """`program_files` from option values by name (pte, data_path, fixture, target, draft, tokenizer)."""
+    if values.get("pte"):
+        return {"pte": values["pte"], "data": values.get("data_path")}
+    if values.get("fixture") and not values.get("target"):
         from eagle3_check.fixtures.registry import load_fixture
 
-        fx = load_fixture(setup.info["fixture"])
+        fx = load_fixture(values["fixture"])
         return {"target": fx.target_dir, "draft": fx.draft_dir, "tokenizer": fx.tokenizer_path}
-    return {"target": cfg.target, "draft": cfg.draft, "tokenizer": cfg.tokenizer}
+    return {name: values.get(name) for name in ("target", "draft", "tokenizer")}
 
 
 def check_replay(cfg, repro, setup) -> None:
@@ -154,9 +161,10 @@ def write_one(cfg, name: str, shrunk: dict, result, flags: list[str], program: d
     path = write_repro(repro_path(out_dir, name), repro_data(result, name, program, runner_name, options, command))
     shrunk.update(command=command, file=str(path))
     done = "" if result.complete else " (budget spent: smaller may exist)"
+    kept = [f"  kept: {'; '.join(result.kept)}"] if result.kept else []
     return [f"shrunk '{name}': {result.original.describe()} -> {result.shrunk.describe()} "
             f"({result.probes} probes, {result.seconds:.1f} s){done}: {result.failure.kind}",
-            f"  repro: {command}", f"  file: {path}"]
+            *kept, f"  repro: {command}", f"  file: {path}"]
 
 
 def shrink_gate_and_write(cfg, report, inputs) -> list[str]:
@@ -263,8 +271,13 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner) -> list[
 
 def case_flags(case) -> dict:
     """A case's run options as the values of their flags (stop ids '1,50', no stop token '')."""
+    return run_option_flags(case.option_dict())
+
+
+def run_option_flags(options: dict) -> dict:
+    """Run options (RunOptions fields by name) as the values of their flags (stop ids '1,50', no stop token '')."""
     out = {}
-    for name, value in case.option_dict().items():
+    for name, value in options.items():
         if name == "stop_ids":
             value = ",".join(map(str, value))
         elif name == "stop_token" and value is None:

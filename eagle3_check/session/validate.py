@@ -103,7 +103,7 @@ def _shrink_routes(cfg, binary: bool) -> None:
     elif cfg.suite:
         refuse_shrink(cfg, "--suite", allowed=("shrink",))
     elif cfg.workers > 1:
-        refuse_shrink(cfg, "--workers")
+        refuse_shrink(cfg, "--workers", allowed=("shrink",))
 
 
 def refuse_html(cfg, where: str) -> None:
