@@ -85,10 +85,12 @@ def failure_kind(message: str) -> str:
 
     'diverged at token 3: runner 5, reference 8 (margin 1.2 vs ...)' -> 'diverged at token #: runner #, reference #';
     "crashed on 'p1': IndexError: index 48 is out of bounds" -> 'crashed on …: IndexError: index # is out of bounds'."""
-    head = message.split(" (", 1)[0].split("; ", 1)[0]
-    head = _QUOTED.sub("…", head)
-    head = _LIST.sub("[…]", head)
-    return _NUMBER.sub("#", head).strip()
+    return normalise(message.split(" (", 1)[0].split("; ", 1)[0])
+
+
+def normalise(text: str) -> str:
+    """`text` without its particulars: quoted names as …, lists as […], numbers as #."""
+    return _NUMBER.sub("#", _LIST.sub("[…]", _QUOTED.sub("…", text))).strip()
 
 
 @dataclass

@@ -95,9 +95,9 @@ def _shrink_routes(cfg, binary: bool) -> None:
     from eagle3_check.session.shrink_route import refuse_shrink
 
     if cfg.quantize:
-        refuse_shrink(cfg, "--quantize")
+        refuse_shrink(cfg, "--quantize", allowed=("shrink", "prompt_ids", "prompt", "repro"))
     elif binary and cfg.suite:
-        refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)")
+        refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)", allowed=("shrink",))
     elif binary:
         refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
     elif cfg.suite:
