@@ -49,3 +49,26 @@ def test_the_oob_reseed_shrinks_to_its_minimal_request_and_the_repro_replays(sma
     assert main(shlex.split(repro.command)[1:] + ["--no-progress", "--json"]) == 1  # the command replays it
     again = json.loads(capsys.readouterr().out)["requests"][0]["verdict"]["message"]
     assert "Index 48 is out of bounds" in again and "reseeded past max_seq_len 48" in again
+
+
+def test_a_binarys_gate_shrinks_its_failing_request_cases(pte_path, tmp_path, capsys):
+    """`gate --runner exec:...` (shrinking on by default): the fake's extra-token bug (one token past
+    max new tokens) fails both request checks; the case is shrunk once, against the self reference,
+    to the template's frame as text, max new tokens 1 and K 1, and its repro replays it."""
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "count", "text": "Count from one to ten."}]}))
+    runner = f"exec:{sys.executable} {FAKE} --fake_bug=extra-token --fake_ids=true"
+    report = tmp_path / "report.json"
+    rc = main(["gate", "--pte", str(pte_path), "--prompts", str(prompts), "--max-new-tokens", "4", "--runner", runner,
+               "--suite", "none", "--report", str(report), "--shrink-budget", "900", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert rc == 1
+    data = json.loads(report.read_text())
+    vs_self = next(c for c in data["checks"] if c["name"] == "runner vs self reference")
+    shrunk = vs_self["details"]["shrunk"]["count"]
+    assert shrunk["prompt_text"] == "" and (shrunk["shrunk"]["max_new_tokens"], shrunk["shrunk"]["k"]) == (1, 1)
+    assert "kept: program spec" in printed and printed.count("shrunk 'count'") == 1
+    repro = load_repro(tmp_path / "repro-count.json")
+    assert "--reference self" in repro.command and runner in repro.command
+    assert main(shlex.split(repro.command)[1:] + ["--no-progress"]) == 1
+    assert "length" in capsys.readouterr().out
