@@ -102,5 +102,6 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
         from eagle3_check.binary.shrink import shrink_exec_case
         from eagle3_check.session.shrink_route import shrink_suite_and_write
 
-        report.shrunk_lines = shrink_suite_and_write(cfg, report, cases, env, info, ctx.runner, shrink_exec_case)
+        report.shrunk_lines = shrink_suite_and_write(ctx.cfg, report, cases, env, info, ctx.runner,  # the .pte's dtype
+                                                     shrink_exec_case)
     return report, info
