@@ -88,6 +88,10 @@ def _outputs(cfg) -> None:
             check_writable(cfg.junit, "--junit")
     elif cfg.golden_command == "verify" and binary:
         refuse_html(cfg, "a runner binary (--runner exec:...)")
+        if cfg.shrink:  # binary/golden.py does not shrink: a one-line error, never a silently dropped flag
+            raise OptionError("--shrink with golden verify --runner exec:...", "golden verify --shrink with an "
+                              "in-process runner", "drop --shrink, or shrink the prompt with check --runner exec:... "
+                              "--prompt TEXT --shrink")
 
 
 def _shrink_routes(cfg, binary: bool) -> None:
