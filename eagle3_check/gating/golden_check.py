@@ -97,6 +97,8 @@ class GateOutcome:
     keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
     skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
     baseline: str | None = None
+    shrunk: dict = field(default_factory=dict)  # --shrink: key stem -> prompt id -> its shrunk request (JSON)
+    shrunk_lines: list[str] = field(default_factory=list, compare=False)  # --shrink: what to print after it
 
     @property
     def passed(self) -> bool:
@@ -112,6 +114,7 @@ class GateOutcome:
             "golden_diffs": [d.to_json() for d in self.golden_diffs],
             "metric_diffs": [d.to_json() for d in self.metric_diffs],
             "notes": self.notes,
+            **({"shrunk": self.shrunk} if self.shrunk else {}),
             "runs": {stem: {"k": self.keys[stem].k, "prompts": [r.summary(pid) for pid, r in runs.items()]}
                      for stem, runs in sorted(self.runs.items()) if stem in self.keys},
         }

@@ -160,4 +160,30 @@ def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
                        tie_tolerance=ctx.tolerance.describe(), run_options=resolved.to_json())
     expect, source = ctx.expected_tau(report.k, report.info.get("fixture"))
     health = assess(None, report, expect, source, step0=step0)
-    return Checked(report, health, report.info.get("fixture") or fixture or cfg.fixture)
+    lines = shrink_after_workers(ctx, report, prompts) if cfg.shrink else []
+    return Checked(report, health, report.info.get("fixture") or fixture or cfg.fixture, shrunk_lines=lines)
+
+
+def shrink_after_workers(ctx: CheckContext, report, prompts) -> list[str]:
+    """`check --workers N --shrink`: the failing requests shrunk here, after the workers, one at a
+    time in prompt order (deterministic whatever the workers' timing), on this process's program and
+    reference, through the route's runner as `check` runs it: a plug-in in its own child process
+    (never imported here), ours in process."""
+    if not any(o.verdict.status == "fail" for o in report.outcomes):
+        return []
+    from eagle3_check.isolate.runner import IsolatedRunner, wants_isolation
+    from eagle3_check.run.watchdog import time_limited
+    from eagle3_check.session import shrink_route
+
+    cfg, name = ctx.cfg, ctx.runner_name
+    runner = None
+    if wants_isolation(name, cfg.isolate, cfg.in_process):
+        seconds = getattr(time_limited(object(), name, cfg.runner_timeout), "seconds", None)
+        runner = IsolatedRunner(name, functools.partial(child_program, cfg.replace(workers=1)), seconds)
+        runner.start()
+    try:
+        return shrink_route.shrink_and_write(cfg, report, ctx.setup, prompts, ctx.reference, ctx.resolved.options,
+                                             ctx.tolerance, runner or ctx.runner, name)
+    finally:
+        if runner is not None:
+            runner.close()

@@ -111,6 +111,10 @@ def verify(ctx: CheckContext, make_bar=NoBar):
     outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
                            pte=cfg.pte, data_path=cfg.data_path)
     bar.close()
+    if cfg.shrink:  # each golden prompt that differs, shrunk through the same runner (session/shrink_golden.py)
+        from eagle3_check.session.shrink_golden import shrink_goldens_and_write
+
+        outcome.shrunk_lines = shrink_goldens_and_write(cfg, outcome, runner, ctx.runner_name)
     return outcome, baseline
 
 

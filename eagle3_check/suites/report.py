@@ -18,6 +18,7 @@ class SuiteReport:
     suite: str
     results: list[CaseResult] = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    shrunk_lines: list[str] = field(default_factory=list)  # --shrink: what to print after the table (not JSON)
 
     @property
     def failed(self) -> list[CaseResult]:
