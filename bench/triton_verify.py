@@ -58,6 +58,13 @@ if INTERPRET:
     _interpreter_numpy2_shim()
 
 NONE, RESIDUAL, SWIGLU = 0, 1, 2
+# Programmatic dependent launch (Hopper): each kernel lets the next one launch at its start
+# (griddepcontrol.launch_dependents) and waits for the previous one's writes (griddepcontrol.wait)
+# only where it reads them; with PREFETCH a product first asks for its own weight rows into L2
+# (cp.async.bulk.prefetch.L2), which no earlier kernel writes: the weight stream starts while the
+# previous kernel still runs. Off in the interpreter (no PTX there). Set by the bench per variant.
+PDL = False
+PREFETCH = False
 BLOCK_M = 16  # tl.dot's smallest row block: T <= 16 rows
 # (BLOCK_N, BLOCK_K, num_warps, num_stages): the tuning space; the first is the untuned default
 CONFIGS = [(16, 256, 4, 4), (16, 512, 4, 3), (16, 512, 4, 4), (16, 512, 8, 4), (16, 1024, 8, 3),
@@ -74,15 +81,42 @@ def _dot(a, b, F32: tl.constexpr):
 
 
 @triton.jit
+def _prefetch_rows(row_ptrs, nbytes, BLOCK: tl.constexpr):
+    """Bulk L2 prefetch of `nbytes` from each row start in row_ptrs [BLOCK] (sm_90; a hint, no data)."""
+    size = nbytes + tl.zeros([BLOCK], dtype=tl.int32)
+    tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; // dummy $0", "=r,l,r",
+                              [row_ptrs, size], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _pdl_start(PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _pdl_wait(PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+
+
+@triton.jit
 def _skinny_linear(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, M, N, K, up_offset, eps,
                    NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr, F32: tl.constexpr):
+                   BLOCK_K: tl.constexpr, F32: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr):
     """out[M, N] = epi(prologue(x)[M, K] @ w[N, K]^T); SWIGLU: g rows n, u rows up_offset + n of w."""
     dt = out_ptr.dtype.element_ty
     rm = tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     mmask, nmask = rm < M, rn < N
+    _pdl_start(PDL)
+    if PREFETCH:  # the weights depend on no earlier kernel: start their stream before the wait
+        rows = tl.minimum(rn, N - 1).to(tl.int64) * K
+        _prefetch_rows(w_ptr + rows, K * 2, BLOCK_N)
+        if EPI == 2:
+            _prefetch_rows(w_ptr + up_offset.to(tl.int64) * K + rows, K * 2, BLOCK_N)
+    _pdl_wait(PDL)
     if NORM:  # LlamaRMSNorm: fp32 statistics over the whole row
         ss = tl.zeros([BLOCK_M], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
@@ -127,11 +161,13 @@ def _rope(x, partner, sign, cos, sin, dt):
 @triton.jit
 def _rope_cache_attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale,
                           NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-                          BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, F32: tl.constexpr):
+                          BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, F32: tl.constexpr, PDL: tl.constexpr):
     """One kv head g: rope its k rows, write k and v at `positions`, then attend its NH/NKV query
     heads (rows r = head j * T + t) over the slots <= each row's position (online softmax, fp32)."""
     dt = o_ptr.dtype.element_ty
     g = tl.program_id(0)
+    _pdl_start(PDL)
+    _pdl_wait(PDL)
     REP: tl.constexpr = NH // NKV
     W: tl.constexpr = (NH + 2 * NKV) * D  # one qkv row
     HALF: tl.constexpr = D // 2
@@ -184,6 +220,10 @@ def _rope_cache_attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_
     tl.store(o_ptr + rt[:, None] * (NH * D) + qcol[:, None] + d[None, :], out.to(dt), mask=rmask)
 
 
+def _launch() -> dict:
+    return {"launch_pdl": True} if PDL else {}
+
+
 def skinny_linear(
     x: torch.Tensor,  # [M, K] bf16, M <= 16, contiguous
     w: torch.Tensor,  # [N, K] (SWIGLU: [2 N, K], gate rows then up rows)
@@ -204,8 +244,8 @@ def skinny_linear(
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     _skinny_linear[(triton.cdiv(n, bn),)](
         x, w, out, res if res is not None else out, norm if norm is not None else x, m, n, k, n, eps,
-        NORM=norm is not None, EPI=epi, BLOCK_M=BLOCK_M, BLOCK_N=bn, BLOCK_K=bk, F32=INTERPRET, num_warps=warps,
-        num_stages=stages)
+        NORM=norm is not None, EPI=epi, BLOCK_M=BLOCK_M, BLOCK_N=bn, BLOCK_K=bk, F32=INTERPRET, PDL=PDL, PREFETCH=PREFETCH,
+        num_warps=warps, num_stages=stages, **_launch())
     return out
 
 
@@ -224,7 +264,8 @@ def rope_cache_attention(
     block_r = max(16, triton.next_power_of_2(n_heads // n_kv * t))
     _rope_cache_attention[(n_kv,)](qkv, cos, sin, positions, k_cache, v_cache, out, t, s, d**-0.5,
                                    NH=n_heads, NKV=n_kv, D=d, BLOCK_T=max(16, triton.next_power_of_2(t)),
-                                   BLOCK_R=block_r, BLOCK_S=64, F32=INTERPRET, num_warps=4)
+                                   BLOCK_R=block_r, BLOCK_S=64, F32=INTERPRET, PDL=PDL,
+                                   num_warps=4, **_launch())
     return out
 
 

@@ -138,6 +138,22 @@ class Bench:
         self.target.fast_forward = fw
         self.graphed("triton-fused", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()},
                      setup_s=round(time.perf_counter() - t0, 1))
+        for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
+            self.section(f"triton-{name}", lambda n=name, d=pdl, f=prefetch: self.triton_pdl(fw, n, d, f))
+
+    def triton_pdl(self, fw, name, pdl, prefetch):
+        """The same kernels with programmatic dependent launch (and the weights' L2 prefetch), re-tuned
+        when prefetching (co-resident blocks favour less shared memory)."""
+        triton_verify.PDL, triton_verify.PREFETCH = pdl, prefetch
+        try:
+            if prefetch:
+                self.res[f"triton_tuning_{name}"] = {t: triton_verify.tune(fw, t, gpu_floor._time_graph) for t in self.ts}
+            self.row(f"matmul-floor-triton-{name}",
+                     {t: triton_verify.matmul_only_ms(fw, t, gpu_floor._time_graph) for t in self.ts})
+            self.target.fast_forward = fw
+            self.graphed(f"triton-fused-{name}", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()})
+        finally:
+            triton_verify.PDL = triton_verify.PREFETCH = False
 
     def compiled(self, name):
         import torch._inductor.config as inductor_config
@@ -192,7 +208,7 @@ def table(res) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ts", default="5,1")
-    p.add_argument("--variants", default="layer-grouped,model-grouped", help="compiled variants (verify_variants)")
+    p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
     p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,gpt-fast,compiled")
     p.add_argument("--out", default=None)
