@@ -23,7 +23,7 @@ def load_gptfast(path: str | Path):
     """gpt-fast's model.py, imported from `path` (one-line error when it is not there)."""
     p = Path(path)
     if not p.is_file():
-        raise SystemExit(f"gpt-fast model.py not found at {p}: read it from github.com/pytorch-labs/gpt-fast "
+        raise FileNotFoundError(f"gpt-fast model.py not found at {p}: read it from github.com/pytorch-labs/gpt-fast "
                          "into an ignored directory and pass --gpt-fast PATH")
     spec = importlib.util.spec_from_file_location("gptfast_model", p)
     mod = importlib.util.module_from_spec(spec)

@@ -138,15 +138,18 @@ class Bench:
         self.target.fast_forward = fw
         self.graphed("triton-fused", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()},
                      setup_s=round(time.perf_counter() - t0, 1))
+        self.fw = fw
+
+    def triton_variants(self):
         for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
-            self.section(f"triton-{name}", lambda n=name, d=pdl, f=prefetch: self.triton_pdl(fw, n, d, f))
+            self.section(f"triton-{name}", lambda n=name, d=pdl, f=prefetch: self.triton_pdl(self.fw, n, d, f))
 
     def triton_pdl(self, fw, name, pdl, prefetch):
-        """The same kernels with programmatic dependent launch (and the weights' L2 prefetch), re-tuned
-        when prefetching (co-resident blocks favour less shared memory)."""
+        """The same kernels with programmatic dependent launch (and the weights' L2 prefetch); with
+        --retune the prefetching variant is tuned again (co-resident blocks may favour less shared memory)."""
         triton_verify.PDL, triton_verify.PREFETCH = pdl, prefetch
         try:
-            if prefetch:
+            if prefetch and self.a.retune:
                 self.res[f"triton_tuning_{name}"] = {t: triton_verify.tune(fw, t, gpu_floor._time_graph) for t in self.ts}
             self.row(f"matmul-floor-triton-{name}",
                      {t: triton_verify.matmul_only_ms(fw, t, gpu_floor._time_graph) for t in self.ts})
@@ -211,6 +214,7 @@ def main() -> int:
     p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
     p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,gpt-fast,compiled")
+    p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))
@@ -220,6 +224,8 @@ def main() -> int:
         b.section("triton", b.triton)
     if "gpt-fast" not in skip:
         b.section("gpt-fast", b.gptfast)
+    if "triton" not in skip and hasattr(b, "fw"):
+        b.triton_variants()
     if "compiled" not in skip:
         for name in filter(None, a.variants.split(",")):
             b.section(f"compiled-{name}", lambda name=name: b.compiled(name))
