@@ -65,10 +65,17 @@ NONE, RESIDUAL, SWIGLU = 0, 1, 2
 # previous kernel still runs. Off in the interpreter (no PTX there). Set by the bench per variant.
 PDL = False
 PREFETCH = False
+# ONEPASS_NORM: the RMSNorm statistics accumulate in the product's own K loop and rstd scales the
+# fp32 accumulator at the end (rstd * (x * w_ln) @ W^T): no pre-pass over x, but not HF's rounding
+# order (HF rounds x * rstd to bf16 before the weight). A bench variant, off by default.
+ONEPASS_NORM = False
 BLOCK_M = 16  # tl.dot's smallest row block: T <= 16 rows
 # (BLOCK_N, BLOCK_K, num_warps, num_stages): the tuning space; the first is the untuned default
 CONFIGS = [(16, 256, 4, 4), (16, 512, 4, 3), (16, 512, 4, 4), (16, 512, 8, 4), (16, 1024, 8, 3),
            (32, 256, 4, 4), (32, 512, 4, 3), (64, 256, 4, 3)]
+# what `tune` picked on the H200 (bench/results/h200-verify-fused-run1.json), the same at T = 5 and 1
+TUNED_H200 = {"qkv": (32, 512, 4, 3), "o": (16, 512, 4, 4), "gate_up": (64, 256, 4, 3), "down": (16, 512, 4, 4),
+              "lm_head": (64, 256, 4, 3)}
 
 
 @triton.jit
@@ -117,8 +124,8 @@ def _skinny_linear(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, M, N, K, up_offset, 
         if EPI == 2:
             _prefetch_rows(w_ptr + up_offset.to(tl.int64) * K + rows, K * 2, BLOCK_N)
     _pdl_wait(PDL)
-    if NORM:  # LlamaRMSNorm: fp32 statistics over the whole row
-        ss = tl.zeros([BLOCK_M], dtype=tl.float32)
+    ss = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if NORM == 1:  # LlamaRMSNorm: fp32 statistics over the whole row, first
         for k0 in range(0, K, BLOCK_K):
             xt = tl.load(x_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=mmask[:, None], other=0.0)
             xt = xt.to(tl.float32)
@@ -129,15 +136,24 @@ def _skinny_linear(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, M, N, K, up_offset, 
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None], other=0.0)
-        if NORM:  # weight * (x * rstd).to(bf16), rounded as HF
+        if NORM == 1:  # weight * (x * rstd).to(bf16), rounded as HF
             xn = (xt.to(tl.float32) * rstd[:, None]).to(dt)
             lw = tl.load(lnw_ptr + kk)
             xt = (lw.to(tl.float32)[None, :] * xn.to(tl.float32)).to(dt)
+        if NORM == 2:  # one pass: statistics here, rstd applied to the accumulators below
+            xf = xt.to(tl.float32)
+            ss += tl.sum(xf * xf, axis=1)
+            lw = tl.load(lnw_ptr + kk)
+            xt = (lw.to(tl.float32)[None, :] * xf).to(dt)
         wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
         acc += _dot(xt, tl.trans(wt), F32)
         if EPI == 2:
             wu = tl.load(w_ptr + (up_offset + rn)[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
             acc_up += _dot(xt, tl.trans(wu), F32)
+    if NORM == 2:
+        rstd2 = tl.rsqrt(ss / K + eps)
+        acc = acc * rstd2[:, None]
+        acc_up = acc_up * rstd2[:, None]
     y = acc.to(dt)
     omask = mmask[:, None] & nmask[None, :]
     if EPI == 1:  # x + linear(...): both bf16, the sum rounded once
@@ -244,7 +260,7 @@ def skinny_linear(
     out = torch.empty(m, n, device=x.device, dtype=x.dtype)
     _skinny_linear[(triton.cdiv(n, bn),)](
         x, w, out, res if res is not None else out, norm if norm is not None else x, m, n, k, n, eps,
-        NORM=norm is not None, EPI=epi, BLOCK_M=BLOCK_M, BLOCK_N=bn, BLOCK_K=bk, F32=INTERPRET, PDL=PDL, PREFETCH=PREFETCH,
+        NORM=(2 if ONEPASS_NORM else 1) if norm is not None else 0, EPI=epi, BLOCK_M=BLOCK_M, BLOCK_N=bn, BLOCK_K=bk, F32=INTERPRET, PDL=PDL, PREFETCH=PREFETCH,
         num_warps=warps, num_stages=stages, **_launch())
     return out
 

@@ -129,8 +129,10 @@ class Bench:
     def triton(self):
         t0 = time.perf_counter()
         fw = triton_verify.TritonLlamaForward(self.target)
-        tuning = {t: triton_verify.tune(fw, t, gpu_floor._time_graph) for t in self.ts}
-        self.res["triton_tuning"] = tuning
+        if self.a.tune:
+            self.res["triton_tuning"] = {t: triton_verify.tune(fw, t, gpu_floor._time_graph) for t in self.ts}
+        else:  # the first run's picks (triton_verify.TUNED_H200)
+            fw.configs = {(n, t): c for n, c in triton_verify.TUNED_H200.items() for t in self.ts}
         ms = {t: triton_verify.matmul_only_ms(fw, t, gpu_floor._time_graph) for t in self.ts}
         self.row("matmul-floor-triton", ms)
         self.row("attention-only-triton", {t: triton_verify.attention_only_ms(fw, t, gpu_floor._time_graph)
@@ -143,6 +145,12 @@ class Bench:
     def triton_variants(self):
         for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
             self.section(f"triton-{name}", lambda n=name, d=pdl, f=prefetch: self.triton_pdl(self.fw, n, d, f))
+        triton_verify.ONEPASS_NORM = True  # not HF's rounding order at the norms: a measured variant
+        try:
+            self.section("triton-pdl-prefetch-onepass",
+                         lambda: self.triton_pdl(self.fw, "pdl-prefetch-onepass", True, True))
+        finally:
+            triton_verify.ONEPASS_NORM = False
 
     def triton_pdl(self, fw, name, pdl, prefetch):
         """The same kernels with programmatic dependent launch (and the weights' L2 prefetch); with
@@ -214,6 +222,8 @@ def main() -> int:
     p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
     p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,gpt-fast,compiled")
+    p.add_argument("--no-tune", dest="tune", action="store_false",
+                   help="use triton_verify.TUNED_H200 (the first run's picks) instead of tuning (~25 s)")
     p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
     p.add_argument("--out", default=None)
     a = p.parse_args()
