@@ -56,6 +56,17 @@ def test_skinny_linear_matches_torch(epi, norm, rows):
     assert rel(got, want) < 1e-5  # fp32 throughout: only the summation order differs
 
 
+@pytest.mark.parametrize("epi", [tv.NONE, tv.SWIGLU], ids=["plain", "swiglu"])
+def test_one_pass_norm_is_the_same_function(epi, monkeypatch):
+    """ONEPASS_NORM (statistics in the product's loop, rstd on the accumulator): equal in fp32."""
+    monkeypatch.setattr(tv, "ONEPASS_NORM", True)
+    g = torch.Generator().manual_seed(11 + epi)
+    x, w, ln = torch.randn(5, 256, generator=g), torch.randn(128, 256, generator=g), torch.randn(256, generator=g)
+    y = rms_norm(x, ln, 1e-5) @ w.T
+    want = y if epi == tv.NONE else torch.nn.functional.silu(y[:, :64]) * y[:, 64:]
+    assert rel(tv.skinny_linear(x, w, epi=epi, norm=ln, config=(16, 64, 4, 2)), want) < 1e-5
+
+
 def test_skinny_linear_refuses_more_rows_than_a_block():
     with pytest.raises(ValueError, match="M <= 16"):
         tv.skinny_linear(torch.randn(17, 64), torch.randn(16, 64))
