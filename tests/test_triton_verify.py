@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
-                                reason="triton not installed: the fused verify kernels need it (pip install triton)")
+                                reason="triton not installed: the fused verify kernels need it (pip install -e \".[bench]\")")
 
 
 def run_checks(marker: str) -> None:
