@@ -222,3 +222,4 @@ class ReproModel(Strict):
     original: ReproRequest
     original_message: str
     command: str
+    kept: list[str] = []  # the dimensions the route could not shrink, and why

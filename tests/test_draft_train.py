@@ -105,6 +105,7 @@ BAD = [
     ("bad-prompts", ["--prompts", "BADPROMPTS"], "prompts[0]"),
     ("unknown-device", ["--device", "tpu"], "--device tpu"),
     ("cuda-absent", ["--device", "cuda"], "--device cuda"),
+    ("self-prompts-empty-frame", ["--bos-id", "-1", "--chat-prefix", ""], "with an empty frame (raw prompts, no BOS)"),
 ]
 
 

@@ -44,7 +44,9 @@ ROUTES = [
     ("unknown-flag", ["check", "--max-new-token", "3"], "did you mean --max-new-tokens"),
     ("fixture-unknown", ["check", "--fixture", "tiny-lama"], "unknown fixture"),
     ("suite-unknown", ["check", "--suite", "contxt"], "unknown suite"),
-    ("shrink-with-workers", ["check", "--workers", "2", "--shrink"], "--shrink with --workers"),
+    ("prompt-ids-with-workers", ["check", "--workers", "2", "--prompt-ids", "2,5"], "--prompt-ids with --workers"),
+    ("shrink-golden-verify-binary", ["golden", "verify", "--runner", "exec:/bin/true", "--pte", str(ROOT / "pyproject.toml"),
+                                     "--shrink"], "--shrink with golden verify --runner exec:"),
     ("prompt-ids-with-suite", ["check", "--suite", "stop-set", "--prompt-ids", "2,5"], "--prompt-ids with --suite"),
 ]
 if not preflight.cuda_driver_present():  # with a driver the flag is valid and the run goes on to torch

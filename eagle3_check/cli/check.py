@@ -107,6 +107,8 @@ def main(cfg) -> int:
             sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
         return print_report(ctx, check_isolated(ctx, bars(cfg)))
     if cfg.quantize:  # the gate's quantized checks in process
+        if repro is not None:
+            sr.check_replay(cfg, repro, ctx.setup)
         return quant_main(ctx)
     if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
         return exec_main(ctx)
@@ -217,6 +219,8 @@ def exec_main(ctx) -> int:
             prof = report.info["profile"]
             print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner} (runner profile {prof['name']}: "
                   f"{prof['found']})\n" + format_suite_table(report))
+            if report.shrunk_lines:
+                print("\n".join(report.shrunk_lines))
         return 0 if report.passed else 1
     from eagle3_check.binary.check import format_exec_table
 
@@ -257,4 +261,6 @@ def quant_main(ctx) -> int:
     else:
         print(format_table(report, verdict=f"CHECK --quantize {spec.short()}",
                            about=info.get("fixture") or info.get("target")))
+        if report.shrunk_lines:
+            print("\n".join(report.shrunk_lines))
     return 0 if report.passed and report.check(DRIFT) is not None else 1

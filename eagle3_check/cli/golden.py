@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             add_timeout_arg(v)
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
             add_html_arg(v)
+            from eagle3_check.cli.shrink_flags import add_shrink_args
+
+            add_shrink_args(v)
         v.add_argument("--no-progress", action="store_true", help="no progress bar")
         v.set_defaults(func=verify_main if name == "verify" else baseline_main)
 
@@ -117,6 +120,8 @@ def verify_main(cfg) -> int:
         print(json.dumps({**outcome.to_json(), "provenance": report_provenance(cfg, extra_files=files)}, indent=1))
     else:
         print(outcome.format())
+        if outcome.shrunk_lines:
+            print("\n".join(outcome.shrunk_lines))
         if cfg.html:
             print(f"html: {cfg.html}")
     if outcome.interrupted:  # Ctrl-C: what was verified is written, exit 130

@@ -75,6 +75,7 @@ class GateReport:
     checks: list[GateCheck] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     tau: float | None = None
+    shrunk_lines: list[str] = field(default_factory=list)  # --shrink: what to print after the table (not JSON)
 
     @property
     def passed(self) -> bool:

@@ -98,6 +98,8 @@ class GateOutcome:
     skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
     baseline: str | None = None
     interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
+    shrunk: dict = field(default_factory=dict)  # --shrink: key stem -> prompt id -> its shrunk request (JSON)
+    shrunk_lines: list[str] = field(default_factory=list, compare=False)  # --shrink: what to print after it
 
     @property
     def passed(self) -> bool:
@@ -114,6 +116,7 @@ class GateOutcome:
             "golden_diffs": [d.to_json() for d in self.golden_diffs],
             "metric_diffs": [d.to_json() for d in self.metric_diffs],
             "notes": self.notes,
+            **({"shrunk": self.shrunk} if self.shrunk else {}),
             "runs": {stem: {"k": self.keys[stem].k, "prompts": [r.summary(pid) for pid, r in runs.items()]}
                      for stem, runs in sorted(self.runs.items()) if stem in self.keys},
         }

@@ -77,7 +77,7 @@ def diff_golden(report_or_runs, golden: Golden | str | Path) -> list[GoldenDiff]
                 f"got {_at(run.prompt_ids, i)}, golden {_at(want.prompt_ids, i)}",
                 index=i, got=_at(run.prompt_ids, i), want=_at(want.prompt_ids, i)))
             continue
-        tok = _token_diff(stem, pid, list(run.tokens), want, g.tie_tolerance)
+        tok = token_diff(stem, pid, list(run.tokens), want, g.tie_tolerance)
         if tok:
             diffs.append(tok)
         stat = _stat_diff(stem, pid, run, want, tokens_differ=tok is not None)
@@ -94,7 +94,7 @@ def _at(seq: list, i: int):
     return seq[i] if i < len(seq) else None
 
 
-def _token_diff(stem: str, pid: str, got: list[int], want: GoldenPrompt, tie_tolerance: float) -> GoldenDiff | None:
+def token_diff(stem: str, pid: str, got: list[int], want: GoldenPrompt, tie_tolerance: float) -> GoldenDiff | None:
     """The first differing token; a tie (still a difference) where the recorded margin there is
     within the golden's tie tolerance."""
     i = _first_diff(got, want.tokens)

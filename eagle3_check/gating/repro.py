@@ -31,9 +31,9 @@ from eagle3_check.report.provenance import file_record
 FORMAT = "eagle3-check-repro/1"
 FLAG_OF = {"max_seq_len": "--max-seq-len", "min_prefill": "--min-prefill", "max_prefill": "--max-prefill"}
 PROGRAM_FLAGS = ("fixture", "pte", "data_path", "target", "draft", "tokenizer", "device", "dtype",
-                 "max_seq_len", "min_prefill", "max_prefill")  # the parsed options that build the program
+                 "max_seq_len", "min_prefill", "max_prefill", "quantize", "group_size")  # the options that build it
 RUN_FLAGS = ("reference", "chat_prefix", "chat_suffix", "stop_ids", "stop_token", "bos_id", "eos_id")
-SWITCHES = ("raw", "chunked_prefill", "allow_text_stops")
+SWITCHES = ("raw", "chunked_prefill", "allow_text_stops", "quantize_draft")
 DEFAULTS = {"device": "cpu", "dtype": "float32", "reference": "hf"}
 
 
@@ -83,7 +83,8 @@ def repro_data(result: ShrinkResult, prompt_id: str, program: dict, runner: str,
     return {"format": FORMAT, "prompt_id": prompt_id, "program": program, "runner": runner, "options": opts,
             "request": req.to_json(), "prompt_text": result.prompt_text, "rule": f.kind, "message": f.message, "index": f.index,
             "expected": f.expected, "got": f.got, "original": result.original.to_json(),
-            "original_message": result.original_failure.message, "command": command}
+            "original_message": result.original_failure.message, "command": command,
+            "kept": list(result.kept)}
 
 
 def repro_path(directory: str | Path, prompt_id: str) -> Path:
@@ -104,7 +105,7 @@ def load_repro(path: str | Path):
     return load(ReproModel, path, "repro file", "pass a repro file written by check --shrink or gate")
 
 
-INT_OPTIONS = ("max_seq_len", "min_prefill", "max_prefill", "bos_id", "eos_id")
+INT_OPTIONS = ("max_seq_len", "min_prefill", "max_prefill", "bos_id", "eos_id", "group_size")
 
 
 def flag_values(flags: list[str]) -> dict:

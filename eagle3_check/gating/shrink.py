@@ -85,10 +85,12 @@ def failure_kind(message: str) -> str:
 
     'diverged at token 3: runner 5, reference 8 (margin 1.2 vs ...)' -> 'diverged at token #: runner #, reference #';
     "crashed on 'p1': IndexError: index 48 is out of bounds" -> 'crashed on …: IndexError: index # is out of bounds'."""
-    head = message.split(" (", 1)[0].split("; ", 1)[0]
-    head = _QUOTED.sub("…", head)
-    head = _LIST.sub("[…]", head)
-    return _NUMBER.sub("#", head).strip()
+    return normalise(message.split(" (", 1)[0].split("; ", 1)[0])
+
+
+def normalise(text: str) -> str:
+    """`text` without its particulars: quoted names as …, lists as […], numbers as #."""
+    return _NUMBER.sub("#", _LIST.sub("[…]", _QUOTED.sub("…", text))).strip()
 
 
 @dataclass
@@ -102,6 +104,7 @@ class ShrinkResult:
     complete: bool = True  # the search ended by itself, not on the budget
     steps: list[str] = field(default_factory=list)  # what each accepted pass changed
     prompt_text: str | None = None  # the shrunk prompt as text, when the original was text (set by the caller)
+    kept: list[str] = field(default_factory=list)  # the dimensions the route cannot shrink, and why (the caller's)
 
     @property
     def reduced(self) -> bool:
@@ -110,7 +113,8 @@ class ShrinkResult:
     def to_json(self) -> dict:
         return {"original": self.original.to_json(), "original_failure": self.original_failure.to_json(),
                 "shrunk": self.shrunk.to_json(), "failure": self.failure.to_json(), "probes": self.probes,
-                "seconds": round(self.seconds, 3), "complete": self.complete, "steps": self.steps}
+                "seconds": round(self.seconds, 3), "complete": self.complete, "steps": self.steps,
+                "kept": self.kept}
 
 
 @dataclass

@@ -54,12 +54,18 @@ def failing_cases(report: GateReport, prompts: list[Prompt], ks: list[int]) -> l
     return out
 
 
+def gate_ks(report: GateReport) -> list[int]:
+    """The K values the request checks ran (the gate's info, else the first request check's details)."""
+    ks = report.info.get("k")
+    if ks is None:
+        ks = next((c.details.get("k") for c in report.checks if c.name in REQUEST_CHECKS), None)
+    return ks if isinstance(ks, list) else [ks] if ks is not None else []
+
+
 def shrink_gate(report: GateReport, inputs, program, hf, budget_s: float, on_probe=None) -> list[GateShrink]:
     """Shrinks every failing request case of `report` (`inputs`: its GateInputs; `hf`: its HF
     reference or None), the budget shared out over the cases still to go."""
-    ks = report.info.get("k")
-    ks = ks if isinstance(ks, list) else [ks] if ks is not None else []
-    todo = failing_cases(report, inputs.prompts, ks)
+    todo = failing_cases(report, inputs.prompts, gate_ks(report))
     own = SelfReference(program)
     for g, share in zip(todo, budget_shares(len(todo), budget_s)):
         ref = own if g.reference == "self" else hf

@@ -17,21 +17,29 @@ from eagle3_check.gating.check import run_check
 from eagle3_check.gating.shrink import ShrinkResult
 from eagle3_check.gating.shrink_check import shrink_report
 from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.self_ref import SelfReference
 from eagle3_check.run.options import stop_set
 from eagle3_check.status import FAIL
 from eagle3_check.suites.case import Case
-from eagle3_check.suites.execute import SuiteEnv, case_setup
+from eagle3_check.suites.execute import SELF, SuiteEnv, case_setup
 from eagle3_check.suites.request import pick_prompt
 
 
 class EnvReference:
-    """The suite's reference of one program, as `run_check` reads a reference (`score(ids, tokens)`)."""
+    """The suite's reference of one program, as `run_check` reads a reference (`score(ids, tokens)`) and a
+    binary's check does (`greedy(ids, n, stop_ids)` too)."""
 
     def __init__(self, env: SuiteEnv, program):
         self.env, self.program = env, program
 
     def score(self, ids: list[int], tokens: list[int]):
         return self.env.score(ids, tokens, self.program)
+
+    def greedy(self, ids: list[int], n: int, stop_ids=frozenset()):
+        """The suite's reference decoding `ids` (a binary's check reads its tokens and margins)."""
+        if self.env.reference == SELF:
+            return SelfReference(self.program).greedy(list(ids), n, stop_ids)
+        return self.env.reference.greedy(list(ids), n, stop_ids)
 
 
 def plain(case: Case) -> str | None:

@@ -111,6 +111,11 @@ def verify(ctx: CheckContext, make_bar=NoBar):
     try:
         outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
                                pte=cfg.pte, data_path=cfg.data_path)
+        bar.close()
+        if cfg.shrink and not outcome.interrupted:  # each golden prompt that differs, shrunk through the same runner
+            from eagle3_check.session.shrink_golden import shrink_goldens_and_write
+
+            outcome.shrunk_lines = shrink_goldens_and_write(cfg, outcome, runner, ctx.runner_name)
     finally:
         bar.close()
         ctx.close()  # an isolated plug-in's process

@@ -55,7 +55,9 @@ def quantized_check(ctx: CheckContext):
                           "quantized already)", "drop --quantize (check --reference self), or pass its base fixture")
     quant = build_program(cfg)
     quant.program.quantize(spec)  # a group size that divides no layer: a one-line error naming the layer
-    prompts = ctx.prompts()
+    from eagle3_check.session.shrink_route import given_prompts
+
+    prompts = given_prompts(cfg, full.tokenizer) or ctx.prompts()  # --prompt-ids, --prompt, --repro
     inputs = GateInputs(pte=None, tokenizer=full.tokenizer, target_dir=full.target_dir, prompts=prompts,
                         options=ctx.options, tolerance=tolerance_for("float32"),
                         tie_budget=default_budget("float32"), suite=None, drift=thresholds,
@@ -65,6 +67,11 @@ def quantized_check(ctx: CheckContext):
     report = GateReport(info={**full.info, "quantization": spec.short(), "runner": ctx.runner_name})
     try:
         report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
+        if cfg.shrink:  # the lossless check's failing requests, shrunk on the quantized program (against its self reference)
+            from eagle3_check.session.shrink_route import program_files, shrink_gate_and_write
+
+            report.shrunk_lines = shrink_gate_and_write(cfg, report, inputs, quant.program, program_files(cfg, full),
+                                                        drop=("reference",))  # --quantize judges against self itself
     finally:
         ctx.close()  # an isolated plug-in's process
     return report, spec, inputs.options

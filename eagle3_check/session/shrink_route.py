@@ -92,14 +92,21 @@ def refuse_shrink(cfg, route: str, allowed: tuple[str, ...] = ()) -> None:
 
 def program_files(cfg, setup) -> dict:
     """The files that make the program: the .pte (and .ptd), or the fixture's / --target's directories."""
-    if getattr(cfg, "pte", None):
-        return {"pte": cfg.pte, "data": getattr(cfg, "data_path", None)}
-    if setup.info.get("fixture") and not cfg.target:
+    return program_files_of({"pte": getattr(cfg, "pte", None), "data_path": getattr(cfg, "data_path", None),
+                             "fixture": None if cfg.target else setup.info.get("fixture"), "target": cfg.target,
+                             "draft": cfg.draft, "tokenizer": cfg.tokenizer})
+
+
+def program_files_of(values: dict) -> dict:
+    """`program_files` from option values by name (pte, data_path, fixture, target, draft, tokenizer)."""
+    if values.get("pte"):
+        return {"pte": values["pte"], "data": values.get("data_path")}
+    if values.get("fixture") and not values.get("target"):
         from eagle3_check.fixtures.registry import load_fixture
 
-        fx = load_fixture(setup.info["fixture"])
+        fx = load_fixture(values["fixture"])
         return {"target": fx.target_dir, "draft": fx.draft_dir, "tokenizer": fx.tokenizer_path}
-    return {"target": cfg.target, "draft": cfg.draft, "tokenizer": cfg.tokenizer}
+    return {name: values.get(name) for name in ("target", "draft", "tokenizer")}
 
 
 def check_replay(cfg, repro, setup) -> None:
@@ -154,27 +161,28 @@ def write_one(cfg, name: str, shrunk: dict, result, flags: list[str], program: d
     path = write_repro(repro_path(out_dir, name), repro_data(result, name, program, runner_name, options, command))
     shrunk.update(command=command, file=str(path))
     done = "" if result.complete else " (budget spent: smaller may exist)"
+    kept = [f"  kept: {'; '.join(result.kept)}"] if result.kept else []
     return [f"shrunk '{name}': {result.original.describe()} -> {result.shrunk.describe()} "
             f"({result.probes} probes, {result.seconds:.1f} s){done}: {result.failure.kind}",
-            f"  repro: {command}", f"  file: {path}"]
+            *kept, f"  repro: {command}", f"  file: {path}"]
 
 
-def shrink_gate_and_write(cfg, report, inputs) -> list[str]:
-    """`gate` (shrinking on unless --no-shrink): its failing request cases shrunk (gating/shrink_gate.py),
-    a repro file each beside the report, the JUnit case given the repro; the lines to print."""
-    from eagle3_check.gating.shrink_gate import failing_cases, shrink_gate
+def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None = None,
+                          drop: tuple[str, ...] = ()) -> list[str]:
+    """`gate` (shrinking on unless --no-shrink), `check --quantize --shrink`: the failing request cases
+    shrunk (gating/shrink_gate.py) on `program` (default: the gate's .pte), a repro file each beside the
+    report, the JUnit case given the repro; the lines to print. `files`: the program's files (default
+    the .pte's); `drop`: option names the repro command leaves out (what its route refuses)."""
+    from eagle3_check.gating.shrink_gate import failing_cases, gate_ks, shrink_gate
 
-    ks = report.info.get("k")
-    ks = ks if isinstance(ks, list) else [ks] if ks is not None else []
-    if not cfg.shrink or inputs.runner is not None or not failing_cases(report, inputs.prompts, ks):
-        return []  # a runner binary's gate is not shrunk in process (docs/shrinking.md)
+    if not cfg.shrink or not failing_cases(report, inputs.prompts, gate_ks(report)):
+        return []
     from tqdm import tqdm
 
-    from eagle3_check.gating.repro import program_flags, program_record
+    from eagle3_check.gating.repro import program_record
     from eagle3_check.program.pte_backend import PteBackend
-    from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
 
-    program = PteBackend(inputs.pte, inputs.data_path)
+    program = program or PteBackend(inputs.pte, inputs.data_path)
     hf = inputs.hf_reference
     if hf is None and inputs.target_dir is not None:
         import torch
@@ -185,17 +193,32 @@ def shrink_gate_and_write(cfg, report, inputs) -> list[str]:
     bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,
                disable=cfg.no_progress or cfg.json)
     try:
-        done = shrink_gate(report, inputs, program, hf, cfg.shrink_budget, on_probe=lambda *a: bar.update(1))
+        if inputs.runner is not None:  # a runner binary's gate: each probe starts the binary (binary/shrink.py)
+            from eagle3_check.binary.shrink import shrink_exec_gate
+
+            done = shrink_exec_gate(report, inputs, inputs.runner.runner, program, hf, cfg.shrink_budget,
+                                    on_probe=lambda *a: bar.update(1))
+        else:
+            done = shrink_gate(report, inputs, program, hf, cfg.shrink_budget, on_probe=lambda *a: bar.update(1))
     finally:
         bar.close()
-    record = program_record({"pte": cfg.pte, "data": cfg.data_path})
+    record = program_record(files if files is not None else {"pte": cfg.pte, "data": cfg.data_path})
+    return write_gate_shrinks(cfg, report, inputs, done, record, drop)
+
+
+def write_gate_shrinks(cfg, report, inputs, done, record: dict, drop: tuple[str, ...]) -> list[str]:
+    """A repro file for each shrunk gate case (`done`: GateShrink), its JUnit case given the repro."""
+    from eagle3_check.gating.repro import program_flags
+    from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
+
     runner_name = cfg.runner or "reference"
     lines: list[str] = []
     for g in done:
         if g.result is None:
             lines.append(f"not shrunk '{g.case}' ({g.check}): {g.note}")
             continue
-        flags = program_flags({**option_values(cfg), "reference": g.reference})
+        values = {k: v for k, v in {**option_values(cfg), "reference": g.reference}.items() if k not in drop}
+        flags = program_flags(values)
         chk = next(c for c in report.checks if c.name == g.check)
         shrunk = chk.details["shrunk"][g.case]
         lines += write_one(cfg, g.case, shrunk, g.result, flags, {"flags": flags, **record}, runner_name,
@@ -234,14 +257,17 @@ def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, toler
     return lines, shrunk
 
 
-def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner) -> list[str]:
-    """`check --suite NAME --shrink`: each failing plain case shrunk (gating/shrink_suite.py), a repro file
-    each, the result in the case's details; the lines to print."""
+def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_case=None) -> list[str]:
+    """`check --suite NAME --shrink`: each failing plain case shrunk (gating/shrink_suite.py; a binary's:
+    `shrink_case=binary.shrink.shrink_exec_case`), a repro file each, the result in the case's details;
+    the lines to print. A case that is not shrunk gets its own one-line reproduction (`case_command`)."""
     if not cfg.shrink or not report.failed:
         return []
     from eagle3_check.gating.repro import program_flags, program_record
     from eagle3_check.gating.shrink import budget_shares
-    from eagle3_check.gating.shrink_suite import shrink_case
+
+    if shrink_case is None:
+        from eagle3_check.gating.shrink_suite import shrink_case
 
     by_name = {c.name: c for c in cases}
     failing = [r for r in report.failed if r.name in by_name]
@@ -250,7 +276,8 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner) -> list[
         case = by_name[r.name]
         result, shrunk, note = shrink_case(case, env, runner, share)
         if result is None:
-            lines.append(f"{r.name}: {note}")
+            lines += [f"{r.name}: {note}", f"  kept: the whole case ({note.removeprefix('not shrunk: ')})",
+                      f"  repro: {case_command(cfg, r.name, info)}"]
             continue
         r.details["shrunk"] = shrunk
         options = {**option_values(cfg), "fixture": info.get("fixture") or cfg.fixture, **case_flags(case)}
@@ -261,10 +288,26 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner) -> list[
     return lines
 
 
+def case_command(cfg, name: str, info: dict) -> str:
+    """The one line that runs suite case `name` again, as this command ran it."""
+    import shlex
+
+    from eagle3_check.gating.repro import program_flags
+
+    values = {**option_values(cfg), "fixture": info.get("fixture") or cfg.fixture}
+    runner = ["--runner", cfg.runner] if cfg.runner and cfg.runner not in ("reference", "device") else []
+    return shlex.join(["eagle3-check", "check", *program_flags(values), *runner, "--suite", name])
+
+
 def case_flags(case) -> dict:
     """A case's run options as the values of their flags (stop ids '1,50', no stop token '')."""
+    return run_option_flags(case.option_dict())
+
+
+def run_option_flags(options: dict) -> dict:
+    """Run options (RunOptions fields by name) as the values of their flags (stop ids '1,50', no stop token '')."""
     out = {}
-    for name, value in case.option_dict().items():
+    for name, value in options.items():
         if name == "stop_ids":
             value = ",".join(map(str, value))
         elif name == "stop_token" and value is None:

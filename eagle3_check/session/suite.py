@@ -113,4 +113,10 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     report = run(cfg.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
     bar.close()
     report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
+    if cfg.shrink:  # the failing plain cases, shrunk through the binary (binary/shrink.py)
+        from eagle3_check.binary.shrink import shrink_exec_case
+        from eagle3_check.session.shrink_route import shrink_suite_and_write
+
+        report.shrunk_lines = shrink_suite_and_write(ctx.cfg, report, cases, env, info, ctx.runner,  # the .pte's dtype
+                                                     shrink_exec_case)
     return report, info

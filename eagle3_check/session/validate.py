@@ -88,6 +88,10 @@ def _outputs(cfg) -> None:
             check_writable(cfg.junit, "--junit")
     elif cfg.golden_command == "verify" and binary:
         refuse_html(cfg, "a runner binary (--runner exec:...)")
+        if cfg.shrink:  # binary/golden.py does not shrink: a one-line error, never a silently dropped flag
+            raise OptionError("--shrink with golden verify --runner exec:...", "golden verify --shrink with an "
+                              "in-process runner", "drop --shrink, or shrink the prompt with check --runner exec:... "
+                              "--prompt TEXT --shrink")
 
 
 def _shrink_routes(cfg, binary: bool) -> None:
@@ -95,15 +99,15 @@ def _shrink_routes(cfg, binary: bool) -> None:
     from eagle3_check.session.shrink_route import refuse_shrink
 
     if cfg.quantize:
-        refuse_shrink(cfg, "--quantize")
+        refuse_shrink(cfg, "--quantize", allowed=("shrink", "prompt_ids", "prompt", "repro"))
     elif binary and cfg.suite:
-        refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)")
+        refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)", allowed=("shrink",))
     elif binary:
         refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
     elif cfg.suite:
         refuse_shrink(cfg, "--suite", allowed=("shrink",))
     elif cfg.workers > 1:
-        refuse_shrink(cfg, "--workers")
+        refuse_shrink(cfg, "--workers", allowed=("shrink",))
 
 
 def refuse_html(cfg, where: str) -> None:

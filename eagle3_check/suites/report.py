@@ -19,6 +19,7 @@ class SuiteReport:
     results: list[CaseResult] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
+    shrunk_lines: list[str] = field(default_factory=list)  # --shrink: what to print after the table (not JSON)
 
     @property
     def failed(self) -> list[CaseResult]:

@@ -156,3 +156,17 @@ def oov_pte_path(pte_path, program, tmp_path_factory) -> Path:
     md = program.metadata()
     out = tmp_path_factory.mktemp("oov") / "oov.pte"
     return _shift_draft_ids(pte_path, out, md["get_vocab_size"], md["get_draft_vocab_size"])
+
+
+@pytest.fixture(scope="session")
+def small_kvwin_pte_path(fixture, tmp_path_factory) -> Path:
+    """The spec of the seed's out-of-bounds reseed (issue 28): max_seq_len 48, prefill [4, 47], the
+    kv_window verify form (`export --verify-kv-window --max-seq-len 48 --min-prefill 4 --max-prefill 47`)."""
+    from eagle3_check.program.contract import VERIFY_KV_WINDOW
+
+    small = EagerBackend.from_fixture(fixture, max_seq_len=48, min_prefill=4, max_prefill=47)
+    return _cached_export(
+        "tiny-llama-small-kvwin", _cache_key(fixture, "xnnpack kv_window seq48 prefill4-47"),
+        lambda out: export_eager(small.use_verify_form(VERIFY_KV_WINDOW), out, "xnnpack",
+                                 source={"fixture": fixture.name}), tmp_path_factory,
+    )
