@@ -386,7 +386,8 @@ def test_a_stale_sidecar_is_refused_and_a_fresh_one_is_read(tmp_path):
     legacy = json.loads(sidecar_path(pte).read_text())
     del legacy["pte_sha256"]
     sidecar_path(pte).write_text(json.dumps(legacy))
-    assert read_sidecar(pte)["source"] == {"fixture": "tiny-llama"}  # written before digests: unchecked
+    with pytest.raises(InputError, match=r"m\.export\.json has no pte_sha256"):  # nothing ties it to this file
+        read_sidecar(pte)
     assert read_sidecar(tmp_path / "none.pte") is None
 
 
