@@ -147,6 +147,9 @@ def _paths(cfg):
                 raise InputError(f"{flag} {value}: is {kind_of(Path(value).stat().st_mode)}", "an existing directory",
                                  f"fix the {flag} path")
             resolved[dest] = str(resolve_model_dir(value, flag))
+            from eagle3_check.resources import check_config_dimensions
+
+            check_config_dimensions(Path(resolved[dest]) / "config.json", f"{dest} config")  # before torch
     for dest, flag in FILES.items():
         value = getattr(cfg, dest)
         if dest == "baseline" and cfg.golden_command == "baseline":
