@@ -258,9 +258,9 @@ def test_the_memory_estimate_matches_the_worked_example_and_the_loaded_model():
 
 
 def test_a_config_with_1000_layers_is_refused_before_it_allocates(tmp_path, capsys):
-    argv = _copy_fixture(tmp_path, _set("num_hidden_layers", 1000))  # ~0.9 GiB (100000 is past the dimension cap)
-    line = clean_error(capsys, main([*argv, "--max-memory", "0.5"]), "the program (max_seq_len 256, float32) needs about")
-    assert "0.50 GiB is the --max-memory budget" in line and "--max-memory GIB" in line
+    argv = _copy_fixture(tmp_path, _set("num_hidden_layers", 1000))  # ~0.25 GiB (100000 is past the dimension cap)
+    line = clean_error(capsys, main([*argv, "--max-memory", "0.1"]), "the program (max_seq_len 256, float32) needs about")
+    assert "0.10 GiB is the --max-memory budget" in line and "--max-memory GIB" in line
 
 
 def test_a_draft_with_a_huge_hidden_size_is_refused_against_the_memory_available(tmp_path, capsys):
