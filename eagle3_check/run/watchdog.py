@@ -180,6 +180,8 @@ def stray_threads(before: set) -> list[threading.Thread]:
     still running, each marked stray: what it prints to sys.stdout from now on is dropped."""
     left = [t for t in threading.enumerate() if t not in before and t.is_alive() and t not in _ABANDONED]
     _STRAY.update(left)
+    if left and not isinstance(sys.stdout, StdoutRouter):  # between requests and after the last: dropped too
+        sys.stdout = StdoutRouter(sys.stdout)
     return left
 
 
