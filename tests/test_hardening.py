@@ -125,7 +125,11 @@ def test_the_runners_tokenizer_is_one_copy_per_runner(tokenizer):
     a, b = R(), R()
     mine = runner_tokenizer(a, tokenizer)
     assert mine is not tokenizer and mine._tok is not tokenizer._tok  # its own HF tokenizer, not a view
-    assert runner_tokenizer(a, tokenizer) is mine and runner_tokenizer(b, tokenizer) is not mine
+    mine.eos_ids = ()  # a wrapper per request: what it sets on one does not reach the next
+    again = runner_tokenizer(a, tokenizer)
+    assert again is not mine and again._tok is mine._tok and again.eos_ids == tokenizer.eos_ids
+    assert runner_tokenizer(a, tokenizer.with_eos((9,)))._tok is mine._tok  # EOS variants share the copy
+    assert runner_tokenizer(b, tokenizer)._tok is not mine._tok  # another runner: its own
     mine._tok.add_tokens(["zzz-only-in-the-copy"])
     assert tokenizer.vocab_size < mine.vocab_size and mine.decode([5, 7]) == tokenizer.decode([5, 7])
 

@@ -105,24 +105,26 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     return run
 
 
-_OWN_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runner -> {id: (tokenizer, copy)}
+_OWN_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runner -> {id: (hf, its copy)}
 
 
 def runner_tokenizer(runner, tokenizer):
-    """The runner's own copy of `tokenizer`, made once per runner and tokenizer (a re-parse costs
-    seconds on a 262k vocab): a runner that mutates it changes its own copy, never the harness's."""
-    def make():
-        return tokenizer.copy() if isinstance(tokenizer, Tokenizer) else copy.deepcopy(tokenizer)
-
+    """The runner's own copy of `tokenizer`: a fresh wrapper (EOS ids, config) per request over the
+    runner's own copy of the HF tokenizer, re-parsed once per runner and vocabulary (seconds on a
+    262k vocab; the suites' EOS variants share it). What the runner mutates is its own, never the
+    harness's."""
+    if not isinstance(tokenizer, Tokenizer):
+        return copy.deepcopy(tokenizer)
     try:
         own = _OWN_TOKENIZERS.setdefault(runner, {})
     except TypeError:  # a runner that cannot be weakly referenced or hashed: a copy per request
-        return make()
-    if id(tokenizer) not in own:
-        if len(own) >= 8:  # suites hand one runner a few tokenizer variants: keep the last few
+        return tokenizer.copy()
+    hf = tokenizer._tok
+    if id(hf) not in own:
+        if len(own) >= 4:  # a runner judged on a few vocabularies: keep the last few
             own.pop(next(iter(own)))
-        own[id(tokenizer)] = (tokenizer, make())  # the original kept alive: its id is not reused
-    return own[id(tokenizer)][1]
+        own[id(hf)] = (hf, tokenizer.copy()._tok)  # the original kept alive: its id is not reused
+    return tokenizer.copy(hf=own[id(hf)][1])
 
 
 def _not_int(x) -> bool:
