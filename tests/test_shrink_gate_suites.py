@@ -17,6 +17,7 @@ from eagle3_check.gating.gate_model import GateReport
 from eagle3_check.gating.shrink import budget_shares
 from eagle3_check.gating.shrink_gate_suites import shrink_gate_suites
 from eagle3_check.mutants import factory
+from eagle3_check.report.html_report import gate_html
 from eagle3_check.run.options import RunOptions
 from eagle3_check.session.shrink_gate import shrink_gate_and_write
 from eagle3_check.session.shrink_route import program_files_of
@@ -62,6 +63,8 @@ def test_a_failing_edge_suite_case_shrinks_and_its_command_replays_it(program, t
     assert (tmp_path / "repro-options_raw-edge-whitespace.json").is_file()
     assert case.status == FAIL and case.message == before  # the gate's own verdict, as it was
     assert case.properties["shrunk_k"] == "1" and "repro: eagle3-check check" in case.details
+    page = gate_html(report.to_json())  # the HTML report: the shrunk case beside the original
+    assert 'id="shrunk"' in page and "edge suites: options/raw-edge-whitespace" in page and "L 2, max new 1, K 1" in page
     command = shrunk["command"]
     assert "--fixture tiny-llama" in command and "--raw" in command and f"--runner {STRIPPED}" in command
     capsys.readouterr()
@@ -96,6 +99,7 @@ def test_a_passing_gate_writes_no_repro(program, tokenizer, hf_reference, fixtur
     assert report.passed
     assert shrink_and_write(report, inputs, program, tmp_path, None) == []
     assert list(tmp_path.iterdir()) == [] and "shrunk" not in edge(report).details
+    assert 'id="shrunk"' not in gate_html(report.to_json())
 
 
 @pytest.mark.parametrize("budget", [0.0, 5.0], ids=["budget-0", "budget-5s"])
