@@ -83,7 +83,7 @@ def main(cfg) -> int:
         report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
-    from eagle3_check.session.shrink_route import shrink_gate_and_write
+    from eagle3_check.session.shrink_gate import shrink_gate_and_write
 
     shrunk = shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk (--no-shrink: off)
     out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
