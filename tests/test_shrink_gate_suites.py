@@ -6,14 +6,13 @@ the gate's own checks, no export), with the config of `check --fixture tiny-llam
 
 from __future__ import annotations
 
-import shlex
-
 import pytest
 
 from eagle3_check.cli import config_of, main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.gating.gate_model import GateReport
+from eagle3_check.gating.repro import split_line
 from eagle3_check.gating.shrink import budget_shares
 from eagle3_check.gating.shrink_gate_suites import shrink_gate_suites
 from eagle3_check.mutants import factory
@@ -68,7 +67,7 @@ def test_a_failing_edge_suite_case_shrinks_and_its_command_replays_it(program, t
     command = shrunk["command"]
     assert "--fixture tiny-llama" in command and "--raw" in command and f"--runner {STRIPPED}" in command
     capsys.readouterr()
-    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 1  # the command reproduces the failure
+    assert main(split_line(command)[1:] + ["--no-progress"]) == 1  # the command reproduces the failure
     assert "prompt ids: runner used 1 ids, the request is 2" in capsys.readouterr().out
 
 
@@ -90,7 +89,7 @@ def test_forced_cases_keep_the_whole_case_and_one_budget_of_0_probes_nothing(pro
     assert command == f"eagle3-check check --fixture tiny-llama --runner {EMIT_PAST} --suite acceptance/full"
     assert edge(report).cases[0].properties["repro_command"] == command
     capsys.readouterr()
-    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 1
+    assert main(split_line(command)[1:] + ["--no-progress"]) == 1
     assert "length: runner emitted 17 tokens, rules fix 16" in capsys.readouterr().out
 
 

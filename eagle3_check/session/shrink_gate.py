@@ -9,7 +9,6 @@ suite case that is not shrunk (forced along its own trajectory, ...) prints `kep
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 
 from eagle3_check.session.shrink_route import case_flags, option_values, write_one
@@ -107,11 +106,11 @@ def gate_program_values(cfg, quantized: bool) -> dict:
 def gate_case_command(cfg, name: str, values: dict) -> str:
     """The one line that runs the gate's suite case `name` again as the gate ran it (`check --suite`
     on the one given program: the gate's env)."""
-    from eagle3_check.gating.repro import program_flags
+    from eagle3_check.gating.repro import one_line, program_flags
 
     runner = ["--runner", cfg.runner] if cfg.runner else []
     prompts = ["--prompts", cfg.prompts] if cfg.prompts else []
-    return shlex.join(["eagle3-check", "check", *program_flags(values), *prompts, *runner, "--suite", name])
+    return one_line(["eagle3-check", "check", *program_flags(values), *prompts, *runner, "--suite", name])
 
 
 def write_gate_suite_shrinks(cfg, report, done, record: dict, quantized: bool) -> list[str]:

@@ -227,13 +227,11 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
 
 def case_command(cfg, name: str, info: dict) -> str:
     """The one line that runs suite case `name` again, as this command ran it."""
-    import shlex
-
-    from eagle3_check.gating.repro import program_flags
+    from eagle3_check.gating.repro import one_line, program_flags
 
     values = {**option_values(cfg), "fixture": info.get("fixture") or cfg.fixture}
     runner = ["--runner", cfg.runner] if cfg.runner and cfg.runner not in ("reference", "device") else []
-    return shlex.join(["eagle3-check", "check", *program_flags(values), *runner, "--suite", name])
+    return one_line(["eagle3-check", "check", *program_flags(values), *runner, "--suite", name])
 
 
 def case_flags(case) -> dict:
