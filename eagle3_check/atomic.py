@@ -43,6 +43,27 @@ def check_writable(path: str | Path, what: str = "output file") -> Path:
     return p
 
 
+def check_dir_creatable(path: str | Path, what: str) -> Path:
+    """`path` as a Path if it is a directory, or one can be created there (the tool's own output
+    directories: repro files, goldens, fixtures); else a one-line InputError, before the work:
+    a file in the way, an ancestor that is a file, or an ancestor that is not writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{what} {p} exists and is not a directory", "a directory (created when missing)",
+                         "pass a directory path")
+    ancestor = p
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(f"{what} {p}: {ancestor} is a file", "a directory path (created when missing)",
+                         "pass a path whose parents are directories")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        state = "is not writable" if ancestor == p else f"cannot be created: {ancestor} is not writable"
+        raise InputError(f"{what} {p} {state}", "a writable directory",
+                         "fix its permissions or pass a path in a writable directory")
+    return p
+
+
 def os_error(p: Path, e: OSError, what: str = "file") -> InputError:
     """The one-line error for an OSError while writing `p` (the old file is intact)."""
     if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:

@@ -67,3 +67,23 @@ def text_config(data: dict) -> dict:
     """The decoder's own config of a multimodal config (`text_config`), else the config itself."""
     inner = data.get("text_config")
     return inner if isinstance(inner, dict) else data
+
+
+def check_loaded_tensors(info: dict, target_dir: str | Path) -> None:
+    """Every tensor of the checkpoint has a place in the model config.json describes, and every
+    parameter came from the checkpoint (`from_pretrained(..., output_loading_info=True)`'s report):
+    Transformers drops an extra tensor and initialises a missing one at random, in silence, so a
+    target of another shape than its config would load. Refused as the draft's are (checkpoint.py)."""
+    unexpected = sorted(info.get("unexpected_keys") or ())
+    if unexpected:
+        more = f" (+{len(unexpected) - 1} more)" if len(unexpected) > 1 else ""
+        raise InputError(f"target tensor {unexpected[0]}{more} in {target_dir} has no place in the model its "
+                         "config.json describes", "only tensors the config's layers, norms and biases use",
+                         "the config does not match the weights (layer count, biases, q/k norm, another model): "
+                         "re-save the target with save_pretrained")
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise InputError(f"target weights in {target_dir} lack {missing[0]}{more} (Transformers would initialise "
+                         "it at random)", "every tensor config.json implies",
+                         "the checkpoint is incomplete or for another config: re-save the target with save_pretrained")

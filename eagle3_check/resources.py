@@ -14,8 +14,10 @@ Worked example (tiny-llama: V = 512, H = 64, L = 4, nh = 4, nkv = 2, hd = 16, I 
 max_seq_len 256, float32): target weights = 512·64·2 + 4·(4096 + 4096 + 4096 + 36864 + 128) + 64
 = 65536 + 197120 + 64 = 262720 elements = 1050880 bytes (+ 4 · 64 KiB overhead); target KV =
 2·4·2·16·256 = 65536 elements = 262144 bytes (tests/test_hostile.py pins both, and the weight
-count against the loaded model's own). A config with 100000 layers or a draft with hidden size 10^6 is refused here, with the
-estimate and the available memory, instead of growing to the memory cap.
+count against the loaded model's own). A config whose estimate exceeds the memory is refused here, with the
+estimate and the available memory, instead of growing to the memory cap; and before that, before
+torch is imported, every dimension is checked against a sane maximum (`DIMENSION_MAX`: hidden_size
+1000000 is refused in milliseconds, though its estimate fits a large host).
 
 The budget is the memory available now (Linux MemAvailable, bounded by the cgroup limit; on CUDA
 the device's free memory, and the host must still hold the target weights while they load), or
@@ -78,7 +80,55 @@ def _positive(cfg, key: str, where: str, default=None) -> int:
         return default
     if type(value) is not int or value < 1:
         raise InputError(f"{where}: {key} = {value!r}", "a positive integer", f"fix {key} in {where}")
+    check_dimension(key, value, where)
     return value
+
+
+# The sane maximum of each config dimension, far above every released model (the largest in brackets),
+# so that a typo (hidden_size 1000000) is refused at once instead of allocating or computing for minutes.
+DIMENSION_MAX = {
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "target_hidden_size"), 1 << 16),  # [25600]
+    **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim", "moe_intermediate_size"), 1 << 18),  # [73728]
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), 1 << 10),  # [192]
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads"), 1 << 10),  # [128]
+    **dict.fromkeys(("head_dim", "global_head_dim"), 1 << 12),  # [512]
+    **dict.fromkeys(("vocab_size", "draft_vocab_size"), 1 << 22),  # [262144]
+    **dict.fromkeys(("num_local_experts", "num_experts"), 1 << 12),  # [384]
+}
+
+
+def check_dimension(key: str, value, where: str) -> None:
+    """A config dimension above its sane maximum (DIMENSION_MAX) is a one-line error naming it."""
+    limit = DIMENSION_MAX.get(key)
+    if limit is not None and type(value) is int and value > limit:
+        raise InputError(f"{where}: {key} = {value}", f"at most {limit} (a sane maximum: every released model's "
+                         f"{key} is far below it)", f"correct {key} in {where} (a typo?)")
+
+
+def check_config_dimensions(path: str | Path, what: str) -> None:
+    """Every dimension of a config.json (nested configs included: text_config, transformer_layer_config)
+    against its sane maximum, read as plain JSON: before torch is imported, so an absurd config costs
+    what `--help` costs. A file that cannot be read is left to its loader's own error."""
+    from eagle3_check.inputs import read_json
+
+    p = Path(path)
+    if not p.is_file():
+        return
+    try:
+        data = read_json(p, what, "a JSON object", "fix the file")
+    except InputError:
+        return  # the loader names it in its own words
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                check_dimension(key, value, f"{what} {p}")
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(data)
 
 
 def target_estimate(cfg, max_seq_len: int, elem: int, where: str) -> dict[str, int]:
@@ -98,6 +148,10 @@ def target_estimate(cfg, max_seq_len: int, elem: int, where: str) -> dict[str, i
 
 def draft_estimate(cfg, max_seq_len: int) -> dict[str, int]:
     """Draft weight and KV-cache bytes of a DraftConfig (built in float32, see the module doc)."""
+    for key in ("hidden_size", "target_hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "vocab_size", "draft_vocab_size"):
+        check_dimension(key, getattr(cfg, key, None), "the draft config")
+    check_dimension("num_layers", cfg.num_layers, "the draft config")
     h, ht, n = cfg.hidden_size, cfg.target_hidden_size, cfg.num_layers
     nh, nkv, d, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.dim_per_head, cfg.intermediate_size
     layer = 2 * h * nh * d + 2 * 2 * h * nkv * d + nh * d * h + 3 * h * inter

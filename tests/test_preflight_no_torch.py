@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,28 @@ ROUTES = [
     ("shrink-golden-verify-binary", ["golden", "verify", "--runner", "exec:/bin/true", "--pte", str(ROOT / "pyproject.toml"),
                                      "--shrink"], "--shrink with golden verify --runner exec:"),
     ("prompt-ids-with-suite", ["check", "--suite", "stop-set", "--prompt-ids", "2,5"], "--prompt-ids with --suite"),
+    # every output path (issue 30 item 5): a missing directory, a directory where a file goes, a file in the way
+    ("gate-report-dir-missing", ["gate", "--pte", str(ROOT / "pyproject.toml"), "--report", f"{MISSING}/r.json"],
+     "--report"),
+    ("gate-report-is-a-directory", ["gate", "--pte", str(ROOT / "pyproject.toml"), "--report", str(ROOT)],
+     "is a directory"),
+    ("gate-html-dir-missing", ["gate", "--pte", str(ROOT / "pyproject.toml"), "--html", f"{MISSING}/x.html"], "--html"),
+    ("check-junit-is-a-directory", ["check", "--junit", str(ROOT)], "is a directory"),
+    ("report-html-dir-missing", ["report", "--check", str(ROOT / "pyproject.toml"), "--html", f"{MISSING}/x.html"],
+     "--html"),
+    ("draft-export-dir-missing", ["draft", "export", str(ROOT / "fixtures" / "tiny-llama" / "draft"), "-o",
+                                  f"{MISSING}/d"], "-o "),
+    ("draft-train-dir-missing", ["draft", "train", "--target", str(ROOT / "fixtures" / "tiny-llama" / "target"),
+                                 "-o", f"{MISSING}/d"], "-o "),
+    ("golden-baseline-dir-missing", ["golden", "baseline", "--baseline", f"{MISSING}/b.json"], "--baseline"),
+    ("shrink-dir-under-a-file", ["check", "--shrink", "--shrink-dir", str(ROOT / "pyproject.toml" / "repro")],
+     "--shrink-dir"),
+    ("golden-record-dir-under-a-file", ["golden", "record", "--dir", str(ROOT / "pyproject.toml" / "g")], "--dir"),
+    ("fixtures-root-under-a-file", ["fixtures", "build", "tiny-llama", "--root", str(ROOT / "pyproject.toml" / "fx")],
+     "--root"),
+    # an absurd config dimension, read as JSON (the target's: the fixture's config.json with hidden_size 10^6)
+    ("config-dimension-absurd", ["run", "--prompt", "Hi", "--target", "HUGE_TARGET", "--draft",
+                                 str(ROOT / "fixtures" / "tiny-llama" / "draft")], "hidden_size = 1000000"),
 ]
 if not preflight.cuda_driver_present():  # with a driver the flag is valid and the run goes on to torch
     ROUTES += [("device-cuda-no-driver", ["check", "--device", "cuda"], "a CUDA device"),
@@ -72,9 +95,14 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> dict:
+def outcomes(tmp_path_factory) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps([(r, a) for r, a, _ in ROUTES])],
+    huge = tmp_path_factory.mktemp("huge") / "target"
+    shutil.copytree(ROOT / "fixtures" / "tiny-llama" / "target", huge)
+    cfg = json.loads((huge / "config.json").read_text())
+    (huge / "config.json").write_text(json.dumps({**cfg, "hidden_size": 1_000_000}))
+    routes = [(r, [str(huge) if a == "HUGE_TARGET" else a for a in argv]) for r, argv, _ in ROUTES]
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(routes)],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,7 +18,7 @@ from eagle3_check.cli import main
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
-from eagle3_check.gating.repro import load_repro
+from eagle3_check.gating.repro import load_repro, split_line
 from eagle3_check.gating.shrink import Bounds, Failure, Request, failure_kind, shrink
 from eagle3_check.gating.shrink_check import check_probe, prompt_frame, shrink_report
 from eagle3_check.mutants import factory
@@ -274,9 +274,8 @@ def test_the_reseed_past_the_end_on_the_fixture_crashes_and_shrinks_through_the_
     assert repro.request.max_new_tokens == 27 and repro.rule.startswith("crashed: IndexError")
     command = next(x for x in out.splitlines() if x.startswith("  repro: ")).removeprefix("  repro: ")
     assert command.split()[:2] == ["eagle3-check", "check"] and "--max-seq-len 48" in command
-    import shlex
 
-    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 1  # the command reproduces it
+    assert main(split_line(command)[1:] + ["--no-progress"]) == 1  # the command reproduces it
     assert "crashed: IndexError" in capsys.readouterr().out
 
 
@@ -359,9 +358,8 @@ def test_a_failing_plain_suite_case_shrinks_and_its_command_replays_it(tmp_path,
     assert "-> L 2, max new tokens 1, K 1" in line and "prompt ids: runner used" in line
     repro = load_repro(tmp_path / "repro-options_raw-edge-whitespace.json")
     assert repro.prompt_text.isspace() and len(repro.prompt_text) == 1 and "--raw" in repro.command
-    import shlex
 
-    assert main(shlex.split(repro.command)[1:] + ["--no-progress"]) == 1
+    assert main(split_line(repro.command)[1:] + ["--no-progress"]) == 1
     assert "prompt ids: runner used" in capsys.readouterr().out
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 
 import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.gating.golden import golden_root, load_golden, save_golden
-from eagle3_check.gating.repro import load_repro
+from eagle3_check.gating.repro import load_repro, split_line
 
 MUTANT = "eagle3_check.mutants:emit_past_max_new"
 GOLDEN = "tiny-llama__eager__cpu__float32__k4__n48.json"
@@ -48,7 +47,7 @@ def test_a_golden_that_differs_shrinks_max_new_and_k_and_keeps_its_prompt(tmp_pa
     assert repro.got[:2] == want.tokens[:2] and len(repro.got) == 3  # ... and the runner emits one past it
     assert repro.rule == shrunk["original_failure"]["kind"] and "emitted # tokens, golden #" in repro.rule
     assert "\n" not in repro.command  # one line: the template's frame is in the ids, not in flags
-    assert main(shlex.split(repro.command)[1:] + ["--no-progress"]) == 1  # the command reproduces it
+    assert main(split_line(repro.command)[1:] + ["--no-progress"]) == 1  # the command reproduces it
     assert "length: runner emitted 3 tokens, rules fix 2" in capsys.readouterr().out
 
 
@@ -99,7 +98,7 @@ def test_quantize_shrinks_the_lossless_checks_failures_and_the_repro_replays(tmp
     assert "L 33, max new tokens 6, K 4 -> L 21, max new tokens 2, K 1" in line
     repro = load_repro(tmp_path / "repro-sky.json")
     assert "--quantize int8-weight" in repro.command and "--reference" not in repro.command
-    assert main(shlex.split(repro.command)[1:] + ["--no-progress"]) == 1
+    assert main(split_line(repro.command)[1:] + ["--no-progress"]) == 1
     assert "length: runner emitted 3 tokens, rules fix 2" in capsys.readouterr().out
 
 
@@ -113,4 +112,4 @@ def test_a_forced_suite_case_ends_in_its_own_one_line_command(tmp_path, capsys):
     assert out[at + 1].startswith("  kept: the whole case (its draft is forced")
     command = out[at + 2].removeprefix("  repro: ")
     assert command == f"eagle3-check check --fixture tiny-llama --runner {runner} --suite acceptance/full"
-    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 1
+    assert main(split_line(command)[1:] + ["--no-progress"]) == 1

@@ -42,7 +42,6 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
     (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
     from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
     from eagle3_check.program.quantize import program_quantization
-    from eagle3_check.suites.execute import SELF
 
     md = read_metadata(program.metadata())
     quant = program_quantization(program.metadata())  # DESIGN §3: a quantized program is judged against itself
@@ -54,11 +53,10 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         if hf is None:
             return skip_check("edge suites", "no reference target given (--target or --fixture)")
         from eagle3_check.binary.suites import run_exec_suite
+        from eagle3_check.gating.gate import gate_suite_env
         from eagle3_check.suites import suite_cases
-        from eagle3_check.suites.execute import SuiteEnv
 
-        env = SuiteEnv.fixed(program, inputs.tokenizer, SELF if quant else hf, [p.text for p in inputs.prompts], inputs.tolerance,
-                             fixture=inputs.fixture)
+        env = gate_suite_env(program, inputs, hf)  # the in-process gate's env (and its shrinker's)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
         cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
         return summarize("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons

@@ -89,16 +89,16 @@ def shrink_exec_report(report: ExecReport, prompts: list[Prompt], runner, progra
     return out
 
 
-def shrink_exec_gate(report, inputs, runner, program, hf, budget_s: float, on_probe=None) -> list:
+def shrink_exec_gate(report, inputs, runner, program, hf, budget_s: float, on_probe=None, shares=None) -> list:
     """A binary's gate (`gate --runner exec:...`): each failing request case (`shrink_gate.failing_cases`)
     run again through the binary and shrunk (`shrink_exec_report`), as `shrink_gate.shrink_gate` does in
-    process; the result sits in the check's `details["shrunk"][case]`."""
+    process (`shares` as there); the result sits in the check's `details["shrunk"][case]`."""
     from eagle3_check.gating.shrink_gate import failing_cases, gate_ks
     from eagle3_check.reference.self_ref import SelfReference
 
     todo = failing_cases(report, inputs.prompts, gate_ks(report))
     own = SelfReference(program)
-    for g, share in zip(todo, budget_shares(len(todo), budget_s)):
+    for g, share in zip(todo, shares if shares is not None else budget_shares(len(todo), budget_s)):
         ref = own if g.reference == "self" else hf
         opts = dataclasses.replace(inputs.options, chain_len=g.k)
         again = run_exec_check(runner, program, inputs.tokenizer, ref, [g.prompt], opts, tolerance=inputs.tolerance)

@@ -83,7 +83,7 @@ def main(cfg) -> int:
         report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
-    from eagle3_check.session.shrink_route import shrink_gate_and_write
+    from eagle3_check.session.shrink_gate import shrink_gate_and_write
 
     stopped = report.info.get("interrupted")  # Ctrl-C: what was judged is written, exit 130
     shrunk = [] if stopped else shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk

@@ -277,7 +277,7 @@ def format_table(report: CheckReport) -> str:
         form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
         lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
                      f"K range {info['k_range']} from {info.get('k_source')}")
-    for key in ("run_options", "program_shape"):  # where the options and the --target shape came from
+    for key in ("run_options", "program_shape", "weight_conversion"):  # the options, the --target shape, the dtypes
         if key in info:
             lines += [info[key]["summary"], *(f"note: {n}" for n in info[key].get("notes", []))]
     lines.append(f"K = {report.k}   tau = {report.tau:.2f}   n-alpha = [{alpha}]")

@@ -50,8 +50,8 @@ from eagle3_check.reference.verdict import FAIL
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import PASS, SKIP
 
-__all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "request_checks",
-           "run_gate"]
+__all__ = ["DRIFT", "TAU_TOLERANCE", "GateCheck", "GateInputs", "GateReport", "format_table", "gate_suite_env",
+           "request_checks", "run_gate"]
 
 
 def request_checks(program: SpeculatorProgram, inputs: GateInputs, hf,
@@ -97,6 +97,18 @@ def drift_check(program, inputs: GateInputs, quantization: str, rc, ks: list[int
     return GateCheck(DRIFT, rep.status, rep.message(), cases=rep.junit_cases(), details={"drift": rep.to_json()})
 
 
+def gate_suite_env(program, inputs: GateInputs, hf):
+    """The SuiteEnv the gate's edge suites run in: `SuiteEnv.fixed` on the gate's one program, its
+    prompts' texts, its tolerance, and as reference the HF target `hf`, or for a quantized program its
+    own greedy decoding (DESIGN §3). The edge-suite check (in process or through a binary) and the
+    shrinker of its failing cases (gating/shrink_gate_suites.py) build it here, so both judge alike."""
+    from eagle3_check.suites.execute import SELF, SuiteEnv
+
+    ref = SELF if program_quantization(program.metadata()) is not None else hf
+    return SuiteEnv.fixed(program, inputs.tokenizer, ref, [p.text for p in inputs.prompts], inputs.tolerance,
+                          fixture=inputs.fixture)
+
+
 def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     """The edge-suite registry (issue 4) on this one program: `SuiteEnv.fixed` ignores spec
     wishes, so cases needing another export shape skip."""
@@ -106,13 +118,9 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
     if hf is None:
         return skip_check("edge suites", "no reference target given (--target or --fixture)")
     from eagle3_check.suites import suite_cases
-    from eagle3_check.suites.execute import SELF, SuiteEnv
     from eagle3_check.suites.report import run_suite
 
-    # A quantized program is judged against its own greedy decoding (DESIGN §3), not HF's.
-    ref = SELF if program_quantization(program.metadata()) is not None else hf
-    env = SuiteEnv.fixed(program, inputs.tokenizer, ref, [p.text for p in inputs.prompts], inputs.tolerance,
-                         fixture=inputs.fixture)
+    env = gate_suite_env(program, inputs, hf)
     todo, done = suite_cases(inputs.suite), 0
 
     def on_case(result) -> None:

@@ -142,6 +142,12 @@ class Golden:
         problem = consistency(golden)
         if problem:
             raise GoldenError(f"{where}: {problem[0]}", problem[1], RERECORD)
+        tie = recorded_tie(golden)
+        if tie:
+            raise GoldenError(f"{where}: {tie}", "every recorded margin above the tie bound (golden record refuses "
+                              "near-ties: a golden resting on a tie flips on any rounding change)",
+                              "re-record it on prompts whose margins clear the tolerance (`eagle3-check golden record "
+                              "--force --only ID,...`), or drop that prompt")
         return golden
 
 
@@ -168,6 +174,29 @@ def consistency(golden: Golden) -> tuple[str, str] | None:
             return f"{at}.min_margin = {p.min_margin} but min(margins) = {min(p.margins)}", "min_margin = min(margins)"
         if len(p.tokens) > golden.key.max_new:
             return f"{at}.tokens has {len(p.tokens)} ids", f"at most max_new = {golden.key.max_new}"
+    return None
+
+
+def tie_bound(golden: Golden) -> float:
+    """The margin at or below which a recorded position is a tie: the golden's tie_tolerance, capped at
+    the absolute part of its dtype's tolerance now (record refused every margin <= the tolerance at its
+    own token, which is >= that part, so a golden recorded by the tool never falls under it)."""
+    from eagle3_check.reference.tolerance import ABSOLUTE
+
+    floor = ABSOLUTE.get(golden.key.dtype, 0.0)
+    return min(golden.tie_tolerance, floor) if golden.tie_tolerance > 0 else floor
+
+
+def recorded_tie(golden: Golden) -> str | None:
+    """The first recorded position whose margin is a tie (<= `tie_bound`), named, else None."""
+    bound = tie_bound(golden)
+    for i, p in enumerate(golden.prompts):
+        j = next((j for j, m in enumerate(p.margins) if m <= bound), None)
+        if j is not None:
+            ties = sum(m <= bound for m in p.margins)
+            return (f"prompt '{p.prompt_id}' (prompts[{i}]) margins[{j}] = {p.margins[j]:g} is a tie ({ties} of "
+                    f"{len(p.margins)} margins <= {bound:g}, the tie bound: tie_tolerance {golden.tie_tolerance:g} "
+                    f"capped at the {golden.key.dtype} tolerance's absolute part)")
     return None
 
 

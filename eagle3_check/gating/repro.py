@@ -60,6 +60,34 @@ def program_record(files: dict[str, str | Path | None]) -> dict:
     return {"files": recs, "sha256": h.hexdigest()}
 
 
+def one_line(words: list[str]) -> str:
+    """`shlex.join`, except that a word holding a newline, a tab or another control character is
+    written in bash's ANSI-C quoting (`$'a\\nb'`), so the command stays on one line and pastes back
+    into bash as the same words: ['--prompt', 'a\\nb'] -> `--prompt $'a\\nb'`."""
+    def quote(word: str) -> str:
+        if word.isprintable():
+            return shlex.quote(word)
+        body = "".join({"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c)
+                       or (c if c.isprintable() else f"\\U{ord(c):08x}") for c in word)
+        return f"$'{body}'"
+    return " ".join(quote(w) for w in words)
+
+
+_ANSI_C = re.compile(r"(?:^|(?<= ))\$'((?:[^'\\]|\\.)*)'")  # at a word's start: one_line's words only
+
+
+def split_line(line: str) -> list[str]:
+    """The words of a `one_line` command, as bash reads them (shlex.split, plus $'...' words)."""
+    found: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        found.append(m.group(1).encode("latin-1", "backslashreplace").decode("unicode_escape"))
+        return f"\0{len(found) - 1}\0"
+
+    held = _ANSI_C.sub(hold, line)
+    return [re.sub(r"\0(\d+)\0", lambda m: found[int(m.group(1))], w) for w in shlex.split(held)]
+
+
 def repro_command(flags: list[str], runner: str | None, result: ShrinkResult) -> str:
     """The `check` line that replays the shrunk request of `result` (the runner named unless the default)."""
     req = result.shrunk
@@ -72,7 +100,7 @@ def repro_command(flags: list[str], runner: str | None, result: ShrinkResult) ->
     prompt = ["--prompt", result.prompt_text] if result.prompt_text is not None else \
         ["--prompt-ids", ",".join(map(str, req.prompt_ids))]
     words += [*prompt, "-k", str(req.k), "--max-new-tokens", str(req.max_new_tokens)]
-    return shlex.join(words)
+    return one_line(words)
 
 
 def repro_data(result: ShrinkResult, prompt_id: str, program: dict, runner: str, options, command: str) -> dict:

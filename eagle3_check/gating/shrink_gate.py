@@ -16,6 +16,7 @@ tokens 2, K 1, replayed by `eagle3-check check --pte F --reference self --prompt
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from eagle3_check.fixtures.registry import Prompt
@@ -62,12 +63,14 @@ def gate_ks(report: GateReport) -> list[int]:
     return ks if isinstance(ks, list) else [ks] if ks is not None else []
 
 
-def shrink_gate(report: GateReport, inputs, program, hf, budget_s: float, on_probe=None) -> list[GateShrink]:
+def shrink_gate(report: GateReport, inputs, program, hf, budget_s: float, on_probe=None,
+                shares: Iterator[float] | None = None) -> list[GateShrink]:
     """Shrinks every failing request case of `report` (`inputs`: its GateInputs; `hf`: its HF
-    reference or None), the budget shared out over the cases still to go."""
+    reference or None), the budget shared out over the cases still to go (`shares`: one share a
+    case from a generator the caller shares with the gate's suite cases, in place of `budget_s`)."""
     todo = failing_cases(report, inputs.prompts, gate_ks(report))
     own = SelfReference(program)
-    for g, share in zip(todo, budget_shares(len(todo), budget_s)):
+    for g, share in zip(todo, shares if shares is not None else budget_shares(len(todo), budget_s)):
         ref = own if g.reference == "self" else hf
         opts = dataclasses.replace(inputs.options, chain_len=g.k)
         again = run_check(program, inputs.tokenizer, ref, [g.prompt], opts, inputs.tolerance, runner=inputs.plugin)

@@ -5,8 +5,9 @@ own trajectory, no expected error, no metadata key dropped, no max new tokens se
 (`plain`). Such a case is run again as `check` runs a request, on the case's program against the
 suite's reference (`SuiteEnv.score`); if it fails there it is shrunk (`shrink_check.shrink_report`),
 its max_seq_len too where the failure involves the program's limits and the suite builds programs
-per spec (an eager fixture: `SuiteEnv.eager`). The other cases say why they are not shrunk. The
-case's own verdict is not touched.
+per spec (an eager fixture: `SuiteEnv.eager`; on one given program, `SuiteEnv.fixed`, the spec is
+kept and left out of the repro). The other cases say why they are not shrunk. The case's own
+verdict is not touched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.shrink import ShrinkResult
 from eagle3_check.gating.shrink_check import shrink_report
-from eagle3_check.program.contract import read_metadata
 from eagle3_check.reference.self_ref import SelfReference
 from eagle3_check.run.options import stop_set
 from eagle3_check.status import FAIL
@@ -73,11 +73,11 @@ def shrink_case(case: Case, env: SuiteEnv, runner, budget_s: float,
             prog = env.program_for({**dict(case.spec), **spec})
         except (Eagle3CheckError, ValueError) as e:
             raise OptionError(f"program spec {spec}", "a spec the fixture can build", str(e)[:80]) from None
-        if read_metadata(prog.metadata()).max_seq_len != spec["max_seq_len"]:  # a given program: no spec
-            raise OptionError(f"max_seq_len {spec['max_seq_len']}", "a program built per spec", "shrink L, K instead")
         return prog, EnvReference(env, prog)
 
+    # one given program (a .pte, the gate's): no spec to shrink, none in the repro
+    limits = {} if env.one_program is not None else {
+        "spec": {"max_seq_len": md.max_seq_len}, "spec_floors": {"max_seq_len": md.min_prefill + 1}, "rebuild": rebuild}
     [(outcome, result)] = shrink_report(report, [p], base, env.tokenizer, ref, options, env.tolerance, runner,
-                                        budget_s, on_probe=on_probe, spec={"max_seq_len": md.max_seq_len},
-                                        spec_floors={"max_seq_len": md.min_prefill + 1}, rebuild=rebuild)
+                                        budget_s, on_probe=on_probe, **limits)
     return result, outcome.shrunk, ""

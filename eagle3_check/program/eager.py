@@ -35,6 +35,7 @@ from eagle3_check.program.contract import (
 from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.program.speculator import Eagle3Speculator
 from eagle3_check.program.target import TargetAdapter, load_hf_target, target_text_config
+from eagle3_check.program.weights import weight_info
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -75,6 +76,7 @@ class EagerBackend(SpeculatorProgram):
         self.module = module
         self.spec = spec
         self.reuse_outputs = reuse_outputs  # graph-owned outputs (module doc)
+        self.weight_conversion: dict | None = None  # set by from_dirs: weights stored in another dtype (weights.py)
         self._buffers = OutputBuffers(spec.max_seq_len) if reuse_outputs else None
         target = module.target
         self.device = next(module.parameters()).device
@@ -149,7 +151,9 @@ class EagerBackend(SpeculatorProgram):
         module = Eagle3Speculator(target, draft).to(device=dev, dtype=DTYPES[dtype]).eval()
         eos = model.generation_config.eos_token_id if model.generation_config else None
         eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        return cls(module, spec, eos_ids, reuse_outputs)
+        program = cls(module, spec, eos_ids, reuse_outputs)
+        program.weight_conversion = weight_info(target_dir, draft_dir, dtype)  # fp16 weights upcast: stated
+        return program
 
     @classmethod
     def from_fixture(cls, fixture: Fixture, device: str = "cpu", dtype: str = "float32", reuse_outputs: bool = False,

@@ -53,7 +53,8 @@ def write_sidecar(pte_path: str | Path, record: dict) -> Path:
 def read_sidecar(pte_path: str | Path) -> dict | None:
     """The sidecar of `pte_path` (None without one), checked to describe this very file: a sidecar
     whose size or sha256 differs is an error (one written by another export, or a crash between
-    the pair's two renames). Sidecars from before the digest was recorded are read unchecked."""
+    the pair's two renames), and so is one without the digest (`pte_bytes` and `pte_sha256`: every
+    export writes them), since nothing then ties it to this file."""
     from eagle3_check.inputs import read_json
 
     pte, side = Path(pte_path), sidecar_path(pte_path)
@@ -64,7 +65,12 @@ def read_sidecar(pte_path: str | Path) -> dict | None:
     if not isinstance(data, dict):
         raise InputError(f"export sidecar {side} holds a JSON {type(data).__name__}", "a JSON object", fix)
     size, digest = data.get("pte_bytes"), data.get("pte_sha256")
-    if digest is not None and (size != pte.stat().st_size or digest != pte_digest(pte)):
+    if type(size) is not int or not isinstance(digest, str):
+        field_ = "pte_sha256" if not isinstance(digest, str) else "pte_bytes"
+        raise InputError(f"export sidecar {side} has no {field_} (found {data.get(field_)!r:.40})",
+                         "the size and sha256 of the .pte it describes (pte_bytes, pte_sha256), as every export "
+                         "writes them", fix)
+    if size != pte.stat().st_size or digest != pte_digest(pte):
         raise InputError(f"export sidecar {side} describes another file ({size} bytes, sha256 {str(digest)[:12]}...) "
                          f"than {pte} ({pte.stat().st_size} bytes, sha256 {pte_digest(pte)[:12]}...)",
                          "the sidecar written with this .pte", fix)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from eagle3_check.errors import InputError, first_line
-from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
+from eagle3_check.hf_config import TRUST_REMOTE_CODE, check_loaded_tensors, read_target_config
 from eagle3_check.inputs import regular_file
 from eagle3_check.quiet import third_party_quiet
 
@@ -87,14 +87,16 @@ def load_hf_target(target_dir: str | Path, dtype: torch.dtype = torch.float32) -
     check_shards(d)
     try:
         with third_party_quiet():  # the "Loading weights" bar
-            model = AutoModelForCausalLM.from_pretrained(d, config=config, dtype=dtype, attn_implementation="sdpa",
-                                                         trust_remote_code=TRUST_REMOTE_CODE)
+            model, info = AutoModelForCausalLM.from_pretrained(d, config=config, dtype=dtype,
+                                                               attn_implementation="sdpa", output_loading_info=True,
+                                                               trust_remote_code=TRUST_REMOTE_CODE)
     except Exception as e:
         raise InputError(
             f"target weights in {d} cannot be loaded ({first_line(e)[:80]})",
             "a complete safetensors file matching config.json",
             "re-save the target; the file is truncated, corrupt or for another config",
         ) from None
+    check_loaded_tensors(info, d)  # an extra tensor, or one missing: refused, never dropped or random
     return model.eval()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3_check.hf_config import TRUST_REMOTE_CODE, read_target_config
+from eagle3_check.hf_config import TRUST_REMOTE_CODE, check_loaded_tensors, read_target_config
 from eagle3_check.quiet import third_party_quiet
 
 with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
@@ -86,10 +86,11 @@ class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
         with third_party_quiet():  # the "Loading weights" bar
-            model = AutoModelForCausalLM.from_pretrained(
-                target_dir, dtype=dtype, attn_implementation="eager", trust_remote_code=TRUST_REMOTE_CODE
-            ).to(device).eval()
-        self._use(model, device)
+            model, info = AutoModelForCausalLM.from_pretrained(
+                target_dir, dtype=dtype, attn_implementation="eager", output_loading_info=True,
+                trust_remote_code=TRUST_REMOTE_CODE)
+        check_loaded_tensors(info, target_dir)  # as the program's target: nothing dropped, nothing random
+        self._use(model.to(device).eval(), device)
 
     def _use(self, model, device: str) -> None:
         self.model = model

@@ -188,6 +188,9 @@ def gate_html(report: dict, title: str = "eagle3-check gate") -> str:
     runs = next((c["details"]["runs"] for c in checks if "runs" in c.get("details", {})), None)
     if runs:
         parts.append(section("Acceptance", acceptance_plots(runs), n_alpha_table(runs), section_id="acceptance"))
+    shrunk = [(f"{c['name']}: {name}", s) for c in checks for name, s in c.get("details", {}).get("shrunk", {}).items()]
+    if shrunk:  # the gate's failing suite and request cases beside their smallest reproduction (session/shrink_gate.py)
+        parts.append(section("Shrunk failing cases", shrunk_table(shrunk), section_id="shrunk"))
     for c in checks:
         if c.get("cases"):
             cases = [(x["name"], x["status"], x["message"]) for x in c["cases"]]

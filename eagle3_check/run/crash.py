@@ -9,7 +9,8 @@ Options found wrong before any work (prompt length, flags) stay errors (exit 2).
 
 The runner under test is isolated from what judges it (`guarded_run`): it gets its own deep
 copy of the options and of a prompt given as ids (a runner that sets `max_new_tokens = 1` on
-them changes nothing the verdict reads); `sys.exit()` inside it is a crash, not the end of
+them changes nothing the verdict reads), and its own copy of the tokenizer (`runner_tokenizer`, one per
+runner: a runner that replaces `decode` or adds tokens cannot change the harness's decode); `sys.exit()` inside it is a crash, not the end of
 the harness; what it prints to stdout is captured (stdout carries `--json`) and fails the
 request with the text in the reason; a RunResult whose tokens, prompt ids, accepted counts,
 rounds or K are not Python ints (float, numpy, tensor) fails with the offending field; a run
@@ -20,6 +21,8 @@ the request and the limit named (run/watchdog.py: worker thread, abandoned).
 from __future__ import annotations
 
 import copy
+import threading
+import weakref
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.proc import captured_fd
@@ -29,8 +32,10 @@ from eagle3_check.run.watchdog import (
     captured_stdout,
     limit_flag,
     run_limited,
+    stray_threads,
     with_limit,
 )
+from eagle3_check.tokenizer import Tokenizer
 
 CRASHED = "crashed"  # the stop reason of the empty RunResult that stands in for a crashed run
 
@@ -71,11 +76,13 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     flag = limit_flag(runner)
     runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
+    own_tokenizer = runner_tokenizer(runner, tokenizer)  # its own copy: the harness decodes with the original
     own_prompt = list(prompt) if isinstance(prompt, (list, tuple)) else prompt
     name = what or (repr(prompt[:40]) if isinstance(prompt, str) else f"of {len(own_prompt)} ids")
+    before = set(threading.enumerate())
     try:
         with captured_stdout() as printed, captured_fd(1) as raw:  # stdout is the report's channel (--json)
-            run = run_limited(lambda prog: runner.run(prog, tokenizer, own_prompt, own_options), program,
+            run = run_limited(lambda prog: runner.run(prog, own_tokenizer, own_prompt, own_options), program,
                               seconds, name, flag)
     except RequestTimeout as e:
         raise RunCrash(str(e)) from None
@@ -87,9 +94,15 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
         raise RunCrash(crash_reason(e)) from e  # the runner's own: this request's failure
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever the code under test raises is a finding
         raise RunCrash(crash_reason(e)) from e
+    finally:
+        left = stray_threads(before)  # marked: what they print later is dropped, never the next request's
     if not isinstance(run, RunResult):
         raise RunCrash(f"contract violated: the runner's run() returned {type(run).__name__}; expected an "
                        "eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run() (see the Runner protocol)")
+    if left and not type(runner).__module__.startswith("eagle3_check."):  # ours: a torch pool thread is not a finding
+        names = ", ".join(t.name[:40] for t in left[:3])
+        raise RunCrash(f"contract violated: the runner left {len(left)} thread(s) running after run() returned "
+                       f"({names}); expected run() to finish its work. Fix: join the threads before returning")
     if raw.size and not printed.getvalue():  # os.write(1, ...) or sys.__stdout__: below sys.stdout
         raise RunCrash(f"contract violated: the runner wrote {raw.size} bytes to file descriptor 1, which carries "
                        f"the report (--json): {raw.bytes()[:200]!r}. Fix: log to stderr")
@@ -101,6 +114,28 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     if problem:
         raise RunCrash(f"contract violated: {problem}")
     return run
+
+
+_OWN_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runner -> {id: (hf, its copy)}
+
+
+def runner_tokenizer(runner, tokenizer):
+    """The runner's own copy of `tokenizer`: a fresh wrapper (EOS ids, config) per request over the
+    runner's own copy of the HF tokenizer, re-parsed once per runner and vocabulary (seconds on a
+    262k vocab; the suites' EOS variants share it). What the runner mutates is its own, never the
+    harness's."""
+    if not isinstance(tokenizer, Tokenizer):
+        return copy.deepcopy(tokenizer)
+    try:
+        own = _OWN_TOKENIZERS.setdefault(runner, {})
+    except TypeError:  # a runner that cannot be weakly referenced or hashed: a copy per request
+        return tokenizer.copy()
+    hf = tokenizer._tok
+    if id(hf) not in own:
+        if len(own) >= 4:  # a runner judged on a few vocabularies: keep the last few
+            own.pop(next(iter(own)))
+        own[id(hf)] = (hf, tokenizer.copy()._tok)  # the original kept alive: its id is not reused
+    return tokenizer.copy(hf=own[id(hf)][1])
 
 
 def _not_int(x) -> bool:

@@ -10,6 +10,9 @@ harness waits at most `seconds` for it (`run_limited`). On timeout the worker is
   and every later request on it fails at once as not run ("busy"), since another call would
   race with it on the same caches;
 - what it prints from then on is dropped (`StdoutRouter`): stdout carries `--json`.
+A thread a run starts and leaves running after `run()` returns is a stray (`stray_threads`): its
+sys.stdout writes are dropped the same way, so it cannot blame a later request (run/crash.py fails
+the request that left it, for a plug-in runner).
 A subprocess was the alternative: it can be killed, but the program (an eager module, a loaded
 `.pte`, CUDA graphs, the recording wrapper that audits every call) lives in this process and
 cannot be shared with a child without re-building it per request (fork after CUDA is unsafe).
@@ -40,6 +43,8 @@ FLAG = "--request-timeout"  # the option named in a timeout's message (the plugi
 GRACE_S = 2.0  # after a timeout, how long an abandoned program call gets to return
 _ABANDONED: weakref.WeakSet = weakref.WeakSet()  # threads of abandoned runs (their stdout is dropped);
 # Thread objects, not idents: an ident is reused by a later thread, whose output must not be dropped
+_STRAY: weakref.WeakSet = weakref.WeakSet()  # threads a run left running after it returned (run/crash.py):
+# their stdout is dropped, so what they print during a later request never blames that request
 _BUSY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # root program -> why it is busy
 
 
@@ -142,7 +147,8 @@ class StdoutRouter(io.TextIOBase):
         self.capture: io.StringIO | None = None
 
     def write(self, s: str) -> int:
-        if threading.current_thread() in _ABANDONED:
+        me = threading.current_thread()
+        if me in _ABANDONED or me in _STRAY:
             return len(s)
         return (self.capture or self.real).write(s)
 
@@ -165,8 +171,18 @@ def captured_stdout() -> Iterator[io.StringIO]:
         yield buf
     finally:
         router.capture = None
-        if router is not prev and not len(_ABANDONED):
+        if router is not prev and not len(_ABANDONED) and not any(t.is_alive() for t in _STRAY):
             sys.stdout = prev
+
+
+def stray_threads(before: set) -> list[threading.Thread]:
+    """The threads started since `before` (a `threading.enumerate()` taken as the run began) that are
+    still running, each marked stray: what it prints to sys.stdout from now on is dropped."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and t not in _ABANDONED]
+    _STRAY.update(left)
+    if left and not isinstance(sys.stdout, StdoutRouter):  # between requests and after the last: dropped too
+        sys.stdout = StdoutRouter(sys.stdout)
+    return left
 
 
 def run_limited(fn: Callable[[Revocable], object], program, seconds: float | None, what: str,

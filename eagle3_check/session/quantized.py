@@ -68,7 +68,8 @@ def quantized_check(ctx: CheckContext):
     try:
         report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
         if cfg.shrink:  # the lossless check's failing requests, shrunk on the quantized program (against its self reference)
-            from eagle3_check.session.shrink_route import program_files, shrink_gate_and_write
+            from eagle3_check.session.shrink_gate import shrink_gate_and_write
+            from eagle3_check.session.shrink_route import program_files
 
             report.shrunk_lines = shrink_gate_and_write(cfg, report, inputs, quant.program, program_files(cfg, full),
                                                         drop=("reference",))  # --quantize judges against self itself

@@ -1,13 +1,12 @@
 """Shrinking and replaying on a Config (`check`, `run`, `gate`): the request a repro file names, the
 prompt `--prompt-ids` / `--prompt` give, and every failing request shrunk to its smallest
-reproduction (gating/shrink_check.py, shrink_gate.py, shrink_suite.py, binary/shrink.py) within
-`--shrink-budget S`, a repro file written for each beside the report (`--shrink-dir`, default:
+reproduction (gating/shrink_check.py, shrink_suite.py, binary/shrink.py; the gate's: session/shrink_gate.py)
+within `--shrink-budget S`, a repro file written for each beside the report (`--shrink-dir`, default:
 the --junit / --html / --report file's directory, else the current one). docs/shrinking.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -167,68 +166,6 @@ def write_one(cfg, name: str, shrunk: dict, result, flags: list[str], program: d
             *kept, f"  repro: {command}", f"  file: {path}"]
 
 
-def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None = None,
-                          drop: tuple[str, ...] = ()) -> list[str]:
-    """`gate` (shrinking on unless --no-shrink), `check --quantize --shrink`: the failing request cases
-    shrunk (gating/shrink_gate.py) on `program` (default: the gate's .pte), a repro file each beside the
-    report, the JUnit case given the repro; the lines to print. `files`: the program's files (default
-    the .pte's); `drop`: option names the repro command leaves out (what its route refuses)."""
-    from eagle3_check.gating.shrink_gate import failing_cases, gate_ks, shrink_gate
-
-    if not cfg.shrink or not failing_cases(report, inputs.prompts, gate_ks(report)):
-        return []
-    from tqdm import tqdm
-
-    from eagle3_check.gating.repro import program_record
-    from eagle3_check.program.pte_backend import PteBackend
-
-    program = program or PteBackend(inputs.pte, inputs.data_path)
-    hf = inputs.hf_reference
-    if hf is None and inputs.target_dir is not None:
-        import torch
-
-        from eagle3_check.reference.hf import HFReference
-
-        hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))
-    bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,
-               disable=cfg.no_progress or cfg.json)
-    try:
-        if inputs.runner is not None:  # a runner binary's gate: each probe starts the binary (binary/shrink.py)
-            from eagle3_check.binary.shrink import shrink_exec_gate
-
-            done = shrink_exec_gate(report, inputs, inputs.runner.runner, program, hf, cfg.shrink_budget,
-                                    on_probe=lambda *a: bar.update(1))
-        else:
-            done = shrink_gate(report, inputs, program, hf, cfg.shrink_budget, on_probe=lambda *a: bar.update(1))
-    finally:
-        bar.close()
-    record = program_record(files if files is not None else {"pte": cfg.pte, "data": cfg.data_path})
-    return write_gate_shrinks(cfg, report, inputs, done, record, drop)
-
-
-def write_gate_shrinks(cfg, report, inputs, done, record: dict, drop: tuple[str, ...]) -> list[str]:
-    """A repro file for each shrunk gate case (`done`: GateShrink), its JUnit case given the repro."""
-    from eagle3_check.gating.repro import program_flags
-    from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
-
-    runner_name = cfg.runner or "reference"
-    lines: list[str] = []
-    for g in done:
-        if g.result is None:
-            lines.append(f"not shrunk '{g.case}' ({g.check}): {g.note}")
-            continue
-        values = {k: v for k, v in {**option_values(cfg), "reference": g.reference}.items() if k not in drop}
-        flags = program_flags(values)
-        chk = next(c for c in report.checks if c.name == g.check)
-        shrunk = chk.details["shrunk"][g.case]
-        lines += write_one(cfg, g.case, shrunk, g.result, flags, {"flags": flags, **record}, runner_name,
-                           dataclasses.replace(inputs.options, chain_len=g.k))
-        case = next(c for c in chk.cases if c.name == g.case)
-        case.details = shrunk_details(shrunk, case.message)
-        case.properties = {**case.properties, **shrunk_properties(shrunk)}
-    return lines
-
-
 def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, tolerance,
                           runner) -> tuple[list[str], dict]:
     """`check --runner exec:... --shrink`: the binary's failing requests shrunk (binary/shrink.py), a
@@ -290,13 +227,11 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
 
 def case_command(cfg, name: str, info: dict) -> str:
     """The one line that runs suite case `name` again, as this command ran it."""
-    import shlex
-
-    from eagle3_check.gating.repro import program_flags
+    from eagle3_check.gating.repro import one_line, program_flags
 
     values = {**option_values(cfg), "fixture": info.get("fixture") or cfg.fixture}
     runner = ["--runner", cfg.runner] if cfg.runner and cfg.runner not in ("reference", "device") else []
-    return shlex.join(["eagle3-check", "check", *program_flags(values), *runner, "--suite", name])
+    return one_line(["eagle3-check", "check", *program_flags(values), *runner, "--suite", name])
 
 
 def case_flags(case) -> dict:

@@ -138,7 +138,7 @@ def _device(cfg) -> None:
 def _paths(cfg):
     """Input paths: directories are directories, files are regular files (a FIFO, a device or a
     directory is named as what it is: inputs.regular_file); the -o path is writable (atomic.check_writable)."""
-    from eagle3_check.atomic import check_writable
+    from eagle3_check.atomic import check_dir_creatable, check_writable
     from eagle3_check.inputs import kind_of, regular_file
 
     resolved = {}
@@ -151,6 +151,9 @@ def _paths(cfg):
                 raise InputError(f"{flag} {value}: is {kind_of(Path(value).stat().st_mode)}", "an existing directory",
                                  f"fix the {flag} path")
             resolved[dest] = str(resolve_model_dir(value, flag))
+            from eagle3_check.resources import check_config_dimensions
+
+            check_config_dimensions(Path(resolved[dest]) / "config.json", f"{dest} config")  # before torch
     for dest, flag in FILES.items():
         value = getattr(cfg, dest)
         if dest == "baseline" and cfg.golden_command == "baseline":
@@ -165,9 +168,14 @@ def _paths(cfg):
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
         if not Path(value).is_dir():
             regular_file(value, "golden", "pass a golden file or a directory of them")
-    if cfg.root and Path(cfg.root).exists() and not Path(cfg.root).is_dir():  # created when missing
-        raise InputError(f"--root {cfg.root} exists and is not a directory", "a directory (created when missing)",
-                         "pass a directory path")
+    if cfg.root:  # created when missing: a file in the way or an unwritable parent is refused now
+        check_dir_creatable(cfg.root, "--root")
+    if cfg.shrink_dir and cfg.has("shrink_dir"):
+        check_dir_creatable(cfg.shrink_dir, "--shrink-dir")
+    if cfg.dir and cfg.golden_command == "record":
+        check_dir_creatable(cfg.dir, "--dir")
+    if cfg.baseline and cfg.golden_command == "baseline":  # `golden baseline --baseline FILE` writes it
+        check_writable(cfg.baseline, "--baseline")
     if cfg.html:  # before the run: a missing directory must not lose the report
         check_writable(cfg.html, "--html")
     if cfg.output:

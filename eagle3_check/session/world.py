@@ -86,6 +86,8 @@ def eager_program(cfg, overrides: dict):
         tok_path = Path(cfg.tokenizer) if cfg.tokenizer else fx.tokenizer_path
         program = EagerBackend.from_fixture(fx, device, dtype, reuse_outputs=True, **overrides)
         info = {"fixture": fx.name}
+    if getattr(program, "weight_conversion", None):  # weights stored in another dtype than they run in
+        info["weight_conversion"] = program.weight_conversion
     return program, target_dir, tok_path, info
 
 

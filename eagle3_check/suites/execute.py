@@ -94,6 +94,7 @@ class SuiteEnv:
         self.tolerance = tolerance
         self._refs: dict[tuple, Any] = {}
         self._toys: dict[tuple, ToyProgram] = {}  # Case.toy -> its toy program, built once
+        self.one_program: SpeculatorProgram | None = None  # `fixed`: the one given program (no spec is built)
 
     @classmethod
     def eager(cls, fixture_name: str = "tiny-llama", device: str = "cpu", dtype: str = "float32",
@@ -130,7 +131,9 @@ class SuiteEnv:
         `reference` is anything with `greedy(ids, n, stop_ids)` (the HF reference), or SELF: the
         program's own target methods, the fair reference for a quantized program (forcing needs
         the program's own greedy tokens; its margins are unknown, so no divergence is a tie)."""
-        return cls(lambda spec: program, tokenizer, reference, prompts, tolerance, fixture)
+        env = cls(lambda spec: program, tokenizer, reference, prompts, tolerance, fixture)
+        env.one_program = program
+        return env
 
     def greedy(self, ids: list[int], n: int, program: SpeculatorProgram):
         """The program's own greedy continuation of `ids`, at least n tokens where it can give them
