@@ -39,7 +39,7 @@ from eagle3_check.run.options import (
 )
 from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
 from eagle3_check.run.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
-from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunks
+from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -130,7 +130,9 @@ class ReferenceRunner:
         features = []  # per chunk [1, T, H]; copies when chunked (the next prefill may overwrite its output)
         start = 0
         for t in chunks:  # one prefill per chunk at its positions; the bonus is the last chunk's
-            bonus_t, feature = call("prefill", prompt_t[:, start : start + t], place.positions(start, t))
+            # a chunk below min prefill (the tail rule's) is sent as the seed's runner sends it: the program decides
+            bonus_t, feature = prefill_chunk(lambda tok, pos: call("prefill", tok, pos), prompt_t[:, start : start + t],
+                                             place.positions(start, t), chunks, md)
             place.check("prefill", bonus_t, feature[:, -1:], 1)
             if feature.shape[:2] != (1, t):
                 raise ContractViolation(

@@ -43,7 +43,7 @@ from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.run.result import Runner
-from eagle3_check.run.rules import runnable_chunks
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.run.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.audit import result_problems
@@ -224,7 +224,8 @@ def about_the_run():
 
 def case_error(case: Case, e: Eagle3CheckError) -> CaseResult:
     """A case whose set-up or run raised a user-facing error: it fails with the error's one line
-    (type and message, e.g. "OptionError: chunked prefill of L = 33 plans chunks [16, 8, 9]: ...")."""
+    (type and message, e.g. "OptionError: chunked prefill of L = 33, chunks [16, 8, 9] ...: the program
+    refused the 8-token chunk, below its declared min prefill 9; ...")."""
     return CaseResult(case.name, FAIL, f"{type(e).__name__}: {first_line(e)}", {"error": type(e).__name__})
 
 
@@ -287,8 +288,8 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     base_stops = stop_set(env.tokenizer, md, options).ids
     prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, accepts)
     options, patch = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
-    # the plan the call audit expects; a chunk below the program's min prefill fails the case here
-    chunks = runnable_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+    # the plan the call audit expects (a chunk below min prefill included: the program decides, rules.prefill_chunk)
+    chunks = prefill_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
         if options.chunked_prefill else None
     tokenizer = patch.tokenizer(env.tokenizer)  # a variant whose EOS differs from the program's
     if patch.changes_program:
