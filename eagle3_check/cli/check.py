@@ -204,9 +204,7 @@ def exec_main(ctx) -> int:
             print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
                               "provenance": report_provenance(ctx.cfg, info.get("fixture"))}, indent=2))
         else:
-            prof = report.info["profile"]
-            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner} (runner profile {prof['name']}: "
-                  f"{prof['found']})\n" + format_suite_table(report))
+            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner}\n" + format_suite_table(report))
         return 0 if report.passed else 1
     from eagle3_check.binary.check import format_exec_table
 

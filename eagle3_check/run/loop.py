@@ -38,6 +38,7 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
+from eagle3_check.run.profiles import DESIGN_NAME, profile_named
 from eagle3_check.run.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
 from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
@@ -83,6 +84,7 @@ class ReferenceRunner:
 
     name = "reference"
     plan = staticmethod(prefill_chunks)  # the chunked-prefill plan (a test runner swaps in a wrong one)
+    profile = DESIGN_NAME  # DESIGN §2 as written; `--runner-profile NAME` runs a seed version's rules (run/profiles.py)
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]
@@ -96,6 +98,7 @@ class ReferenceRunner:
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
     ) -> RunResult:
         md = read_metadata(program.metadata())
+        options = profile_named(self.profile).request(options, md)  # K clamp, chunking: the profile's
         check_tokenizer(tokenizer, md)
         vocab = md.vocab_size or tokenizer.vocab_size
         k = check_options(options, md, vocab)

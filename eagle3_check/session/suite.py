@@ -62,6 +62,8 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
         set_threads(cfg.device, cfg.threads)
         envs = [lambda n=n: (SuiteEnv.eager(n, cfg.device, cfg.dtype, cfg.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
+    from eagle3_check.run.profiles import profile_info
+
     runner = ctx.runner
     reports, bar = [], None
     for make_env in envs:
@@ -70,7 +72,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
             bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suite}", unit="case")
         report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
-                           reference=cfg.reference)
+                           reference=cfg.reference, profile=profile_info(runner))
         if cfg.shrink:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
             from eagle3_check.session.shrink_route import shrink_suite_and_write
 
