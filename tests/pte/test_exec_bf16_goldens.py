@@ -57,3 +57,18 @@ def test_on_a_float32_program_the_bf16_golden_skips_for_its_dtype(pte_path, pte_
     assert not out.verified and not out.diffs
     assert out.skipped == {load_golden(BF16).key.stem: f"a bfloat16 golden; {pte_path.name} is a float32 program "
                            "(a binary runs the program's own dtype)"}
+
+
+def test_in_process_the_gate_skips_a_golden_of_another_dtype_too():
+    """gate --pte on a bf16 program: the fixture's float32 goldens skip, each saying so (they are
+    never run: the program factory is not called)."""
+    from eagle3_check.gating.golden_check import gate_goldens
+
+    def build(key):
+        raise AssertionError(f"{key.stem} was run")
+
+    paths = [p for p in sorted(golden_root().glob("tiny-llama__*.json"))]
+    out = gate_goldens(paths, build=build, pte="given", fixture="tiny-llama", dtype="bfloat16")
+    assert not out.runs and set(out.skipped) == {load_golden(p).key.stem for p in paths}
+    assert all(why == "a float32 golden; this program is a bfloat16 program (a golden applies in its own dtype)"
+               for why in out.skipped.values()), out.skipped
