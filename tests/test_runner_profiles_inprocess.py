@@ -132,3 +132,18 @@ def test_check_json_and_text_name_the_profile_and_how_it_was_found(capsys, argv,
     assert report["k"] == (7 if argv else 4)  # --chain 8 clamped to 7 under k-runtime
     assert main([*base, *argv]) == 0
     assert f"runner profile {want['name']} ({want['pr']}, {want['commit']}): {want['found']}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("runner, profile, chunked", [
+    (None, "chunked-prefill", True),  # our runner by the stack top's rules: every request chunked
+    (None, "k-runtime", False),
+    (None, None, False),
+    ("exec:./runner", "chunked-prefill", False),  # a binary chunks by itself (its own route)
+], ids=["ours-chunked-prefill", "ours-k-runtime", "ours-declared", "binary"])
+def test_a_given_profile_that_chunks_asks_every_request_chunked(runner, profile, chunked):
+    from eagle3_check.session.config import Config
+    from eagle3_check.session.world import given_options
+
+    cfg = Config(command="gate", runner=runner, runner_profile=profile, chunked_prefill=False,
+                 present=frozenset({"chunked_prefill"}))
+    assert given_options(cfg)["chunked_prefill"] is chunked
