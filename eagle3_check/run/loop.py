@@ -67,7 +67,7 @@ def check_prompt_len(n: int, md: Metadata, chunked: bool = False) -> None:
         if not md.min_prefill <= n < md.max_seq_len:
             raise OptionError(
                 f"prompt length L = {n} tokens",
-                f"L in [{md.min_prefill}, {md.max_seq_len - 1}] with chunked prefill (min prefill, max_seq_len - 1)",
+                f"L in [{md.min_prefill}, {md.max_seq_len - 1}] with chunked prefill (the prefill range's min, max_seq_len - 1)",
                 "shorten or lengthen the prompt, or re-export with a longer max_seq_len",
             )
         return
