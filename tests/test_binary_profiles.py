@@ -153,3 +153,13 @@ def test_runtime_noise_is_a_note_not_the_quoted_error():
     why = ProcessRun(["x"], 1, b"", err, 0.1).failure(10)
     assert "draft_decode failed" in why and "get_sliding_window" not in why
     assert last_error_line(f"{NOISE}\n".encode()) == "(no stderr)" and runtime_noise(b"E [a.cpp:1] b\n") == []
+
+
+def test_a_top_token_that_is_a_prefix_of_the_printed_one_backtracks_to_it():
+    """The seed printed Gemma's added token '<unused47>' whole, where the reference's argmax '<' is a
+    prefix of it (the real stack top on the seed's own tiny-gemma4 export, prompt 'harbour'): the
+    '<' path dead-ends (the text goes on), and the walk takes the token the bytes continue with."""
+    pieces = BytePieces({0: b" a", 6: b" d", 8: b"<", 9: b"<unused47>", 10: b"unused"})
+    score, decode = rows_for({(): (0, 6, 9.0), (0,): (8, 6, 9.0)})
+    rec = recover_ids(b" a<unused47>", 2, pieces, [0, 8], score, decode)
+    assert rec.ids == [0, 9] and rec.failure is None, rec

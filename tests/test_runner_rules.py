@@ -11,7 +11,7 @@ import pytest
 from eagle3_check.errors import OptionError
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import allowed_lengths, expected_length, runnable_chunks
+from eagle3_check.run.rules import allowed_lengths, expected_length, prefill_chunk
 from eagle3_check.suites import toy
 from eagle3_check.suites.instrument import RecordingProgram
 
@@ -192,33 +192,52 @@ def test_expected_length_worked_example():
     assert (exp.length, exp.reason) == (8, "context")
 
 
-# runnable_chunks: the chunk plan, or one line when the tail rule plans a chunk under the program's min
-# (worked example in its docstring: L = 33, max 32, min 9 -> chunk 16 -> [16, 8, 9]).
-_FIX = ("Fix: export prefill with min 1 (export --min-prefill 1), or with a chunk size of at least 2 x min prefill "
-        "- 1 = 17 (max prefill >= 34 without a sliding window) so that no tail falls under the min")
+# prefill_chunk: a chunk below the declared min prefill goes to the program, which decides; a refusal
+# is one line (worked example in short_chunk_refused: L = 33, max 32, min 9 -> chunk 16 -> [16, 8, 9]).
+_FIX = "Fix: export --min-prefill 1, or a chunk >= 2 x min - 1 = 17"
 
 
-@pytest.mark.parametrize("args, plan", [
-    pytest.param((40, 32, 9, None), [16, 15, 9], id="tail-shortened-but-within-min"),
-    pytest.param((33, 34, 9, None), [17, 16], id="chunk-2min-1-never-short"),
-    pytest.param((9, 32, 9, None), [9], id="one-chunk-at-min"),
+class _Md:  # the Metadata fields prefill_chunk reads
+    def __init__(self, min_prefill=9, max_prefill=32, sliding_window=None):
+        self.min_prefill, self.max_prefill, self.sliding_window = min_prefill, max_prefill, sliding_window
+
+
+def _refusing(tokens, positions):
+    raise OptionError(f"prefill called with length {tokens.shape[-1]}", "a length in [9, 32]", "re-export")
+
+
+@pytest.mark.parametrize("t", [8, 9, 16], ids=["below-min", "at-min", "full-chunk"])
+def test_prefill_chunk_sends_every_chunk_and_returns_what_the_program_gives(t):
+    import torch
+
+    seen = []
+    out = prefill_chunk(lambda tok, pos: seen.append(tok.shape[-1]) or ("bonus", "feature"),
+                        torch.zeros(1, t), torch.arange(t), [16, 8, 9], _Md())
+    assert out == ("bonus", "feature") and seen == [t]
+
+
+@pytest.mark.parametrize("plan, t, window, head", [
+    pytest.param([16, 8, 9], 8, None, "chunked prefill of L = 33, chunks [16, 8, 9] (chunk 16: max prefill // 2): the "
+                 "program refused the 8-token chunk, below its declared min prefill 9", id="half-max-prefill"),
+    pytest.param([6, 5, 9], 5, 6, "chunked prefill of L = 20, chunks [6, 5, 9] (chunk 6: the sliding window): the "
+                 "program refused the 5-token chunk, below its declared min prefill 9", id="sliding-window"),
 ])
-def test_runnable_chunks_returns_the_plan_when_every_chunk_fits(args, plan):
-    assert runnable_chunks(*args) == plan
+def test_a_refused_short_chunk_names_the_chunk_the_min_the_rule_and_the_fix(plan, t, window, head):
+    import torch
 
-
-@pytest.mark.parametrize("args, head", [
-    pytest.param((33, 32, 9, None), "chunked prefill of L = 33 plans chunks [16, 8, 9]: the 8-token chunk is below the "
-                 "program's declared min prefill 9 (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
-                 "(remaining - min prefill) with chunk 16 (max prefill // 2)", id="half-max-prefill"),
-    pytest.param((20, 32, 9, 6), "chunked prefill of L = 20 plans chunks [6, 5, 9]: the 6-token chunk is below the "
-                 "program's declared min prefill 9 (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
-                 "(remaining - min prefill) with chunk 6 (the sliding window)", id="sliding-window"),
-])
-def test_runnable_chunks_names_the_short_chunk_the_range_and_the_fix(args, head):
     with pytest.raises(OptionError) as e:
-        runnable_chunks(*args)
-    assert str(e.value) == f"{head}; expected every chunk within the program's prefill range [9, 32]. {_FIX}"
+        prefill_chunk(_refusing, torch.zeros(1, t), torch.arange(t), plan, _Md(sliding_window=window))
+    why = f"OptionError: prefill called with length {t}; expected a length in [9, 32]. Fix: re-export"
+    assert str(e.value) == (f"{head}; expected a prefill that takes the chunks of the tail rule (DESIGN §2.4). "
+                            f"{_FIX} (the program said: {why})")
+    assert len("OptionError: " + str(e.value).split(" (the program said")[0]) <= 300  # whole in a crash line (cut at 300)
+
+
+def test_a_refusal_of_a_chunk_at_or_above_the_min_is_the_program_s_own_error():
+    import torch
+
+    with pytest.raises(OptionError, match="^prefill called with length 9;"):
+        prefill_chunk(_refusing, torch.zeros(1, 9), torch.arange(9), [16, 8, 9], _Md())
 
 
 # --- the lengths allowed when the accepted counts are unknown (a runner binary) ---------

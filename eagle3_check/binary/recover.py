@@ -93,8 +93,9 @@ def recover_ids(text: bytes, n: int, pieces: BytePieces, greedy: list[int],
                 for form, quirk in printed_forms(pieces.pieces.get(c, b"")):
                     if text.startswith(form, pos) and (form or quirk is None or pos == len(text)):
                         matches.append((c, rank, form, quirk))
-        if not matches and i < n and i < len(rows.argmax):  # past the top two: any token the bytes continue with
-            matches = [(c, None, form, quirk) for c, form, quirk in _by_bytes(pieces, text, pos)]
+        if i < n and i < len(rows.argmax):  # past the top two: any token the bytes continue with, tried after them
+            seen = {m[0] for m in matches}  # (a top token may be a prefix of the printed one: "<" of "<unused47>")
+            matches += [(c, None, form, quirk) for c, form, quirk in _by_bytes(pieces, text, pos) if c not in seen]
         if not matches:
             if (i, pos) >= furthest[:2]:
                 furthest = (i, pos, _candidates(rows, i), text[pos:pos + 16])

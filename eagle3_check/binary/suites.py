@@ -31,7 +31,6 @@ from eagle3_check.binary.runner import (
 )
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.run.profiles import RunnerProfile
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import (
     SKIP,
@@ -45,6 +44,7 @@ from eagle3_check.suites.execute import (
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.report import SuiteReport
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
+from eagle3_check.suites.turns import profile_turns
 
 BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
 
@@ -174,27 +174,6 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
         return CaseResult(case.name, FAIL, "; ".join(problems), details)
     return CaseResult(case.name, PASS, verdict.message + (f" (not observed: {', '.join(unseen)})" if unseen else ""),
                       details)
-
-
-def profile_turns(case: Case, md, k_asked: int | None, prof: RunnerProfile) -> str | None:
-    """Why the binary's profile runs an error case instead of refusing it (None: the case stays):
-    K at runtime maps any --chain to a K in [1, 7] (<= 0: get_chain_len), so a K outside the
-    program's range is a run of the clamped K when the program takes that one; chunked prefill
-    chunks a prompt past max prefill. Example: k-runtime, get_chain_len 4, range [1, 7]: the case
-    `chain/hi+1` (--chain=8) runs K = 7, `chain/lo-1` (--chain=0) runs K = 4."""
-    if not case.expect.error:
-        return None
-    lo, hi = md.k_range
-    if "chain length K =" in case.expect.mentions and prof.chain_flag and k_asked is not None:
-        k = prof.chain_k(k_asked, md.chain_len)
-        if lo <= k <= hi:
-            return (f"profile {prof.name} ({prof.pr}) runs --chain={k_asked} as K = {k} (<= 0: get_chain_len, then "
-                    "clamped to [1, 7]) instead of refusing it; the header's K is checked")
-    if "prefill range" in case.expect.mentions and prof.chunks and case.prompt.anchor == "max_prefill" \
-            and case.prompt.offset > 0:
-        return (f"profile {prof.name} ({prof.pr}) chunks a prompt past max prefill {md.max_prefill} instead of "
-                "refusing it")
-    return None
 
 
 def _decode(env: SuiteEnv, ids: list[int], base, max_seq_len: int):

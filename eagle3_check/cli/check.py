@@ -216,9 +216,7 @@ def exec_main(ctx) -> int:
             print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
                               "provenance": report_provenance(ctx.cfg, info.get("fixture"))}, indent=2))
         else:
-            prof = report.info["profile"]
-            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner} (runner profile {prof['name']}: "
-                  f"{prof['found']})\n" + format_suite_table(report))
+            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner}\n" + format_suite_table(report))
             if report.shrunk_lines:
                 print("\n".join(report.shrunk_lines))
         return 0 if report.passed else 1

@@ -138,7 +138,9 @@ def add_timeout_arg(p: argparse.ArgumentParser) -> None:
                    "with a timeout and the report is still written. An in-process runner is abandoned (its "
                    "thread stops at its next program call); a runner binary's process group is killed")
     p.add_argument("--runner-profile", default=None, metavar="NAME",
-                   help="a runner binary's rules: runner-pr (#20156), k-runtime (#20345) or chunked-prefill "
-                   "(#20347, the stack top); default: detected from the binary's --help (docs/runner-binaries.md)")
+                   help="the runner's rules: runner-pr (#20156), k-runtime (#20345), chunked-prefill "
+                   "(#20347, the stack top) or design (DESIGN §2); default: a binary's from its --help, an "
+                   "in-process runner's as it declares (ours: design; none declared: the newest). Our "
+                   "reference runner runs by the one given (docs/runner-binaries.md)")
 
 

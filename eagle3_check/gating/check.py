@@ -40,6 +40,7 @@ from eagle3_check.run.options import (
     prompt_ids,
     stop_set,
 )
+from eagle3_check.run.profiles import declared
 from eagle3_check.run.result import Runner, RunResult
 from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.status import FAIL, PASS, TIE
@@ -213,7 +214,11 @@ def run_check(
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
-    k = check_options(options, md, md.vocab_size or tokenizer.vocab_size)
+    # the request as the runner's profile runs it (run/profiles.py: K clamped, every prompt chunked, or as
+    # given); the runner is asked with the K given (its clamp is checked) and the profile's chunking
+    judged = declared(runner)[0].request(options, md)
+    k = check_options(judged, md, md.vocab_size or tokenizer.vocab_size)
+    options = dataclasses.replace(options, chunked_prefill=judged.chunked_prefill)
     stops = stop_set(tokenizer, md, options)
     report = CheckReport(k=k, tie_budget=tie_budget)
     prompts = list(prompts)
@@ -277,6 +282,9 @@ def format_table(report: CheckReport) -> str:
         form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
         lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
                      f"K range {info['k_range']} from {info.get('k_source')}")
+    prof = info.get("profile")
+    if prof:  # the runner's rules and how they were found (declared / detected / given)
+        lines.append(f"runner profile {prof['name']} ({prof['pr']}, {prof['commit']}): {prof['found']}")
     for key in ("run_options", "program_shape", "weight_conversion"):  # the options, the --target shape, the dtypes
         if key in info:
             lines += [info[key]["summary"], *(f"note: {n}" for n in info[key].get("notes", []))]

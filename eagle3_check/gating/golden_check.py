@@ -142,12 +142,15 @@ def gate_goldens(
     pte: str | Path | None = None,
     fixture: str | None = None,
     data_path: str | Path | None = None,
+    dtype: str | None = None,
 ) -> GateOutcome:
     """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
 
     Goldens this machine cannot run (a .pte golden without `pte`, a CUDA golden without a
     GPU) are listed in `skipped` with the reason; `build` replaces the program factory.
-    With `fixture` (the gate's one program), goldens of other fixtures are skipped too."""
+    With `fixture` (the gate's one program), goldens of other fixtures are skipped too, and with
+    `dtype` (that program's), goldens of another dtype (a bf16 program's near-ties differ from a
+    float32 golden's tokens: never a silent mismatch)."""
     build = build or (lambda key: program_for_key(key, pte, data_path))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     paths = golden_paths(paths)
@@ -169,6 +172,8 @@ def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, p
         why = unavailable(key, pte)
         if fixture and key.fixture != fixture:
             why = f"a golden of fixture {key.fixture}; this program is {fixture}"
+        elif dtype and key.dtype != dtype and not why:
+            why = f"a {key.dtype} golden; this program is a {dtype} program (a golden applies in its own dtype)"
         if why:
             out.skipped[key.stem] = why
             if on_prompt:

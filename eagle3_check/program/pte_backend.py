@@ -7,7 +7,9 @@ caches (the prefill's KV cache would be lost), see docs/pte.md.
 
 ExecuTorch enforces the upper bound of a dynamic length but not the lower one, so the
 exported ranges (prefill chunk, verify window, draft length) are checked here, before a
-call, with an error that names the range.
+call, with an error that names the range; except a prefill below the declared min, which goes
+to the runtime as the seed's runner sends it (the chunk-tail rule of DESIGN §2.4 plans such
+chunks; the program decides, `rules.prefill_chunk`).
 
 What the program's own method meta says is read once, at load:
 - the target_verify form (DESIGN §1): 2 inputs (tokens, positions), or 3 with an int32
@@ -234,6 +236,8 @@ class PteBackend(SpeculatorProgram):
     def _call(self, method: str, args: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         n = args[0].shape[-1]
         lo, hi = self._ranges[method]
+        if method == "prefill" and n < lo:  # a chunk-tail chunk: the runtime's to take or refuse
+            return self.execute(method, args)
         if not lo <= n <= hi:
             raise OptionError(
                 f"{method} called with length {n}", f"a length in the exported range [{lo}, {hi}]",

@@ -22,8 +22,9 @@ look-back window near the context end), so where the runner agrees with `self_gr
 rows are the very calls `self_greedy` makes.
 
 A prompt beyond the program's max prefill is prefilled in the chunks of DESIGN §2 rule 4
-(`rules.prefill_chunks`), the only way such a program can take it; a plan with a chunk below the
-program's min prefill is refused with one line (`rules.runnable_chunks`): the program cannot take it.
+(`rules.prefill_chunks`), the only way such a program can take it; a chunk below the program's
+declared min prefill (the tail rule's) is sent as the seed's runner sends it, and a program that
+refuses it fails with one line (`rules.prefill_chunk`).
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ import torch
 
 from eagle3_check.program.contract import Metadata, SpeculatorProgram, read_metadata
 from eagle3_check.reference.hf import ReferenceResult, Scores, valid_prefix
-from eagle3_check.run.rules import runnable_chunks
+from eagle3_check.run.rules import prefill_chunk, prefill_chunks
 
 
 def _prefill(program: SpeculatorProgram, prompt_ids: list[int], md: Metadata) -> int:
     """The bonus after `prompt_ids`: one prefill, or the rule-4 chunks when L > max prefill."""
     L = len(prompt_ids)
-    chunks = runnable_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) if L > md.max_prefill else [L]
+    chunks = prefill_chunks(L, md.max_prefill, md.min_prefill, md.sliding_window) if L > md.max_prefill else [L]
     start = 0
     for t in chunks:
-        bonus, _ = program.prefill(torch.tensor([prompt_ids[start : start + t]]), torch.arange(start, start + t))
+        bonus, _ = prefill_chunk(program.prefill, torch.tensor([prompt_ids[start : start + t]]),
+                                 torch.arange(start, start + t), chunks, md)
         start += t  # bonus [1, 1], feature [1, t, H]
     return int(bonus.reshape(-1)[0])
 

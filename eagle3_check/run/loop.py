@@ -38,8 +38,9 @@ from eagle3_check.run.options import (
     stop_set,
 )
 from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
+from eagle3_check.run.profiles import DESIGN_NAME, profile_named
 from eagle3_check.run.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
-from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunks
+from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -66,7 +67,7 @@ def check_prompt_len(n: int, md: Metadata, chunked: bool = False) -> None:
         if not md.min_prefill <= n < md.max_seq_len:
             raise OptionError(
                 f"prompt length L = {n} tokens",
-                f"L in [{md.min_prefill}, {md.max_seq_len - 1}] with chunked prefill (min prefill, max_seq_len - 1)",
+                f"L in [{md.min_prefill}, {md.max_seq_len - 1}] with chunked prefill (the prefill range's min, max_seq_len - 1)",
                 "shorten or lengthen the prompt, or re-export with a longer max_seq_len",
             )
         return
@@ -83,6 +84,7 @@ class ReferenceRunner:
 
     name = "reference"
     plan = staticmethod(prefill_chunks)  # the chunked-prefill plan (a test runner swaps in a wrong one)
+    profile = DESIGN_NAME  # DESIGN §2 as written; `--runner-profile NAME` runs a seed version's rules (run/profiles.py)
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]
@@ -96,6 +98,7 @@ class ReferenceRunner:
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
     ) -> RunResult:
         md = read_metadata(program.metadata())
+        options = profile_named(self.profile).request(options, md)  # K clamp, chunking: the profile's
         check_tokenizer(tokenizer, md)
         vocab = md.vocab_size or tokenizer.vocab_size
         k = check_options(options, md, vocab)
@@ -130,7 +133,9 @@ class ReferenceRunner:
         features = []  # per chunk [1, T, H]; copies when chunked (the next prefill may overwrite its output)
         start = 0
         for t in chunks:  # one prefill per chunk at its positions; the bonus is the last chunk's
-            bonus_t, feature = call("prefill", prompt_t[:, start : start + t], place.positions(start, t))
+            # a chunk below min prefill (the tail rule's) is sent as the seed's runner sends it: the program decides
+            bonus_t, feature = prefill_chunk(lambda tok, pos: call("prefill", tok, pos), prompt_t[:, start : start + t],
+                                             place.positions(start, t), chunks, md)
             place.check("prefill", bonus_t, feature[:, -1:], 1)
             if feature.shape[:2] != (1, t):
                 raise ContractViolation(

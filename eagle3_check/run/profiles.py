@@ -18,13 +18,19 @@ each next chunk is min(remaining, chunk), or remaining - min_prefill when that w
 within max prefill too; L >= max_seq_len and L < min_prefill are errors. The K clamp of
 k-runtime: K = --chain if > 0 else get_chain_len, then clamp(K, 1, 7) (verify M = K + 1 <= 8);
 a K the program's target_verify cannot take is then the runtime's error, not the clamp's.
+
+In-process runners declare their profile (`profile = NAME` on the runner; `declared`): ours
+(`ReferenceRunner`) declares `design`, DESIGN §2 as written (K out of range and L past max prefill
+are errors; `--chunked-prefill` chunks as #20347), and runs any profile it is given
+(`--runner-profile NAME`, `RunnerProfile.request`); a plug-in that declares none is taken as the
+newest. Reports name the profile and how it was found: declared, detected (a binary's --help) or given.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from eagle3_check.errors import InputError
+from eagle3_check.errors import InputError, OptionError
 from eagle3_check.run.rules import prefill_chunk_size, prefill_chunks
 
 CLAMP = (1, 7)  # main.cpp from #20345 on: K clamped to [1, 7] (verify M = K + 1 <= 8)
@@ -38,6 +44,7 @@ class RunnerProfile:
     chain_flag: bool  # `--chain` exists (K at runtime)
     chunks: bool  # prompts longer than the chunk are prefilled in chunks
     prompt_file: bool = False  # `--prompt_file` exists (the stack top, #20348)
+    clamps: bool = True  # a K out of [1, 7] is clamped (False: DESIGN §2's error, the `design` profile)
 
     def chain_k(self, requested: int | None, chain_len: int) -> int:
         """The K this runner runs for `--chain=requested` (None: the flag not given).
@@ -45,6 +52,8 @@ class RunnerProfile:
         6 -> 6, 8 -> 7."""
         if not self.chain_flag:
             return chain_len
+        if not self.clamps:
+            return chain_len if requested is None else requested
         k = requested if requested is not None and requested > 0 else chain_len
         return min(max(k, CLAMP[0]), CLAMP[1])
 
@@ -71,12 +80,66 @@ class RunnerProfile:
     def describe(self) -> str:
         return f"{self.name} ({self.pr}, {self.commit})"
 
+    def request(self, options, md):
+        """The options an in-process runner runs a request with under this profile (RunOptions, md:
+        Metadata), or this profile's refusal: K by `chain_k` (runner-pr: a K other than get_chain_len
+        is refused, it has no --chain); chunked-prefill chunks every request; the others refuse
+        --chunked-prefill. `design` returns the options unchanged (DESIGN §2's own errors follow)."""
+        if self.name == DESIGN_NAME:
+            return options
+        if not self.chain_flag and options.chain_len not in (None, md.chain_len):
+            raise OptionError(f"chain length K = {options.chain_len} under runner profile {self.name} ({self.pr})",
+                              f"K = get_chain_len = {md.chain_len} (this runner has no --chain)",
+                              "drop -k, or pass --runner-profile k-runtime")
+        if options.chunked_prefill and not self.chunks:
+            raise OptionError(f"--chunked-prefill under runner profile {self.name} ({self.pr})",
+                              "a profile that chunks (chunked-prefill, #20347)",
+                              "drop --chunked-prefill, or pass --runner-profile chunked-prefill")
+        k = self.chain_k(options.chain_len, md.chain_len)
+        return replace(options, chain_len=None if k == md.chain_len else k, chunked_prefill=self.chunks)
+
+    def info(self, found: str) -> dict:
+        return {"name": self.name, "pr": self.pr, "commit": self.commit, "found": found}
+
 
 RUNNER_PR = RunnerProfile("runner-pr", "#20156", "ac69057c9b", chain_flag=False, chunks=False)
 K_RUNTIME = RunnerProfile("k-runtime", "#20345", "5ac44d4af1", chain_flag=True, chunks=False)
 CHUNKED = RunnerProfile("chunked-prefill", "#20347", "6d2645a8ac", chain_flag=True, chunks=True, prompt_file=True)
-PROFILES = {p.name: p for p in (RUNNER_PR, K_RUNTIME, CHUNKED)}
+DESIGN_NAME = "design"
+DESIGN_RULES = RunnerProfile(DESIGN_NAME, "DESIGN §2", "rules 1-10", chain_flag=True, chunks=False, clamps=False)
+PROFILES = {p.name: p for p in (RUNNER_PR, K_RUNTIME, CHUNKED, DESIGN_RULES)}
 NEWEST = CHUNKED
+
+
+def _innermost(runner):
+    """The runner under its wrappers (a time limit's `.runner`)."""
+    seen = 0
+    while hasattr(runner, "runner") and seen < 8:
+        runner, seen = runner.runner, seen + 1
+    return runner
+
+
+def declare(runner, name: str, flag: str = "--runner-profile") -> None:
+    """`--runner-profile NAME` for an in-process runner: the profile its requests are judged by (our
+    ReferenceRunner also runs by it)."""
+    inner = _innermost(runner)
+    profile_named(name, flag)
+    inner.profile, inner.profile_found = name, f"given ({flag} {name})"
+
+
+def declared(runner) -> tuple[RunnerProfile, str]:
+    """An in-process runner's profile and how it was found: given (`declare`), declared by the
+    runner (`profile = NAME`), else the newest."""
+    inner = _innermost(runner)
+    name = getattr(inner, "profile", None)
+    if name is None and getattr(inner, "isolated", False):
+        return NEWEST, "the newest: the plug-in runs in its own process, where its declaration is not read"
+    if name is None:
+        return NEWEST, f"the newest: {type(inner).__name__} declares no profile"
+    if isinstance(name, RunnerProfile):
+        name = name.name
+    prof = profile_named(str(name), f"{type(inner).__name__}.profile")
+    return prof, getattr(inner, "profile_found", None) or f"declared ({type(inner).__name__}.profile = {name!r})"
 
 
 def profile_named(name: str, flag: str = "--runner-profile") -> RunnerProfile:
@@ -98,3 +161,11 @@ def detect(help_text: bytes) -> tuple[RunnerProfile, str] | None:
         return K_RUNTIME, ("--help lists --chain but not --prompt_file (#20345; a #20347 build lists the same "
                            "flags: give --runner-profile chunked-prefill for it)")
     return RUNNER_PR, "--help lists no --chain (the runner PR, #20156)"
+
+
+def profile_info(runner) -> dict:
+    """{name, pr, commit, found} of any runner: a binary's (detected or given) or an in-process one's."""
+    if callable(getattr(runner, "profile_info", None)):
+        return runner.profile_info()
+    prof, found = declared(runner)
+    return prof.info(found)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle3_check.errors import OptionError
+from eagle3_check.errors import Eagle3CheckError, OptionError
 
 STOP, MAX_NEW, CONTEXT = "stop", "max_new", "context"  # a run's stop_reason
 EARLY = "stopped early"  # an Expected reason only: the run ended while the rules say go on
@@ -136,27 +136,38 @@ def prefill_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_
     return out
 
 
-def runnable_chunks(prompt_len: int, max_prefill: int, min_prefill: int, sliding_window: int | None) -> list[int]:
-    """`prefill_chunks`, refused with a one-line OptionError when a chunk falls below the program's
-    declared min prefill: its prefill cannot take that call (a `.pte` refuses it), so neither the
-    self reference nor a case can run the request on this program.
-
-    The tail rule shortens a chunk to remaining - min_prefill; that is below min_prefill unless
-    chunk >= 2 * min_prefill - 1 (a shortened step is remaining - min with remaining > chunk, so at
-    least chunk - min + 1). Worked example: L = 33, max_prefill 32, min_prefill 9 -> chunk 16;
-    remaining 33: 16 leaves 17 -> 16; remaining 17: 16 would leave 1 < 9 -> 17 - 9 = 8; then 9:
-    plan [16, 8, 9], the 8 is refused (chunk 16 < 2 * 9 - 1 = 17)."""
-    plan = prefill_chunks(prompt_len, max_prefill, min_prefill, sliding_window)
-    short = next((c for c in plan if c < min_prefill), None)
-    if short is None:
-        return plan
+def short_chunk_refused(prompt_len: int, plan: list[int], short: int, max_prefill: int, min_prefill: int,
+                        sliding_window: int | None, why: str) -> OptionError:
+    """The one-line failure of a chunked prefill whose program refused a chunk below its declared min
+    prefill. The chunk-tail rule shortens a chunk to remaining - min_prefill, which is below
+    min_prefill unless chunk >= 2 * min_prefill - 1; the seed's runner sends that chunk as planned
+    and the program decides (an ExecuTorch runtime checks only upper bounds and takes it; a program
+    that refuses it fails the request here). `why`: the program's own error, shortened.
+    Worked example: L = 33, max_prefill 32, min_prefill 9 -> chunk 16; remaining 33: 16 leaves 17
+    -> 16; remaining 17: 16 would leave 1 < 9 -> 17 - 9 = 8; then 9: plan [16, 8, 9], the 8 is
+    below the min (chunk 16 < 2 * 9 - 1 = 17)."""
     chunk = prefill_chunk_size(max_prefill, sliding_window)
     source = "the sliding window" if sliding_window else "max prefill // 2"
-    raise OptionError(
-        f"chunked prefill of L = {prompt_len} plans chunks {plan}: the {short}-token chunk is below the program's "
-        f"declared min prefill {min_prefill} (get_min_prefill_chunk): the chunk-tail rule of DESIGN §2.4 "
-        f"(remaining - min prefill) with chunk {chunk} ({source})",
-        f"every chunk within the program's prefill range [{min_prefill}, {max_prefill}]",
-        f"export prefill with min 1 (export --min-prefill 1), or with a chunk size of at least 2 x min prefill - 1 "
-        f"= {2 * min_prefill - 1} (max prefill >= {2 * (2 * min_prefill - 1)} without a sliding window) so that no "
-        "tail falls under the min")
+    why = " ".join(why.split())
+    return OptionError(  # the program's own error last: a crash line cut at 300 characters loses only it
+        f"chunked prefill of L = {prompt_len}, chunks {plan} (chunk {chunk}: {source}): the program refused the "
+        f"{short}-token chunk, below its declared min prefill {min_prefill}",
+        "a prefill that takes the chunks of the tail rule (DESIGN §2.4)",
+        f"export --min-prefill 1, or a chunk >= 2 x min - 1 = {2 * min_prefill - 1} (the program said: {why[:120]})")
+
+
+REFUSALS = (Eagle3CheckError, RuntimeError, ValueError, IndexError, TypeError)  # a program's "no" (not a timeout)
+
+
+def prefill_chunk(prefill, tokens, positions, plan: list[int], md):  # [1, T], [T] -> [1, 1], [1, T, H]
+    """`prefill(tokens, positions)` for one chunk of `plan` (md: the program's Metadata), as the seed's
+    runner sends it: a chunk below the declared min prefill goes to the program like any other, and
+    the program decides; its refusal of that chunk is `short_chunk_refused` (one line)."""
+    t = int(tokens.shape[-1])
+    if t >= md.min_prefill:
+        return prefill(tokens, positions)
+    try:
+        return prefill(tokens, positions)
+    except REFUSALS as e:
+        raise short_chunk_refused(sum(plan), plan, t, md.max_prefill, md.min_prefill, md.sliding_window,
+                                  f"{type(e).__name__}: {e}") from None

@@ -64,7 +64,10 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     finally:
         bar.close()
     md = ctx.metadata()
+    from eagle3_check.run.profiles import profile_info
+
     report.info.update(setup.info, runner=ctx.runner_name, reference=cfg.reference, dtype=ctx.cfg.dtype,
+                       profile=profile_info(runner),
                        tie_tolerance=ctx.tolerance.describe(), k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
     if on_report:

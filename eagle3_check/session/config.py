@@ -56,7 +56,7 @@ class Config:
     prompts: str | None = None
     runner: str | None = None
     runner_timeout: float | None = None
-    runner_profile: str | None = None  # a runner binary's rules (run/profiles.py); default: from its --help
+    runner_profile: str | None = None  # the runner's rules (run/profiles.py); default: detected / declared
     isolate: bool = False  # the reference/device runner in its own process too (eagle3_check/isolate)
     in_process: bool = False  # a plug-in runner in the harness's process
     suite: str | None = None

@@ -148,6 +148,10 @@ class CheckContext:
             if self.cfg.runner_profile:
                 runner.set_profile(self.cfg.runner_profile)
             return runner
+        if self.cfg.runner_profile:  # an in-process runner judged by (ours: run by) the given profile
+            from eagle3_check.run.profiles import declare
+
+            declare(runner, self.cfg.runner_profile)
         return limited(runner, self.runner_name, self.cfg.runner_timeout, self.limit_flag)
 
     def close(self) -> None:

@@ -69,6 +69,8 @@ def gate_inputs(ctx: CheckContext):
         from eagle3_check.binary.gate import BinaryGate
 
         inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
+    if cfg.runner_profile and not ctx.is_exec and inputs.plugin is None:
+        inputs.plugin = ctx.runner  # ours, running by the given profile (run/profiles.py)
     if cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
     return inputs, (fx.name if fx else None), target_dir, resolved

@@ -68,6 +68,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
 
 
 def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: list | None) -> list:
+    from eagle3_check.run.profiles import profile_info
     from eagle3_check.suites.report import run_suite
 
     cfg = ctx.cfg
@@ -79,7 +80,7 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
             bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suite}", unit="case")
         report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
-                           reference=cfg.reference)
+                           reference=cfg.reference, profile=profile_info(runner))
         if cfg.shrink:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
             from eagle3_check.session.shrink_route import shrink_suite_and_write
 

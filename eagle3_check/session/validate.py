@@ -230,6 +230,11 @@ def _chain_len(cfg) -> None:
     k = cfg.chain_len
     if k is None:
         return
+    if getattr(cfg, "runner_profile", None):  # a profile that clamps K runs any -k (run/profiles.py)
+        from eagle3_check.run.profiles import profile_named
+
+        if profile_named(cfg.runner_profile).clamps and profile_named(cfg.runner_profile).chain_flag:
+            return
     if cfg.pte or cfg.command == "export":
         lo, hi = 1, None
     else:

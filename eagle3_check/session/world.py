@@ -130,6 +130,12 @@ def given_options(cfg) -> dict:
     for f in ("max_new_tokens", "chain_len", "chunked_prefill"):  # what this command has
         if cfg.has(f):
             given[f] = getattr(cfg, f)
+    profile = getattr(cfg, "runner_profile", None)
+    if profile and not (cfg.runner or "").startswith("exec:"):  # an in-process runner given a profile that chunks
+        from eagle3_check.run.profiles import profile_named
+
+        if profile_named(profile).chunks and profile_named(profile).clamps:
+            given["chunked_prefill"] = True  # every request is chunked as that runner chunks it (run/profiles.py)
     return given
 
 

@@ -42,8 +42,9 @@ from eagle3_check.reference.verdict import FAIL, TIE, judge
 from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.run.profiles import declared
 from eagle3_check.run.result import Runner
-from eagle3_check.run.rules import runnable_chunks
+from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.run.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.audit import result_problems
@@ -59,6 +60,7 @@ from eagle3_check.suites.request import (
     prompt_problem,
 )
 from eagle3_check.suites.toy import LO, SPAN, ToyProgram
+from eagle3_check.suites.turns import profile_skip, profile_turns
 
 SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
@@ -227,7 +229,8 @@ def about_the_run():
 
 def case_error(case: Case, e: Eagle3CheckError) -> CaseResult:
     """A case whose set-up or run raised a user-facing error: it fails with the error's one line
-    (type and message, e.g. "OptionError: chunked prefill of L = 33 plans chunks [16, 8, 9]: ...")."""
+    (type and message, e.g. "OptionError: chunked prefill of L = 33, chunks [16, 8, 9] ...: the program
+    refused the 8-token chunk, below its declared min prefill 9; ...")."""
     return CaseResult(case.name, FAIL, f"{type(e).__name__}: {first_line(e)}", {"error": type(e).__name__})
 
 
@@ -279,8 +282,13 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
-    if case.expect.error:
+    prof, _ = declared(runner)  # the runner's rules (run/profiles.py): an error case may be a run under them
+    profile_skip(options, md, prof, "the runner's")
+    turned = profile_turns(case, md, options.chain_len, prof)
+    if case.expect.error and not turned:
         return _run_error(case, env, program, options, md, k, runner)
+    k = prof.chain_k(options.chain_len, md.chain_len) if turned else k
+    options.chunked_prefill = options.chunked_prefill or prof.chunks  # that runner chunks every request
 
     accepts = [a if a is not None else -1 for a in case.forcing.resolve(k, 64)] if case.forcing else []
     if case.max_new_at:
@@ -290,8 +298,8 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     base_stops = stop_set(env.tokenizer, md, options).ids
     prompt, ids, ref = pick_prompt(case, env, base, md, k, options, stop_idx, base_stops, accepts)
     options, patch = apply_stops(case, env.tokenizer, ref.tokens, stop_idx, options)
-    # the plan the call audit expects; a chunk below the program's min prefill fails the case here
-    chunks = runnable_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+    # the plan the call audit expects (a chunk below min prefill included: the program decides, rules.prefill_chunk)
+    chunks = prefill_chunks(len(ids), md.max_prefill, md.min_prefill, md.sliding_window) \
         if options.chunked_prefill else None
     tokenizer = patch.tokenizer(env.tokenizer)  # a variant whose EOS differs from the program's
     if patch.changes_program:
@@ -315,6 +323,8 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     if run.prompt_ids != ids:
         structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
     structural += filter(None, [prompt_problem(env.tokenizer, prompt, options, run.prompt_ids)])
+    if run.k != k:  # a profile's clamp, or the case's K
+        structural.append(f"the runner ran K = {run.k}, expected K = {k}" + (f" ({turned})" if turned else ""))
     if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
         structural.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
     outcome = [verdict.message] if verdict.status == FAIL else []
@@ -328,10 +338,13 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     outcome += _expectations(case, env, run, verdict, rec, options)
     details = {"L": len(ids), "K": k, "tokens": len(run.tokens), "rounds": run.rounds,
                "accepted": run.accepted, "stop": run.stop_reason, "max_new": run.max_new}
-    details.update(identical=verdict.identical, ties=verdict.ties)
+    details.update(identical=verdict.identical, ties=verdict.ties, profile=prof.name)
+    if turned:
+        details["notes"] = [turned]
     if structural or outcome:
         return CaseResult(case.name, FAIL, "; ".join(outcome + structural), details)
-    return CaseResult(case.name, TIE if verdict.status == TIE else PASS, verdict.message, details)
+    message = f"{verdict.message} ({turned})" if turned else verdict.message
+    return CaseResult(case.name, TIE if verdict.status == TIE else PASS, message, details)
 
 
 def _expectations(case, env, run, verdict, rec, options) -> list[str]:
