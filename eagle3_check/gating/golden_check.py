@@ -155,7 +155,7 @@ def gate_goldens(
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     paths = golden_paths(paths)
     try:
-        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture)
+        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (run/interrupt.py)
         from eagle3_check.run.interrupt import interrupted_line
 
@@ -163,7 +163,7 @@ def gate_goldens(
     return out
 
 
-def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture) -> None:
+def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture, dtype) -> None:
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
     for path in paths:

@@ -17,6 +17,11 @@ from eagle3_check.isolate import wire
 from eagle3_check.isolate.fork import Forked, can_fork, fork_child
 from eagle3_check.run.proc import BoundedOutput, end_tree
 
+# How long a child whose reply pipe closed gets to finish exiting before it is called still running:
+# a forked child that calls sys.exit runs the interpreter's shutdown (torch loaded), which took over 2 s
+# on a loaded 2-core machine (then its `exit status 0` read as "still running (killed)").
+EXIT_WAIT_S = 10.0
+
 
 def status_line(code: int | None) -> str:
     if code is None:

@@ -26,7 +26,7 @@ import time
 
 from eagle3_check.errors import InputError
 from eagle3_check.isolate import wire
-from eagle3_check.isolate.process import Child, ChildGone, status_line
+from eagle3_check.isolate.process import EXIT_WAIT_S, Child, ChildGone, status_line
 from eagle3_check.run.crash import RunCrash
 from eagle3_check.run.proc import BoundedOutput
 
@@ -107,7 +107,7 @@ class IsolatedRunner:
         except TimeoutError:
             self.dead = f"timeout: the runner's process was not ready within {limit:g} s (at import or in its factory)"
         except ChildGone as e:
-            code = child.exit_code(2.0)
+            code = child.exit_code(EXIT_WAIT_S)
             self.dead = f"crashed: the runner's process ended before its first request ({status_line(code)}; {e})"
         tail = self._tail(child)
         self._stop()
@@ -234,7 +234,7 @@ class IsolatedRunner:
                            f"runner's process was killed{tail}. Fix: make the runner return within the limit "
                            f"or pass a larger {self.flag}") from None
         except ChildGone as e:
-            code = child.exit_code(2.0)
+            code = child.exit_code(EXIT_WAIT_S)
             tail = self._tail(child)
             self._stop()
             raise RunCrash(f"crashed: the runner's process ended during request {what} ({status_line(code)}; {e}); "
