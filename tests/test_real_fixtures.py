@@ -69,7 +69,9 @@ def test_prompt_set_is_split_into_training_and_held_out():
 
 def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     """The CI real-model check: the conversion (cached: a second use converts nothing), the
-    model's own files, the greedy answer to a factual question, and `check` on three prompts."""
+    model's own files, the greedy answer to a factual question, and `check` on three prompts --
+    both through the commands' default program (no --fixture, no template flags: what a newcomer
+    types; session/default_program.py), which must be this fixture with its own ChatML request."""
     fx = real("smollm2-135m")
     count = gguf_fixture.conversions
     target = fx.target_dir
@@ -79,13 +81,14 @@ def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     assert json.loads((target / "generation_config.json").read_text())["eos_token_id"] == 2
     assert json.loads((target / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>"
     assert "<|im_start|>" in (target / "chat_template.jinja").read_text()
-    assert main(["run", "--fixture", "smollm2-135m", *FLAGS["smollm2-135m"], "--max-new-tokens", "12",
-                 "--prompt", "What is the capital of France?"]) == 0
+    assert main(["run", "--max-new-tokens", "12", "--prompt", "What is the capital of France?"]) == 0
     out = capsys.readouterr().out
     assert "Paris" in out  # a wrong Q/K permutation or norm gives no such answer
-    rc, report = check_json(capsys, ["--fixture", "smollm2-135m", *FLAGS["smollm2-135m"], "--max-new-tokens", "24",
+    assert "stop token '<|im_end|>' (chat_template.jinja" in out  # the model's own request, not flags
+    rc, report = check_json(capsys, ["--max-new-tokens", "24",
                                      "--prompts", prompt_file(tmp_path, ["capital", "math-sub", "code-palindrome"])])
     assert rc == 0 and report["passed"] and len(report["requests"]) == 3
+    assert report["provenance"]["options"]["fixture"] == "smollm2-135m"
     assert all(r["verdict"]["status"] == "pass" for r in report["requests"])
     assert gguf_fixture.conversions == count  # check and run read the cache too
 
