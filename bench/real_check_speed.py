@@ -15,6 +15,9 @@ change then hits every phase, not one). Prints a line per repeat; writes JSON (-
 
   PYTHONPATH=. python bench/real_check_speed.py --repeats 2 --out bench/results/real-check-speed.json
   PYTHONPATH=. python bench/real_check_speed.py --fixture tiny-llama --max-new-tokens 16   # quick
+
+--compare-threads 1,2 times the check phase alone at each thread count instead, alternating
+(1, 2, 1, 2, ...), and prints the ratio of their work times per pair (docs/real-models.md "Threads").
 """
 
 from __future__ import annotations
@@ -140,6 +143,26 @@ def one_repeat(args, rep: int, env: dict, tokens_file: str) -> dict:
     return row
 
 
+def compare_threads(args, env: dict, counts: list[int], save) -> dict:
+    """The check phase at each thread count, alternating, `args.repeats` rounds: work times and ratios
+    (`save(measured)` after each round)."""
+    rows = []
+    for rep in range(args.repeats):
+        row = {"repeat": rep}
+        for n in (counts if rep % 2 == 0 else counts[::-1]):
+            args.threads = n
+            row[str(n)], out = run_phase(args, "check", {**env, "OMP_NUM_THREADS": str(n)})
+            row[str(n)]["passed"] = json.loads(out)["passed"]
+        row["ratio"] = round(row[str(counts[1])]["work_s"] / row[str(counts[0])]["work_s"], 3)
+        rows.append(row)
+        print(f"repeat {rep}: " + ", ".join(f"{n} thread(s) {row[str(n)]['work_s']:.1f} s" for n in counts)
+              + f": {counts[1]} / {counts[0]} = {row['ratio']:.2f}", flush=True)
+        ratios = sorted(r["ratio"] for r in rows)
+        measured = {"compare_threads": counts, "rows": rows, "ratio_median": ratios[len(ratios) // 2]}
+        save(measured)
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixture", default="smollm2-135m")
@@ -150,25 +173,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phase", choices=PHASES, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tokens", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help="write the results JSON here")
+    ap.add_argument("--compare-threads", default=None, metavar="A,B", help="time check at A and at B threads instead")
     args = ap.parse_args(argv)
     if args.phase:
         return child(args)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    load0 = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = [one_repeat(args, rep, env, str(Path(tmp) / "tokens.json")) for rep in range(args.repeats)]
-    ratios = sorted(r["ratio_work"] for r in rows)
-    result = {"fixture": args.fixture, "prompts": args.prompts or "the fixture's", "max_new_tokens": args.max_new_tokens,
-              "threads": args.threads, "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in load0],
-              "loadavg_end": [round(x, 2) for x in os.getloadavg()], "machine": platform.platform(),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows,
-              "ratio_work_median": ratios[len(ratios) // 2]}
-    if args.out:
-        from eagle3_check.atomic import atomic_writer
+    load0, threads = os.getloadavg(), args.threads
 
-        with atomic_writer(args.out, what="bench results") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
-    print(f"ratio check / (runner + reference): {result['ratio_work_median']:.2f} (median of {len(rows)}; target <= 1.3)")
+    def save(measured: dict) -> dict:
+        """The results so far, written (atomically) after every repeat: a run cut short keeps them."""
+        result = {"fixture": args.fixture, "prompts": args.prompts or "the fixture's",
+                  "max_new_tokens": args.max_new_tokens, "threads": None if args.compare_threads else threads,
+                  "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in load0],
+                  "loadavg_end": [round(x, 2) for x in os.getloadavg()], "machine": platform.platform(),
+                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **measured}
+        if args.out:
+            from eagle3_check.atomic import atomic_writer
+
+            with atomic_writer(args.out, what="bench results") as f:
+                f.write(json.dumps(result, indent=2) + "\n")
+        return result
+
+    if args.compare_threads:
+        result = save(compare_threads(args, env, [int(x) for x in args.compare_threads.split(",")], save))
+    else:
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for rep in range(args.repeats):
+                rows.append(one_repeat(args, rep, env, str(Path(tmp) / "tokens.json")))
+                ratios = sorted(r["ratio_work"] for r in rows)
+                result = save({"rows": rows, "ratio_work_median": ratios[len(ratios) // 2]})
+    if not args.compare_threads:
+        print(f"ratio check / (runner + reference): {result['ratio_work_median']:.2f} (median of "
+              f"{len(result['rows'])}; target <= 1.3)")
     return 0
 
 

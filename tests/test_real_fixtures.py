@@ -164,3 +164,20 @@ def test_pytest_plugin_on_smollm2(pytester, tmp_path, monkeypatch):
         "--eagle3-prompts", prompt_file(tmp_path, ["hi", "capital"]), "-q", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()[-2000:]
     result.assert_outcomes(passed=3)  # the user's test and one item per prompt
+
+
+@pytest.mark.slow
+def test_export_and_gate_smollm2_fp32(capsys, tmp_path):
+    """A real-model .pte through the gate: SmolLM2 exported in fp32 (XNNPACK; ~30 CPU-minutes, the
+    lowering of 30 layers is most of it), then gated on three held-out prompts with the state suite:
+    load, metadata vs tokenizer and target, runner vs self and HF reference (docs/real-models.md)."""
+    pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
+    real("smollm2-135m")
+    pte, report = tmp_path / "smollm2.pte", tmp_path / "gate.json"
+    assert main(["export", "--fixture", "smollm2-135m", "-o", str(pte), "--no-progress"]) == 0
+    capsys.readouterr()
+    rc = main(["gate", "--pte", str(pte), "--prompts", prompt_file(tmp_path, ["hi", "capital", "math-sub"]),
+               "--max-new-tokens", "24", "--suite", "state", "--report", str(report), "--no-progress"])
+    data = json.loads(report.read_text())
+    assert rc == 0 and data["passed"], capsys.readouterr().out
+    assert data["info"].get("fixture") == "smollm2-135m"  # the export's sidecar names the reference
