@@ -84,8 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ties allowed, as a share of all judged positions (default per dtype: "
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
-    add_program_args(p, default="the real fixture smollm2-135m for the prompt set (the `real` extra); "
-                     "--suite, --quantize and --repro keep the tiny fixtures (cost: docs/real-models.md)")
+    add_program_args(p, default="the real fixture smollm2-135m", why=" for the prompt set (the `real` extra); --suite, "
+                     "--quantize and --repro keep the tiny fixtures (cost: docs/real-models.md)")
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
     add_drift_args(p, quantize=True)
