@@ -28,7 +28,7 @@ import time
 
 
 def one(extra: list[str]) -> tuple[float, dict]:
-    cmd = [sys.executable, "-m", "eagle3_check.cli", "check", "--no-progress", "--json", *extra]
+    cmd = [sys.executable, "-m", "eagle3_check.cli", "check", "--fixture", "tiny-llama", "--no-progress", "--json", *extra]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - t0

@@ -155,7 +155,7 @@ def fd(b: Bad) -> str:
     return str(FIXTURE / "draft")
 
 
-RUN = ["run", "--prompt", "Hi", "--max-new-tokens", "4"]
+RUN = ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "4"]
 
 CLI_CASES = [
     # model files
@@ -195,21 +195,21 @@ CLI_CASES = [
     pytest.param(lambda b: [*RUN, "--max-prefill", "256"], "get_max_prefill_chunk = 256 >= get_max_seq_len = 256",
                  id="max-prefill-at-max-seq-len"),
     # the request
-    pytest.param(lambda b: ["run", "--prompt", ""], "prompt is empty", id="prompt-empty"),
-    pytest.param(lambda b: ["run", "--prompt", "", "--raw", "--bos-id", "-1"], "prompt is empty (0 tokens)",
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt", ""], "prompt is empty", id="prompt-empty"),
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt", "", "--raw", "--bos-id", "-1"], "prompt is empty (0 tokens)",
                  id="prompt-empty-raw-no-bos"),
     pytest.param(lambda b: [*RUN, "--min-prefill", "40"], "prompt length L = 23", id="prompt-below-prefill-range"),
     pytest.param(lambda b: [*RUN, "--max-prefill", "16"], "prompt length L = 23", id="prompt-above-prefill-range"),
-    pytest.param(lambda b: ["run", "--prompt", "Hi", "--max-new-tokens", "0"], "max new tokens = 0", id="max-new-zero"),
-    pytest.param(lambda b: ["run", "--prompt", "Hi", "--max-new-tokens", "-5"], "max new tokens = -5",
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "0"], "max new tokens = 0", id="max-new-zero"),
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "-5"], "max new tokens = -5",
                  id="max-new-negative"),
     pytest.param(lambda b: [*RUN, "-k", "0"], "K = 0", id="k-zero"),
     pytest.param(lambda b: [*RUN, "-k", "8"], "K = 8", id="k-above-verify-range"),
-    pytest.param(lambda b: ["run", "--prompt-file", str(b.root / "nope.txt")], "nope.txt does not exist",
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt-file", str(b.root / "nope.txt")], "nope.txt does not exist",
                  id="prompt-file-missing"),
-    pytest.param(lambda b: ["run", "--prompt-file", b.file("empty.txt", b"  \n")], "empty.txt is empty",
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt-file", b.file("empty.txt", b"  \n")], "empty.txt is empty",
                  id="prompt-file-empty"),
-    pytest.param(lambda b: ["run", "--prompt-file", b.file("latin1.txt", "café crème".encode("latin-1"))],
+    pytest.param(lambda b: ["run", "--fixture", "tiny-llama", "--prompt-file", b.file("latin1.txt", "café crème".encode("latin-1"))],
                  "latin1.txt is not UTF-8", id="prompt-file-not-utf8"),
     pytest.param(lambda b: [*RUN, "--stop-ids", "1,fifty"], "stop id 'fifty'", id="stop-ids-not-integers"),
     pytest.param(lambda b: [*RUN, "--stop-ids", "1,99999"], "stop id 99999", id="stop-id-out-of-vocab"),
@@ -238,31 +238,31 @@ CLI_CASES = [
     pytest.param(lambda b: ["check", "--suite", "contxt"], "did you mean 'context'", id="unknown-suite"),
     pytest.param(lambda b: ["gate", "--pte", b.file("g.pte", b"not a program"), "--suite", "budgt"],
                  "did you mean 'budget'", id="gate-unknown-suite"),
-    pytest.param(lambda b: ["check", "--prompts", str(b.root / "none.json")], "none.json does not exist",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--prompts", str(b.root / "none.json")], "none.json does not exist",
                  id="prompt-set-missing"),
-    pytest.param(lambda b: ["check", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
                  "p.json: prompts[0].id is missing", id="prompt-set-malformed"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.loop:ReferenceRuner"],
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.loop:ReferenceRuner"],
                  "did you mean 'eagle3_check.run.loop:ReferenceRunner'", id="runner-unknown-factory"),
-    pytest.param(lambda b: ["check", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",
                  id="runner-module-not-importable"),
-    pytest.param(lambda b: ["check", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
                  id="runner-not-module-colon-factory"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.options:RunOptions"], "RunOptions without run()",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.options:RunOptions"], "RunOptions without run()",
                  id="runner-without-run-method"),
-    pytest.param(lambda b: ["check", "--runner", "eagle3_check.run.loop:STOP"], "is a str",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.loop:STOP"], "is a str",
                  id="runner-factory-not-callable-str"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),
     # flags: no abbreviations, a suggestion for a typo (cli/parser.Parser)
     pytest.param(lambda b: [*RUN, "--max-new-token", "4"], "did you mean --max-new-tokens?", id="flag-abbreviated"),
-    pytest.param(lambda b: ["check", "--promts", "p.json"], "did you mean --prompts?", id="flag-typo"),
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--promts", "p.json"], "did you mean --prompts?", id="flag-typo"),
     pytest.param(lambda b: ["gate", "--pte", "x.pte", "--zzz"], "unknown flag --zzz", id="flag-unknown-no-suggestion"),
-    pytest.param(lambda b: ["check", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
     pytest.param(lambda b: [*RUN, "-k", "four"], "invalid int value: 'four'", id="k-not-an-integer"),
     pytest.param(lambda b: ["export"], "-o/--output", id="export-without-output"),
     # checked before anything loads (session/validate.validated, where the Config is built)
-    pytest.param(lambda b: ["check", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
     pytest.param(lambda b: [*RUN, "--device", "gpu"], "--device gpu", id="device-unknown"),
     pytest.param(lambda b: [*RUN, "--eos-id", "999999"], "eos id 999999", id="eos-id-out-of-vocab"),
     pytest.param(lambda b: [*RUN, "--eos-id", "-5"], "eos id -5", id="eos-id-negative"),
@@ -270,9 +270,9 @@ CLI_CASES = [
     pytest.param(lambda b: ["check", "--suite", "edge", "--max-new-tokens", "5"], "--max-new-tokens with --suite",
                  id="suite-with-max-new-tokens"),
     pytest.param(lambda b: ["check", "--suite", "edge", "-k", "3"], "-k/--chain-len with --suite", id="suite-with-k"),
-    pytest.param(lambda b: ["check", "--prompts", b.file("blank.json", b'{"prompts": [{"id": "blank", "text": " "}]}')],
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--prompts", b.file("blank.json", b'{"prompts": [{"id": "blank", "text": " "}]}')],
                  "prompt 'blank'", id="prompt-set-empty-text"),
-    pytest.param(lambda b: ["check", "--prompts", b.file("dup.json", b'{"prompts": [{"id": "a", "text": "x"}, '
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--prompts", b.file("dup.json", b'{"prompts": [{"id": "a", "text": "x"}, '
                                                                       b'{"id": "a", "text": "y"}]}')],
                  "prompt id 'a' appears twice", id="prompt-set-duplicate-id"),
     pytest.param(lambda b: ["gate", "--pte", str(b.root / "nope.pte")], "nope.pte does not exist", id="gate-pte-missing"),
@@ -381,7 +381,7 @@ def test_program_bad_input_through_the_cli(capsys, monkeypatch, program, tmp_pat
     monkeypatch.setattr(EagerBackend, "from_fixture", classmethod(lambda cls, *a, **k: Altered(program, **alter)))
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
-    argv = ["run", "--prompt", "Hi"] if command == "run" else ["check", "--prompts", str(prompts), "--no-progress"]
+    argv = ["run", "--fixture", "tiny-llama", "--prompt", "Hi"] if command == "run" else ["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--no-progress"]
     before = sorted(tmp_path.rglob("*"))
     rc = main([*argv, "--max-new-tokens", "8"])
     if command == "check" and "corrupt" in alter:  # broken mid-run: a FAIL verdict, not an error (issue 11 part 7)

@@ -25,10 +25,10 @@ CASES = [
                  "golden directory {d}/empty holds no *.json file", id="golden-verify-empty-directory"),
     pytest.param(lambda d: ["golden", "baseline", str(_dir(d, "empty")), "--baseline", str(d / "m.json")],
                  "golden directory {d}/empty holds no *.json file", id="golden-baseline-empty-directory"),
-    pytest.param(lambda d: ["check", "--expect-tau", "-1"], "--expect-tau -1; expected a tau > 0",
+    pytest.param(lambda d: ["check", "--fixture", "tiny-llama", "--expect-tau", "-1"], "--expect-tau -1; expected a tau > 0",
                  id="check-expect-tau-negative"),
-    pytest.param(lambda d: ["check", "--expect-tau", "0"], "--expect-tau 0; expected a tau > 0", id="check-expect-tau-zero"),
-    pytest.param(lambda d: ["check", "--expect-tau", "nan"], "--expect-tau nan; expected a tau > 0",
+    pytest.param(lambda d: ["check", "--fixture", "tiny-llama", "--expect-tau", "0"], "--expect-tau 0; expected a tau > 0", id="check-expect-tau-zero"),
+    pytest.param(lambda d: ["check", "--fixture", "tiny-llama", "--expect-tau", "nan"], "--expect-tau nan; expected a tau > 0",
                  id="check-expect-tau-nan"),
     pytest.param(lambda d: ["gate", "--pte", str(_file(d, "x.pte")), "--tau-tolerance", "nan"],
                  "--tau-tolerance nan; expected a tau drop >= 0", id="gate-tau-tolerance-nan"),
@@ -58,7 +58,7 @@ def test_bad_input_is_one_line(capsys, tmp_path, argv, named):
 def test_a_tiny_memory_budget_names_real_sizes(capsys, tmp_path):
     """`check --max-memory 0.000001` said "needs about 0.00 GiB ... but 0.00 GiB is the budget":
     sizes under 0.01 GiB now keep three significant digits."""
-    line = assert_clean_error(capsys, main(["check", "--max-memory", "0.000001"]), "GiB is the --max-memory budget")
+    line = assert_clean_error(capsys, main(["check", "--fixture", "tiny-llama", "--max-memory", "0.000001"]), "GiB is the --max-memory budget")
     assert "0.00 GiB" not in line and "9.99e-07 GiB is the --max-memory budget" in line, line
 
 

@@ -24,7 +24,7 @@ def prompts(tmp_path):
 
 def _check(capsys, tmp_path, *argv):
     junit = tmp_path / "check.xml"
-    rc = main(["check", "--json", "--junit", str(junit), "--no-progress", *argv])
+    rc = main(["check", "--fixture", "tiny-llama", "--json", "--junit", str(junit), "--no-progress", *argv])
     return rc, json.loads(capsys.readouterr().out), ET.parse(junit).getroot()
 
 
@@ -83,7 +83,7 @@ def test_ties_over_the_budget_fail_the_xml_too():
 
 @pytest.mark.parametrize("argv,phrase", [
     (["check", "--list", "--junit", "x.xml"], "--junit with --list"),
-    (["check", "--junit", "/no/such/dir/x.xml"], "directory /no/such/dir does not exist"),
+    (["check", "--fixture", "tiny-llama", "--junit", "/no/such/dir/x.xml"], "directory /no/such/dir does not exist"),
 ], ids=["with-list", "missing-dir"])
 def test_junit_where_it_cannot_be_written_is_one_line(capsys, argv, phrase):
     assert main(argv) == 2

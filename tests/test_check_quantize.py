@@ -44,7 +44,7 @@ def _error(capsys, argv: list[str]) -> str:
                  id="variant-already-quantized"),
 ])
 def test_bad_quantize_input_is_one_line(capsys, one_prompt, argv, named):
-    err = _error(capsys, ["check", "--prompts", one_prompt, "--no-progress", *argv])
+    err = _error(capsys, ["check", "--fixture", "tiny-llama", "--prompts", one_prompt, "--no-progress", *argv])
     assert named in err, err
 
 

@@ -55,17 +55,17 @@ def test_parsing_and_preflight_import_no_torch():
 
 
 ERRORS = [
-    pytest.param(["check", "--cuda-graph"], id="cuda-graph-on-cpu"),
-    pytest.param(["check", "--prompts", "/nonexistent/prompts.json"], id="prompts-missing"),
-    pytest.param(["run", "--prompt", "Hi", "-k", "8"], id="k-above-static-range"),
+    pytest.param(["check", "--fixture", "tiny-llama", "--cuda-graph"], id="cuda-graph-on-cpu"),
+    pytest.param(["check", "--fixture", "tiny-llama", "--prompts", "/nonexistent/prompts.json"], id="prompts-missing"),
+    pytest.param(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "-k", "8"], id="k-above-static-range"),
     pytest.param(["check", "--target", "/nonexistent/t", "--draft", "/nonexistent/d"], id="target-missing"),
     pytest.param(["gate", "--pte", "/nonexistent/x.pte"], id="pte-missing"),
-    pytest.param(["run", "--prompt", "Hi", "--tokenizer", "/nonexistent/tok.json"], id="tokenizer-missing"),
-    pytest.param(["check", "--dtype", "float16"], id="dtype-not-a-choice"),
-    pytest.param(["check", "--device", "gpu"], id="device-unknown"),
+    pytest.param(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--tokenizer", "/nonexistent/tok.json"], id="tokenizer-missing"),
+    pytest.param(["check", "--fixture", "tiny-llama", "--dtype", "float16"], id="dtype-not-a-choice"),
+    pytest.param(["check", "--fixture", "tiny-llama", "--device", "gpu"], id="device-unknown"),
     pytest.param(["check", "--suite", "contxt"], id="suite-unknown"),
     pytest.param(["export", "-o", "/nonexistent/dir/x.pte"], id="export-output-dir-missing"),
-    pytest.param(["run", "--prompt", "Hi", "--max-new-token", "3"], id="flag-abbreviated"),
+    pytest.param(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-token", "3"], id="flag-abbreviated"),
 ]
 
 

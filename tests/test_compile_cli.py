@@ -25,7 +25,7 @@ def write_prompts(tmp_path) -> str:
 
 
 def check_json(capsys, argv: list[str]) -> tuple[int, dict]:
-    rc = main(["check", *argv, "--json", "--no-progress"])
+    rc = main(["check", "--fixture", "tiny-llama", *argv, "--json", "--no-progress"])
     return rc, json.loads(capsys.readouterr().out)
 
 
@@ -55,7 +55,7 @@ def test_check_compile_layer_on_cpu_keeps_the_uncompiled_tokens(capsys, tmp_path
 
 @pytest.mark.skipif(NO_COMPILER is not None, reason=f"needs torch.compile on CPU; {NO_COMPILER}")
 def test_run_json_records_the_compile_settings(capsys):
-    rc = main(["run", "--prompt", "Count from one to ten.", "--max-new-tokens", "8", "--json",
+    rc = main(["run", "--fixture", "tiny-llama", "--prompt", "Count from one to ten.", "--max-new-tokens", "8", "--json",
                "--compile", "layer", "--compile-attention", "sdpa"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(out["tokens"]) == 8
@@ -75,14 +75,14 @@ def test_check_compile_model_on_cpu_keeps_the_uncompiled_tokens(capsys, tmp_path
 
 @pytest.mark.parametrize("argv, named", [
     pytest.param(["check", "--pte", "{pte}", "--compile", "layer"], "--compile layer with --pte", id="pte"),
-    pytest.param(["run", "--prompt", "Hi", "--compile-mode", "default"], "--compile-mode without --compile",
+    pytest.param(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--compile-mode", "default"], "--compile-mode without --compile",
                  id="mode-without-compile"),
-    pytest.param(["check", "--compile-attention", "sdpa"], "--compile-attention without --compile",
+    pytest.param(["check", "--fixture", "tiny-llama", "--compile-attention", "sdpa"], "--compile-attention without --compile",
                  id="attention-without-compile"),
     pytest.param(["check", "--list", "--compile", "layer"], "--compile layer with --list", id="list"),
     pytest.param(["check", "--suite", "edge", "--compile", "model"], "--compile model with --suite",
                  id="fixture-suites"),
-    pytest.param(["check", "--compile", "layers"], "invalid choice: 'layers'", id="unknown-granularity"),
+    pytest.param(["check", "--fixture", "tiny-llama", "--compile", "layers"], "invalid choice: 'layers'", id="unknown-granularity"),
     pytest.param(["run", "--prompt", "Hi", "--fixture", "tiny-gemma4", "--compile", "layer"],
                  "model_type 'gemma4_text'", id="not-a-llama-target"),
 ])
@@ -96,7 +96,7 @@ def test_what_compile_cannot_do_is_one_line_exit_2(capsys, tmp_path, argv, named
 
 def test_no_cpu_compiler_is_named_in_one_line(capsys, monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
-    rc = main(["run", "--prompt", "Hi", "--max-new-tokens", "2", "--compile", "layer"])
+    rc = main(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "2", "--compile", "layer"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "no C++ compiler ('no-such-compiler-xyz' not on PATH)" in err and "--compile off" in err
     assert "\n" not in err

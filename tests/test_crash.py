@@ -122,20 +122,20 @@ ZERO = ("from eagle3_check.run.loop import ReferenceRunner\n"
 def test_cli_check_with_a_crashing_plug_in_exits_1_with_the_reason(factory, fails, reason, capsys, monkeypatch,
                                                                   tmp_path):
     prompts = _plugin(tmp_path, monkeypatch, ZERO)
-    rc = main(["check", "--runner", factory, "--prompts", prompts, "--max-new-tokens", "6", "--json"])
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", factory, "--prompts", prompts, "--max-new-tokens", "6", "--json"])
     out = capsys.readouterr()
     report = json.loads(out.out)
     assert rc == 1 and "Traceback" not in out.err
     verdicts = [r["verdict"] for r in report["requests"]]
     assert len(verdicts) == 3 and sum(v["status"] == FAIL for v in verdicts) == fails
     assert any(v["message"].startswith(reason) for v in verdicts)
-    rc = main(["check", "--runner", factory, "--prompts", prompts, "--max-new-tokens", "6", "--no-progress"])
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", factory, "--prompts", prompts, "--max-new-tokens", "6", "--no-progress"])
     assert rc == 1 and reason in capsys.readouterr().out  # the table names it too
 
 
 def test_an_option_error_before_any_work_is_still_exit_2(capsys, monkeypatch, tmp_path):
     prompts = _plugin(tmp_path, monkeypatch, ZERO)
-    rc = main(["check", "--runner", "crashy:Crashy", "--prompts", prompts, "--max-new-tokens", "0"])
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "crashy:Crashy", "--prompts", prompts, "--max-new-tokens", "0"])
     assert rc == 2 and "max new tokens = 0" in capsys.readouterr().err
 
 

@@ -15,7 +15,7 @@ from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUEST = ["run", "--prompt", "Tell me about the sea.", "--max-new-tokens", "24", "-k", "3", "--json"]
+REQUEST = ["run", "--fixture", "tiny-llama", "--prompt", "Tell me about the sea.", "--max-new-tokens", "24", "-k", "3", "--json"]
 TIMINGS = ("method_ms",)
 
 

@@ -129,9 +129,9 @@ def test_check_flags_a_tau_far_below_the_card(monkeypatch, capsys):
     from eagle3_check.cli import main
 
     monkeypatch.setattr(card_mod, "read_card", lambda fx: {"max_new_tokens": 8, "k": {"4": {"tau": 9.0}}})
-    assert main(["check", "--max-new-tokens", "8", "--json", "--no-progress"]) == 1
+    assert main(["check", "--fixture", "tiny-llama", "--max-new-tokens", "8", "--json", "--no-progress"]) == 1
     health = json.loads(capsys.readouterr().out)["draft_health"]
     assert health["expect_tau"] == 9.0 and "at K=4" in health["expect_source"] and health["flags"]
-    assert main(["check", "--max-new-tokens", "6", "--json", "--no-progress"]) == 0
+    assert main(["check", "--fixture", "tiny-llama", "--max-new-tokens", "6", "--json", "--no-progress"]) == 0
     health = json.loads(capsys.readouterr().out)["draft_health"]
     assert health["expect_tau"] is None and not health["flags"]

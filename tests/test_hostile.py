@@ -129,11 +129,11 @@ def test_inexact_json_is_refused(text, named, tmp_path, capsys):
 def test_a_hostile_prompt_set_is_one_line(data, named, tmp_path, capsys):
     p = tmp_path / "p.json"
     p.write_text(json.dumps(data))
-    clean_error(capsys, main(["check", "--prompts", str(p), "--max-new-tokens", "2"]), named)
+    clean_error(capsys, main(["check", "--fixture", "tiny-llama", "--prompts", str(p), "--max-new-tokens", "2"]), named)
 
 
 def test_a_lone_surrogate_on_the_command_line_is_one_line(capsys):
-    clean_error(capsys, main(["run", "--prompt", "a\udc80b"]), "lone surrogate")
+    clean_error(capsys, main(["run", "--fixture", "tiny-llama", "--prompt", "a\udc80b"]), "lone surrogate")
 
 
 # --- baselines and cards ---------------------------------------------------------------------------
@@ -212,15 +212,15 @@ def _sparse(tmp_path: Path, name: str, mib: int) -> str:
 
 
 @pytest.mark.parametrize("argv, named", [
-    (lambda t: ["run", "--prompt", "Hi", "--tokenizer", _fifo(t)], "is a FIFO (named pipe); expected a regular file"),
-    (lambda t: ["run", "--prompt", "Hi", "--tokenizer", "/dev/zero"], "/dev/zero is a character device"),
-    (lambda t: ["check", "--prompts", str(t)], "is a directory; expected a regular file"),
-    (lambda t: ["check", "--prompts", _fifo(t)], "is a FIFO"),
+    (lambda t: ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--tokenizer", _fifo(t)], "is a FIFO (named pipe); expected a regular file"),
+    (lambda t: ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--tokenizer", "/dev/zero"], "/dev/zero is a character device"),
+    (lambda t: ["check", "--fixture", "tiny-llama", "--prompts", str(t)], "is a directory; expected a regular file"),
+    (lambda t: ["check", "--fixture", "tiny-llama", "--prompts", _fifo(t)], "is a FIFO"),
     (lambda t: ["golden", "verify", _fifo(t)], "is a FIFO"),
-    (lambda t: ["run", "--prompt-file", "/dev/zero"], "is a character device"),
-    (lambda t: ["run", "--prompt", "Hi", "--tokenizer", _sparse(t, "tok.json", 600)],
+    (lambda t: ["run", "--fixture", "tiny-llama", "--prompt-file", "/dev/zero"], "is a character device"),
+    (lambda t: ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--tokenizer", _sparse(t, "tok.json", 600)],
      "is 600.0 MiB; expected at most 512 MiB"),
-    (lambda t: ["run", "--prompt-file", _sparse(t, "big.txt", 10)], "is 10.0 MiB; expected at most 4 MiB"),
+    (lambda t: ["run", "--fixture", "tiny-llama", "--prompt-file", _sparse(t, "big.txt", 10)], "is 10.0 MiB; expected at most 4 MiB"),
     (lambda t: ["check", "--target", _fifo(t), "--draft", str(t)], "is a FIFO (named pipe); expected an existing directory"),
     (lambda t: _copy_fixture(t, weights_fifo="draft"), "model.safetensors is a FIFO (named pipe)"),
     (lambda t: _copy_fixture(t, weights_fifo="target"), "model.safetensors is a FIFO (named pipe)"),
@@ -274,13 +274,13 @@ def test_a_draft_with_a_huge_hidden_size_is_refused_against_the_memory_available
 
 
 def test_max_seq_len_beyond_the_target_is_refused(tmp_path, capsys):
-    clean_error(capsys, main(["run", "--prompt", "Hi", "--max-seq-len", "100000000"]),
+    clean_error(capsys, main(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-seq-len", "100000000"]),
                 "max_seq_len 100000000 (--max-seq-len); expected at most the target's max_position_embeddings 256")
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_max_memory_must_be_positive(value, capsys):
-    clean_error(capsys, main(["run", "--prompt", "Hi", "--max-memory", value]), f"--max-memory {value}")
+    clean_error(capsys, main(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-memory", value]), f"--max-memory {value}")
 
 
 # --- never run remote code -------------------------------------------------------------------------

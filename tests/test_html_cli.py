@@ -20,7 +20,7 @@ def test_check_html_is_written_atomically_self_contained_with_the_json_reports_n
     (tmp_path / "out").mkdir()
     html = tmp_path / "out" / "check.html"
     renames = Renames(monkeypatch)
-    rc = main(["check", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", "--html", str(html)])
+    rc = main(["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", "--html", str(html)])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["passed"] is True
     page = renames.written_page(html)

@@ -166,7 +166,7 @@ def test_cli_report_renders_a_bench_json_and_a_saved_check(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["check", "--html", "{tmp}/missing/r.html"], "--html {tmp}/missing/r.html: directory"),
+    (["check", "--fixture", "tiny-llama", "--html", "{tmp}/missing/r.html"], "--html {tmp}/missing/r.html: directory"),
     (["check", "--suite", "stop-set", "--html", "{tmp}/r.html"], "--html with --suite"),
     (["check", "--list", "--html", "{tmp}/r.html"], "--html with --list"),
 ], ids=["missing-directory", "suite", "list"])
@@ -181,7 +181,7 @@ def test_cli_check_html_is_the_json_report_as_a_page(tmp_path, capsys):
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hello", "text": "Hello there"}]}))
     out = tmp_path / "r.html"
-    rc = cli_main(["check", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", "--html", str(out)])
+    rc = cli_main(["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--max-new-tokens", "8", "--json", "--html", str(out)])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and out.is_file()
     page = Page(out.read_text())

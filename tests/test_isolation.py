@@ -214,7 +214,7 @@ def test_cli_check_json_stays_valid_and_exits_1(factory, reason, capsys, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": p.id, "text": p.text} for p in PROMPTS]}))
-    rc = main(["check", "--runner", factory, "--prompts", str(prompts), "--max-new-tokens", "8", "--json",
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", factory, "--prompts", str(prompts), "--max-new-tokens", "8", "--json",
                "--in-process"])  # the in-process guard (a plug-in's own process: tests/test_isolation_probes.py)
     out = capsys.readouterr()
     report = json.loads(out.out)  # stdout is the report and nothing else

@@ -124,7 +124,7 @@ def _check(tmp_path, monkeypatch, capsys, code: str, factory: str, *extra: str):
     junit = tmp_path / "out" / "check.xml"
     junit.parent.mkdir(exist_ok=True)
     t0 = time.monotonic()
-    rc = main(["check", "--runner", f"{name}:{factory}", "--prompts", str(prompts), "--max-new-tokens", "8",
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", f"{name}:{factory}", "--prompts", str(prompts), "--max-new-tokens", "8",
                "--json", "--junit", str(junit), "--no-progress", *extra])
     seconds = time.monotonic() - t0
     out = capsys.readouterr()
@@ -176,7 +176,7 @@ class R(ReferenceRunner):
 
 def test_a_plugin_that_cannot_be_imported_is_still_a_one_line_error(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(tmp_path))
-    rc = main(["check", "--runner", "no_such_module_here:make", "--max-new-tokens", "4", "--no-progress"])
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "no_such_module_here:make", "--max-new-tokens", "4", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and "no_such_module_here" in err and "Traceback" not in err
 

@@ -91,7 +91,7 @@ def test_a_stale_mutant_is_reported_not_silently_equal():
 def test_check_catches_a_mutant_plugged_in_with_runner(capsys, tmp_path):
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
-    rc = main(["check", "--runner", "eagle3_check.mutants:bos_twice", "--prompts", str(prompts),
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.mutants:bos_twice", "--prompts", str(prompts),
                "--max-new-tokens", "6", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 1 and report["passed"] is False

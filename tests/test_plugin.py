@@ -30,7 +30,7 @@ def test_readme_example_runs_through_check(capsys, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(tmp_path))
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
-    rc = main(["check", "--runner", "my_runner:make_runner", "--prompts", str(prompts),
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "my_runner:make_runner", "--prompts", str(prompts),
                "--max-new-tokens", "6", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["passed"] is True
@@ -49,6 +49,6 @@ def test_a_runner_whose_self_report_lies_fails_check(capsys, monkeypatch, tmp_pa
     monkeypatch.syspath_prepend(str(tmp_path))
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
-    rc = main(["check", "--runner", "liar:Liar", "--prompts", str(prompts), "--max-new-tokens", "6", "--json"])
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "liar:Liar", "--prompts", str(prompts), "--max-new-tokens", "6", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 1 and report["requests"][0]["verdict"]["message"].startswith("stats: tau =")

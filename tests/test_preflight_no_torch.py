@@ -35,17 +35,19 @@ ROUTES = [
     ("draft-without-target", ["run", "--prompt", "Hi", "--draft", str(ROOT / "fixtures" / "tiny-llama")], "--target not given"),
     ("fixture-with-target", ["export", "-o", "/tmp/x.pte", "--fixture", "tiny-llama", "--target", str(ROOT),
                              "--draft", str(ROOT)], "--fixture with --target"),
-    ("junit-dir-missing", ["check", "--junit", f"{MISSING}/x.xml"], "--junit"),
+    ("junit-dir-missing", ["check", "--fixture", "tiny-llama", "--junit", f"{MISSING}/x.xml"], "--junit"),
     ("gate-junit-dir-missing", ["gate", "--pte", str(ROOT / "pyproject.toml"), "--junit", f"{MISSING}/x.xml"], "--junit"),
-    ("html-dir-missing", ["check", "--html", f"{MISSING}/x.html"], "--html"),
+    ("html-dir-missing", ["check", "--fixture", "tiny-llama", "--html", f"{MISSING}/x.html"], "--html"),
     ("export-output-dir-missing", ["export", "-o", f"{MISSING}/x.pte"], "-o "),
     ("golden-html-dir-missing", ["golden", "verify", "--html", f"{MISSING}/x.html"], "--html"),
-    ("device-unknown", ["check", "--device", "tpu"], "--device tpu"),
-    ("k-out-of-range", ["run", "--prompt", "Hi", "-k", "8"], "chain length K = 8"),
-    ("unknown-flag", ["check", "--max-new-token", "3"], "did you mean --max-new-tokens"),
+    ("device-unknown", ["check", "--fixture", "tiny-llama", "--device", "tpu"], "--device tpu"),
+    ("k-out-of-range", ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "-k", "8"], "chain length K = 8"),
+    ("k-out-of-range-default-program", ["check", "-k", "8"], "chain length K = 8"),  # smollm2-135m's spec, unconverted
+    ("unknown-flag", ["check", "--fixture", "tiny-llama", "--max-new-token", "3"], "did you mean --max-new-tokens"),
     ("fixture-unknown", ["check", "--fixture", "tiny-lama"], "unknown fixture"),
     ("suite-unknown", ["check", "--suite", "contxt"], "unknown suite"),
-    ("prompt-ids-with-workers", ["check", "--workers", "2", "--prompt-ids", "2,5"], "--prompt-ids with --workers"),
+    ("prompt-ids-with-workers", ["check", "--fixture", "tiny-llama", "--workers", "2", "--prompt-ids", "2,5"],
+     "--prompt-ids with --workers"),
     ("shrink-golden-verify-binary", ["golden", "verify", "--runner", "exec:/bin/true", "--pte", str(ROOT / "pyproject.toml"),
                                      "--shrink"], "--shrink with golden verify --runner exec:"),
     ("prompt-ids-with-suite", ["check", "--suite", "stop-set", "--prompt-ids", "2,5"], "--prompt-ids with --suite"),
@@ -73,7 +75,7 @@ ROUTES = [
                                  str(ROOT / "fixtures" / "tiny-llama" / "draft")], "hidden_size = 1000000"),
 ]
 if not preflight.cuda_driver_present():  # with a driver the flag is valid and the run goes on to torch
-    ROUTES += [("device-cuda-no-driver", ["check", "--device", "cuda"], "a CUDA device"),
+    ROUTES += [("device-cuda-no-driver", ["check", "--fixture", "tiny-llama", "--device", "cuda"], "a CUDA device"),
                ("device-cuda-fixtures-build", ["fixtures", "build", "tiny-llama", "--device", "cuda:0"], "a CUDA device"),
                ("device-cuda-mutants", ["mutants", "--device", "cuda"], "a CUDA device")]
 

@@ -69,7 +69,9 @@ def test_prompt_set_is_split_into_training_and_held_out():
 
 def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     """The CI real-model check: the conversion (cached: a second use converts nothing), the
-    model's own files, the greedy answer to a factual question, and `check` on three prompts."""
+    model's own files, the greedy answer to a factual question, and `check` on three prompts --
+    both through the commands' default program (no --fixture, no template flags: what a newcomer
+    types; session/default_program.py), which must be this fixture with its own ChatML request."""
     fx = real("smollm2-135m")
     count = gguf_fixture.conversions
     target = fx.target_dir
@@ -79,13 +81,14 @@ def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     assert json.loads((target / "generation_config.json").read_text())["eos_token_id"] == 2
     assert json.loads((target / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>"
     assert "<|im_start|>" in (target / "chat_template.jinja").read_text()
-    assert main(["run", "--fixture", "smollm2-135m", *FLAGS["smollm2-135m"], "--max-new-tokens", "12",
-                 "--prompt", "What is the capital of France?"]) == 0
+    assert main(["run", "--max-new-tokens", "12", "--prompt", "What is the capital of France?"]) == 0
     out = capsys.readouterr().out
     assert "Paris" in out  # a wrong Q/K permutation or norm gives no such answer
-    rc, report = check_json(capsys, ["--fixture", "smollm2-135m", *FLAGS["smollm2-135m"], "--max-new-tokens", "24",
+    assert "stop token '<|im_end|>' (chat_template.jinja" in out  # the model's own request, not flags
+    rc, report = check_json(capsys, ["--max-new-tokens", "24",
                                      "--prompts", prompt_file(tmp_path, ["capital", "math-sub", "code-palindrome"])])
     assert rc == 0 and report["passed"] and len(report["requests"]) == 3
+    assert report["provenance"]["options"]["fixture"] == "smollm2-135m"
     assert all(r["verdict"]["status"] == "pass" for r in report["requests"])
     assert gguf_fixture.conversions == count  # check and run read the cache too
 
@@ -161,3 +164,20 @@ def test_pytest_plugin_on_smollm2(pytester, tmp_path, monkeypatch):
         "--eagle3-prompts", prompt_file(tmp_path, ["hi", "capital"]), "-q", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()[-2000:]
     result.assert_outcomes(passed=3)  # the user's test and one item per prompt
+
+
+@pytest.mark.slow
+def test_export_and_gate_smollm2_fp32(capsys, tmp_path):
+    """A real-model .pte through the gate: SmolLM2 exported in fp32 (XNNPACK; ~30 CPU-minutes, the
+    lowering of 30 layers is most of it), then gated on three held-out prompts with the state suite:
+    load, metadata vs tokenizer and target, runner vs self and HF reference (docs/real-models.md)."""
+    pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
+    real("smollm2-135m")
+    pte, report = tmp_path / "smollm2.pte", tmp_path / "gate.json"
+    assert main(["export", "--fixture", "smollm2-135m", "-o", str(pte), "--no-progress"]) == 0
+    capsys.readouterr()
+    rc = main(["gate", "--pte", str(pte), "--prompts", prompt_file(tmp_path, ["hi", "capital", "math-sub"]),
+               "--max-new-tokens", "24", "--suite", "state", "--report", str(report), "--no-progress"])
+    data = json.loads(report.read_text())
+    assert rc == 0 and data["passed"], capsys.readouterr().out
+    assert data["info"].get("fixture") == "smollm2-135m"  # the export's sidecar names the reference

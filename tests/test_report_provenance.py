@@ -43,7 +43,7 @@ def check_json(tmp_path_factory):
 
 
 def test_check_json_carries_options_versions_hashes_spec_and_reference_tokens(check_json, capsys):
-    assert main(["check", "--prompts", str(check_json), "--max-new-tokens", "6", "-k", "3", "--json",
+    assert main(["check", "--fixture", "tiny-llama", "--prompts", str(check_json), "--max-new-tokens", "6", "-k", "3", "--json",
                  "--no-progress"]) == 0
     data = json.loads(capsys.readouterr().out)
     prov = data["provenance"]

@@ -330,7 +330,7 @@ def test_check_reports_the_sources_in_json_and_text(tmp_path, capsys):
 
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "a", "text": "Hi there"}]}))
-    args = ["check", "--prompts", str(prompts), "--max-new-tokens", "2", "--no-progress"]
+    args = ["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--max-new-tokens", "2", "--no-progress"]
     assert main([*args, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)["info"]
     assert info["run_options"] == {"sources": dict.fromkeys(

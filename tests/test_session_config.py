@@ -35,8 +35,8 @@ def test_an_unknown_option_is_refused_not_dropped():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["check", "--tie-budget", "1.5"], "--tie-budget 1.5"),
-    (["check", "--min-agreement", "2"], "--min-agreement 2"),
+    (["check", "--fixture", "tiny-llama", "--tie-budget", "1.5"], "--tie-budget 1.5"),
+    (["check", "--fixture", "tiny-llama", "--min-agreement", "2"], "--min-agreement 2"),
     (["check", "--max-far-share", "0.5", "--suite", "budget"], "--max-far-share without --quantize"),
     (["check", "--list", "--junit", "x.xml"], "--junit with --list"),
     (["check", "--suite", "budget", "--html", "x.html"], "--html with --suite"),
@@ -50,7 +50,7 @@ def test_a_bad_combination_is_one_line_where_the_config_is_built(argv, message):
 
 
 def test_the_config_is_the_flags_in_their_order_and_knows_what_was_typed():
-    cfg, _ = config_of(["check", "-k", "3", "--max-new-tokens", "16"])
+    cfg, _ = config_of(["check", "--fixture", "tiny-llama", "-k", "3", "--max-new-tokens", "16"])
     assert (cfg.chain_len, cfg.max_new_tokens, cfg.runner) == (3, 16, "reference")  # the runner resolved once
     assert cfg.given == {"chain_len", "max_new_tokens"}
     assert list(cfg.options())[:3] == ["command", "prompts", "json"]

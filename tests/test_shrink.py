@@ -264,7 +264,7 @@ def test_the_reseed_past_the_end_on_the_fixture_crashes_and_shrinks_through_the_
     assert len(ids) == 32
     spec = ["--max-seq-len", "48", "--min-prefill", "4", "--max-prefill", "47", "-k", "4"]
     runner = ["--runner", "eagle3_check.mutants:reseed_before_room_check"]
-    rc = main(["check", *runner, *spec, "--prompt-ids", ",".join(map(str, ids)), "--shrink",
+    rc = main(["check", "--fixture", "tiny-llama", *runner, *spec, "--prompt-ids", ",".join(map(str, ids)), "--shrink",
                "--shrink-dir", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 1 and "crashed: IndexError" in out
@@ -290,7 +290,7 @@ def two_prompts(tmp_path) -> str:
 
 def test_check_shrink_writes_a_repro_that_check_and_run_replay(tmp_path, capsys):
     runner = "eagle3_check.mutants:emit_past_max_new"
-    rc = main(["check", "--runner", runner, "--prompts", two_prompts(tmp_path), "--max-new-tokens", "10",
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", runner, "--prompts", two_prompts(tmp_path), "--max-new-tokens", "10",
                "--shrink", "--shrink-dir", str(tmp_path), "--no-progress", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 1
@@ -310,7 +310,7 @@ def test_check_shrink_writes_a_repro_that_check_and_run_replay(tmp_path, capsys)
 
 
 def test_a_repro_on_another_program_is_refused(tmp_path, capsys):
-    main(["check", "--runner", "eagle3_check.mutants:emit_past_max_new", "--max-new-tokens", "10", "--shrink",
+    main(["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.mutants:emit_past_max_new", "--max-new-tokens", "10", "--shrink",
           "--prompts", two_prompts(tmp_path), "--shrink-dir", str(tmp_path), "--no-progress"])
     capsys.readouterr()
     path = next(tmp_path.glob("repro-*.json"))
@@ -320,11 +320,11 @@ def test_a_repro_on_another_program_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, what", [
-    (["check", "--prompt-ids", "2,x"], "comma-separated token ids"),
-    (["check", "--prompt-ids", "2,5", "--prompts", "fixtures/prompts.json"], "--prompt-ids with --prompts"),
-    (["check", "--prompt-ids", "2,999999"], "ids below the tokenizer's"),
+    (["check", "--fixture", "tiny-llama", "--prompt-ids", "2,x"], "comma-separated token ids"),
+    (["check", "--fixture", "tiny-llama", "--prompt-ids", "2,5", "--prompts", "fixtures/prompts.json"], "--prompt-ids with --prompts"),
+    (["check", "--fixture", "tiny-llama", "--prompt-ids", "2,999999"], "ids below the tokenizer's"),
     (["check", "--prompt-ids", "2,5", "--suite", "context"], "--prompt-ids with --suite"),
-    (["check", "--shrink", "--shrink-budget", "-3"], "--shrink-budget -3"),
+    (["check", "--fixture", "tiny-llama", "--shrink", "--shrink-budget", "-3"], "--shrink-budget -3"),
     (["check", "--repro", "no-such-repro.json"], "no-such-repro.json"),
 ], ids=["not-ids", "two-prompt-sources", "past-vocab", "suite", "negative-budget", "missing-repro"])
 def test_bad_replay_flags_are_one_line_errors(argv, what, capsys):
@@ -335,7 +335,7 @@ def test_bad_replay_flags_are_one_line_errors(argv, what, capsys):
 
 def test_the_html_report_and_junit_show_the_shrunk_case_beside_the_original(tmp_path, capsys):
     html, junit = tmp_path / "check.html", tmp_path / "check.xml"
-    rc = main(["check", "--runner", "eagle3_check.mutants:emit_past_max_new", "--prompts", two_prompts(tmp_path),
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.mutants:emit_past_max_new", "--prompts", two_prompts(tmp_path),
                "--max-new-tokens", "10", "--shrink", "--html", str(html), "--junit", str(junit), "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 1 and out.count("  repro: eagle3-check check ") == 2

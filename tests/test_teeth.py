@@ -115,7 +115,7 @@ def test_shuffle_is_seeded_reproducible_and_keeps_ordered_suites():
 def test_cli_check_shuffle_prints_its_order(capsys):
     from eagle3_check.cli import main
 
-    rc = main(["check", "--max-new-tokens", "4", "--shuffle", "5", "--no-progress", "--json"])
+    rc = main(["check", "--fixture", "tiny-llama", "--max-new-tokens", "4", "--shuffle", "5", "--no-progress", "--json"])
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if x.startswith("order: --shuffle 5: "))
     from eagle3_check.fixtures.registry import load_fixture

@@ -19,13 +19,14 @@ def restore_threads(monkeypatch):
 @pytest.mark.parametrize("threads,want", [(None, 1), ("2", 2)], ids=["default-one", "two"])
 def test_run_sets_the_torch_threads(capsys, restore_threads, threads, want):
     torch.set_num_threads(3)
-    argv = ["run", "--prompt", "Hi", "--max-new-tokens", "2"] + (["--threads", threads] if threads else [])
+    argv = ["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "2"] + (["--threads", threads] if threads else [])
     assert main(argv) == 0
     assert torch.get_num_threads() == want
 
 
 @pytest.mark.parametrize("cmd", ["run", "check"])
 def test_zero_threads_is_a_one_line_error(capsys, cmd):
-    assert main([cmd, "--prompt", "Hi", "--threads", "0"] if cmd == "run" else [cmd, "--threads", "0"]) == 2
+    argv = [cmd, "--fixture", "tiny-llama", "--threads", "0"]
+    assert main([*argv, "--prompt", "Hi"] if cmd == "run" else argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --threads 0") and "\n" not in err

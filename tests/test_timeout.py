@@ -133,7 +133,7 @@ def test_cli_check_json_names_the_timed_out_request_and_stays_valid(capsys, monk
     monkeypatch.syspath_prepend(str(tmp_path))
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": p.id, "text": p.text} for p in PROMPTS]}))
-    rc = main(["check", "--runner", "hangplug:Hangs", "--prompts", str(prompts), "--max-new-tokens", "6",
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", "hangplug:Hangs", "--prompts", str(prompts), "--max-new-tokens", "6",
                "--request-timeout", str(LIMIT), "--json"])
     import hangplug
 
@@ -149,7 +149,7 @@ def test_cli_check_json_names_the_timed_out_request_and_stays_valid(capsys, monk
 
 @pytest.mark.parametrize("value", ["0", "-3"], ids=["zero", "negative"])
 def test_request_timeout_must_be_positive(value, capsys):
-    rc = main(["check", "--request-timeout", value])
+    rc = main(["check", "--fixture", "tiny-llama", "--request-timeout", value])
     err = capsys.readouterr().err
     assert rc == 2 and f"--request-timeout {value}" in err and err.count("\n") == 1
 

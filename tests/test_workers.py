@@ -76,7 +76,7 @@ def test_an_error_raised_in_a_worker_pickles_back_whole():
 def test_cli_flag_errors_are_one_line(argv, message, capsys):
     from eagle3_check.cli import main
 
-    assert main(["check", *argv]) == 2
+    assert main(["check", "--fixture", "tiny-llama", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -91,7 +91,7 @@ def _prompts(tmp_path, n=5):
 def _report(capsys, argv):
     from eagle3_check.cli import main
 
-    rc = main(["check", "--json", "--max-new-tokens", "16", *argv])
+    rc = main(["check", "--fixture", "tiny-llama", "--json", "--max-new-tokens", "16", *argv])
     out = json.loads(capsys.readouterr().out)
     for r in out["requests"]:
         r["run"].pop("method_ms")  # wall times: the one thing allowed to differ
@@ -117,7 +117,7 @@ def test_a_workers_error_is_one_line_and_no_report(tmp_path, capsys):
     """A prompt longer than max prefill, found in the workers: exit 2, one line, nothing on stdout."""
     from eagle3_check.cli import main
 
-    rc = main(["check", "--prompts", _prompts(tmp_path, 2), "--max-prefill", "8", "--workers", "2", "--no-progress"])
+    rc = main(["check", "--fixture", "tiny-llama", "--prompts", _prompts(tmp_path, 2), "--max-prefill", "8", "--workers", "2", "--no-progress"])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.startswith("error: prompt 'hi'") and err.count("\n") == 1

@@ -28,8 +28,8 @@ from eagle3_check.session.config import Config
 SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
 
 EPILOG = """quick start:
-  eagle3-check check                       # embedded fixture: runner vs HF reference
-  eagle3-check run --prompt "Hi"           # one request, text and stats
+  eagle3-check check                       # SmolLM2-135M (real fixture): runner vs HF reference
+  eagle3-check run --prompt "Hi"           # one request on SmolLM2-135M, text and stats
   eagle3-check check --json > report.json  # machine-readable
 """
 

@@ -28,7 +28,8 @@ dtype's tolerance, see eagle3_check/reference/tolerance.py) or fail; then the le
 Exit code 0 only if no request fails and the ties are within the tie budget.
 
 examples:
-  eagle3-check check                         # the embedded tiny-llama fixture
+  eagle3-check check                         # the real SmolLM2-135M fixture (smollm2-135m), its 16 prompts
+  eagle3-check check --fixture tiny-llama    # the embedded tiny model (seconds)
   eagle3-check check -k 7 --json             # machine-readable report
   eagle3-check check --target T --draft D --tokenizer T/tokenizer.json --prompts my.json
   eagle3-check check --runner my_pkg.runners:make_runner   # judge your own runner
@@ -83,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ties allowed, as a share of all judged positions (default per dtype: "
                    "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
-    add_program_args(p)
+    add_program_args(p, default="the real fixture smollm2-135m", why=" for the prompt set (the `real` extra); --suite, "
+                     "--quantize and --repro keep the tiny fixtures (cost: docs/real-models.md)")
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)
     add_drift_args(p, quantize=True)

@@ -36,9 +36,12 @@ def add_html_arg(p: argparse.ArgumentParser) -> None:
                    help="also write the report as one self-contained HTML page with plots (opens offline)")
 
 
-def add_program_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("program (default: the embedded tiny-llama fixture, eager backend)")
-    g.add_argument("--fixture", default=None, help="embedded fixture name (see fixtures/); default tiny-llama")
+def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded tiny-llama fixture", why: str = "") -> None:
+    """`default`: the program the command runs without --fixture/--target/--pte (session/default_program.py);
+    `why`: the --fixture help's note on it."""
+    g = p.add_argument_group(f"program (default: {default}, eager backend)")
+    g.add_argument("--fixture", default=None, help=f"fixture name (see `eagle3-check fixtures list`); default: "
+                   f"{default}{why}")
     g.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     g.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
     g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a speculator to an ExecuTorch .pte", description=HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", required=True, help="the .pte to write")
-    p.add_argument("--fixture", default=None, help="embedded fixture name (default tiny-llama)")
+    p.add_argument("--fixture", default=None, help="fixture name (default tiny-llama: seconds; "
+                   "a real fixture, e.g. smollm2-135m, exports in ~30 CPU-minutes)")
     p.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     p.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
     p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"])

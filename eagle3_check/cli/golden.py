@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an existing golden")
     r.add_argument("--json", action="store_true", help="print the recorded golden as JSON")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_program_args(r)
+    add_program_args(r, why=" (goldens of a real model: --fixture smollm2-135m)")
     add_runner_args(r, max_new_default=DEFAULT_MAX_NEW)
     r.set_defaults(func=record_main)
 

@@ -11,7 +11,8 @@ from eagle3_check.cli.shrink_flags import add_replay_args
 HELP = """Run one request and print the text and the runner's stats line.
 
 example:
-  eagle3-check run --prompt "Count from one to ten." -k 4 --max-new-tokens 32
+  eagle3-check run --prompt "Hi"                     # SmolLM2-135M-Instruct (the smollm2-135m fixture)
+  eagle3-check run --prompt "Count from one to ten." -k 4 --max-new-tokens 32 --fixture tiny-llama
   eagle3-check run --prompt "Hi" --device cuda --compile layer   # compiled target and draft steps, graphs
 """
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-file", default=None, help="read the prompt from a UTF-8 file")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     add_replay_args(p)
-    add_program_args(p)
+    add_program_args(p, default="the real fixture smollm2-135m", why=" (the `real` extra)")
     add_runner_args(p)
     add_compile_args(p)
     p.set_defaults(func=main)

@@ -20,7 +20,7 @@ from eagle3_check.errors import OptionError
 @dataclass(frozen=True)
 class Config:
     command: str | None = None
-    # --- the program (default: the embedded tiny-llama fixture, eager backend) ---
+    # --- the program (default: session/default_program.py: smollm2-135m for check / run, else tiny-llama) ---
     fixture: str | None = None
     target: str | None = None  # a directory (a hub id is resolved to its cache directory when built)
     draft: str | None = None

@@ -39,6 +39,9 @@ def validated(cfg):
         from eagle3_check.fixtures.registry import load_fixture
 
         load_fixture(cfg.fixture)  # an unknown name: "did you mean"
+    from eagle3_check.session.default_program import with_default_program
+
+    cfg = with_default_program(cfg)  # check's prompt set and run: the real fixture (its package checked)
     cfg = _paths(cfg)
     _ranges(cfg)
     _suite_name(cfg)

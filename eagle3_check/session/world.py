@@ -217,11 +217,11 @@ def default_runner(device: str) -> str:
 
 
 def set_threads(device: str, threads: int | None = None) -> None:
-    """CPU torch threads: `--threads N`, else 1. One thread: the embedded fixtures are tiny (one is
-    ~3x faster than two on a 2-core machine, measured on `check --suite edge`), and on the shared
-    2-core machine two threads of SmolLM2 were 5 to 20 times slower than one (docs/real-models.md;
-    one against two on an idle machine is not measured yet). Without --threads, left alone when
-    OMP_NUM_THREADS is set; always left alone on CUDA."""
+    """CPU torch threads: `--threads N`, else 1, for every model size: the embedded fixtures are tiny
+    (one is ~3x faster than two on a 2-core machine, measured on `check --suite edge`), and on the
+    shared 2-core machine two threads of SmolLM2's `check` cost 8 to 9 times one, alternated in one
+    run (docs/real-models.md "Threads"). Without --threads, left alone when OMP_NUM_THREADS is set;
+    always left alone on CUDA."""
     if device != "cpu" or (threads is None and "OMP_NUM_THREADS" in os.environ):
         return
     import torch

@@ -175,7 +175,7 @@ def test_missing_or_mismatched_ptd_is_one_clear_error(ptd_pte_path, kvwin_pte_pa
 def test_data_path_without_pte_is_refused_before_loading(tmp_path, capsys):
     ptd = tmp_path / "w.ptd"
     ptd.write_bytes(b"x")
-    assert main(["run", "--prompt", "Hi", "--data-path", str(ptd)]) == 2
+    assert main(["run", "--fixture", "tiny-llama", "--prompt", "Hi", "--data-path", str(ptd)]) == 2
     err = capsys.readouterr().err
     assert f"--data-path {ptd} without --pte" in err and len(err.strip().splitlines()) == 1, err
 
