@@ -99,7 +99,7 @@ def in_process_check(tmp_path, monkeypatch, capsys, plugin: str):
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
     junit = tmp_path / "check.xml"
-    rc = main(["check", "--runner", f"{name}:R", "--in-process", "--prompts", str(prompts), "--max-new-tokens", "8",
+    rc = main(["check", "--fixture", "tiny-llama", "--runner", f"{name}:R", "--in-process", "--prompts", str(prompts), "--max-new-tokens", "8",
                "--json", "--junit", str(junit), "--no-progress"])
     out = capsys.readouterr()
     report = json.loads(out.out)  # stdout is exactly one JSON document

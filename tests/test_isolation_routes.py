@@ -85,7 +85,7 @@ def test_workers_route(probe, tmp_path, monkeypatch, capsys):
     spec = _plugin(tmp_path, monkeypatch, probe)
     prompts, junit = tmp_path / "p.json", tmp_path / "workers.xml"
     prompts.write_text(json.dumps(PROMPTS))
-    rc, report = _cli(capsys, ["check", "--workers", "2", "--prompts", str(prompts), "--runner", spec,
+    rc, report = _cli(capsys, ["check", "--fixture", "tiny-llama", "--workers", "2", "--prompts", str(prompts), "--runner", spec,
                                "--max-new-tokens", "6", "--json", "--junit", str(junit), "--no-progress"])
     assert rc == 1 and report["passed"] is False
     assert [r["verdict"]["status"] for r in report["requests"]] == ["fail", "fail"]
@@ -150,8 +150,8 @@ class R(ReferenceRunner):
 """
 
 INTERRUPTED_ROUTES = {
-    "check": ["check", "--prompts", "{prompts}", "--max-new-tokens", "6"],
-    "workers": ["check", "--workers", "2", "--prompts", "{prompts}", "--max-new-tokens", "6"],
+    "check": ["check", "--fixture", "tiny-llama", "--prompts", "{prompts}", "--max-new-tokens", "6"],
+    "workers": ["check", "--fixture", "tiny-llama", "--workers", "2", "--prompts", "{prompts}", "--max-new-tokens", "6"],
     "suite": ["check", "--suite", "acceptance", "--fixture", "tiny-llama"],
     "golden-verify": ["golden", "verify", str(ROOT / "golden" / "tiny-llama__eager__cpu__float32__k4__n48.json"),
                       "--no-baseline"],  # no --junit: its report is the JSON

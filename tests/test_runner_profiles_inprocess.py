@@ -125,7 +125,7 @@ def test_a_profile_that_does_not_chunk_skips_the_chunked_cases_and_a_k_without_f
 def test_check_json_and_text_name_the_profile_and_how_it_was_found(capsys, argv, want):
     from eagle3_check.cli import main
 
-    base = ["check", "--reference", "self", "--max-new-tokens", "4", "--prompt", "Count to three.", "--no-progress"]
+    base = ["check", "--fixture", "tiny-llama", "--reference", "self", "--max-new-tokens", "4", "--prompt", "Count to three.", "--no-progress"]
     assert main([*base, "--json", *argv]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["info"]["profile"] == want

@@ -76,7 +76,7 @@ def prompts_file(tmp_path) -> str:
 
 @pytest.mark.slow  # two worker processes and a child for the plug-in: ~60 s on two busy cores
 def test_workers_shrink_in_the_parent_in_prompt_order(tmp_path, capsys):
-    argv = ["check", "--runner", MUTANT, "--prompts", prompts_file(tmp_path), "--max-new-tokens", "10",
+    argv = ["check", "--fixture", "tiny-llama", "--runner", MUTANT, "--prompts", prompts_file(tmp_path), "--max-new-tokens", "10",
             "--no-progress", "--shrink", "--shrink-dir", str(tmp_path)]
     assert main([*argv, "--workers", "2"]) == 1
     out = capsys.readouterr().out
