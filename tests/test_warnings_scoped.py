@@ -96,7 +96,7 @@ def test_a_user_warning_from_a_plug_in_runner_and_after_the_cli_still_shows(tmp_
     code = (
         "import warnings\n"
         "from eagle3_check.cli import main\n"
-        f"rc = main(['check', '--runner', 'warn_runner:WarnRunner', '--prompts', {str(prompts)!r},\n"
+        f"rc = main(['check', '--fixture', 'tiny-llama', '--runner', 'warn_runner:WarnRunner', '--prompts', {str(prompts)!r},\n"
         "           '--max-new-tokens', '4', '--no-progress', '--in-process'])\n"  # isolated: its stderr is the report's
         "warnings.warn('after the CLI', UserWarning)\n"
         "print('rc', rc)\n"

@@ -218,7 +218,7 @@ def run_check(
     # given); the runner is asked with the K given (its clamp is checked) and the profile's chunking
     judged = declared(runner)[0].request(options, md)
     k = check_options(judged, md, md.vocab_size or tokenizer.vocab_size)
-    options = dataclasses.replace(options, chunked_prefill=judged.chunked_prefill)
+    options = requested_options(options, md, runner)
     stops = stop_set(tokenizer, md, options)
     report = CheckReport(k=k, tie_budget=tie_budget)
     prompts = list(prompts)
@@ -231,6 +231,14 @@ def run_check(
 
         report.interrupted = interrupted_line(len(report.outcomes), len(prompts))
     return report
+
+
+def requested_options(options, md, runner):
+    """The options each request is sent to `runner` with: the given ones, chunked as the runner's
+    profile chunks (the K given: its clamp is checked). An isolated runner's requests are sent ahead
+    (IsolatedRunner.expect) with exactly these."""
+    judged = declared(runner)[0].request(options, md)
+    return dataclasses.replace(options, chunked_prefill=judged.chunked_prefill)
 
 
 def _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner, on_request,

@@ -55,7 +55,11 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
         runner.ready()  # a plug-in the child cannot load: the one-line error, before any work
         if not getattr(runner, "remote", False):
             runner.set_twin(setup.program)  # a request on another program (a shrinker's) goes over the pipe
-        runner.expect([(f"'{p.id}'", p.text) for p in prompts], resolved.options)  # run_check's order: sent ahead
+        from eagle3_check.gating.check import requested_options
+        from eagle3_check.program.contract import read_metadata
+
+        sent = requested_options(resolved.options, read_metadata(setup.program.metadata()), runner)
+        runner.expect([(f"'{p.id}'", p.text) for p in prompts], sent)  # run_check's order and options: sent ahead
     reference = ctx.reference
     bar = make_bar(total=len(prompts), desc="check", unit="req", leave=False, delay=0.5)  # early errors: no bar
     try:
