@@ -15,7 +15,7 @@ import time
 
 from eagle3_check.isolate import wire
 from eagle3_check.isolate.fork import Forked, can_fork, fork_child
-from eagle3_check.run.proc import BoundedOutput, end_tree
+from eagle3_check.run.proc import BoundedOutput, children_of, end_tree
 
 # How long a child whose reply pipe closed gets to finish exiting before it is called still running:
 # a forked child that calls sys.exit runs the interpreter's shutdown (torch loaded), which took over 2 s
@@ -30,6 +30,12 @@ def status_line(code: int | None) -> str:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
         return f"killed by signal {-code} ({name})"
     return f"exit status {code}"
+
+
+# The runner processes alive now (their pids): ending one child's tree must not end a sibling's
+# (`--workers N` holds N children, and end_tree sweeps the orphans reparented to us, which a sibling,
+# also our child, would look like; its exit status reaped there read as "still running (killed)").
+_LIVE: set[int] = set()
 
 
 class ChildGone(Exception):
@@ -50,6 +56,8 @@ class Child:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w), start_new_session=True, env=env)
         self.forked = isinstance(self.proc, Forked)
+        self.before = children_of(os.getpid()) - {self.proc.pid}  # ours already: never this child's orphans
+        _LIVE.add(self.proc.pid)
         os.close(req_r)
         os.close(rep_w)
         self.out_fd = self.proc.stdout.fileno()
@@ -116,7 +124,8 @@ class Child:
     def kill(self) -> int | None:
         """Ends the child's whole process tree; its exit status (None: it was still running)."""
         code = self.proc.poll()
-        end_tree(self.proc)
+        _LIVE.discard(self.proc.pid)
+        end_tree(self.proc, self.before | _LIVE)
         self.drain(0.2)
         for fd in (self.req_w, self.rep_r):
             try:
