@@ -155,7 +155,8 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
 
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
                        pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt, runner=inputs.plugin,
-                       dtype=program_dtype(program) if inputs.pte else None)
+                       dtype=program_dtype(program) if inputs.pte else None,
+                       run_backend="pte" if inputs.pte else None)
     if keep is not None:
         keep["outcome"] = out
     cases = []

@@ -22,7 +22,7 @@ from eagle3_check.gating.golden import (
     run_golden,
     version_notes,
 )
-from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs
+from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs, stats_exact
 from eagle3_check.gating.metrics import (
     MetricDiff,
     compare_metrics,
@@ -143,6 +143,7 @@ def gate_goldens(
     fixture: str | None = None,
     data_path: str | Path | None = None,
     dtype: str | None = None,
+    run_backend: str | None = None,
 ) -> GateOutcome:
     """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
 
@@ -150,12 +151,20 @@ def gate_goldens(
     GPU) are listed in `skipped` with the reason; `build` replaces the program factory.
     With `fixture` (the gate's one program), goldens of other fixtures are skipped too, and with
     `dtype` (that program's), goldens of another dtype (a bf16 program's near-ties differ from a
-    float32 golden's tokens: never a silent mismatch)."""
+    float32 golden's tokens: never a silent mismatch).
+
+    With `pte` and no `build` (`golden verify --pte FILE`), every golden runs on that `.pte`: its
+    own `pte` goldens and the eager goldens of its fixture and dtype (an export emits the eager
+    program's tokens), the others skipped with the reason; `run_backend` (the backend the goldens
+    run on: the gate's program) decides which stats are exact (`golden_diff.stats_exact`)."""
+    if build is None and pte is not None:
+        build, fixture, dtype = _pte_build(pte, data_path, fixture, dtype)
+        run_backend = "pte"
     build = build or (lambda key: program_for_key(key, pte, data_path))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     paths = golden_paths(paths)
     try:
-        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype)
+        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (run/interrupt.py)
         from eagle3_check.run.interrupt import interrupted_line
 
@@ -163,7 +172,22 @@ def gate_goldens(
     return out
 
 
-def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture, dtype) -> None:
+def _pte_build(pte, data_path, fixture: str | None, dtype: str | None):
+    """(build, fixture, dtype) of `golden verify --pte FILE`: the one `.pte` (loaded once, probed) for
+    every golden, its fixture from the export sidecar and its dtype from its feature output."""
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.pte_probe import load_probed
+    from eagle3_check.program.sidecar import sidecar_fixture
+    from eagle3_check.tokenizer import Tokenizer
+
+    program = load_probed(pte, data_path)  # probed: a corrupt file is one line
+    fixture = fixture or sidecar_fixture(pte)
+    dtype = dtype or str(getattr(program, "dtype", "float32")).removeprefix("torch.")
+    return (lambda key: (program, Tokenizer.load(load_fixture(key.fixture).tokenizer_path))), fixture, dtype
+
+
+def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture, dtype,
+            run_backend: str | None = None) -> None:
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
     for path in paths:
@@ -188,11 +212,17 @@ def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, p
         runs = run_golden(program, tokenizer, golden, runner, on_prompt)
         out.runs[key.stem] = runs
         out.keys[key.stem] = key
-        out.golden_diffs.extend(diff_golden(runs, golden))
+        out.golden_diffs.extend(diff_golden(runs, golden, run_backend, out.notes))
         out.notes.extend(version_notes(golden))
         if baseline:
-            out.metric_diffs.extend(compare_metrics(key.stem, compute_metrics(
-                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)))
+            metric_diffs = compare_metrics(key.stem, compute_metrics(
+                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem))
+            if stats_exact(key.backend, key.dtype, run_backend) or any(d.direction == "missing" for d in metric_diffs):
+                out.metric_diffs.extend(metric_diffs)
+            elif metric_diffs:  # the baseline's metrics are acceptance's (calls per token, tau, n-alpha): as the stats
+                out.notes.append(f"{key.stem}: metrics not gated on a {run_backend} program ({len(metric_diffs)} "
+                                 f"differ from its {key.backend} baseline; {key.dtype} acceptance follows the "
+                                 "backend's numerics)")
 
 
 def total_prompts(paths: Iterable[str | Path] = ()) -> int:

@@ -6,6 +6,12 @@ large one at a logic change) and the first differing stat, in the order rounds, 
 count of a round, tau, stop reason, and text (only when the ids agree: a detokenizer
 change). Prompt ids are compared first: if they differ, the tokenizer or the options
 changed and nothing after them is comparable.
+
+Tokens hold on every backend of a golden's fixture and dtype (its margins are outside the tie
+tolerance), but acceptance is the draft's: on another backend than the golden's (an eager golden
+run on a `.pte`), in a reduced precision, the draft's near-ties round the other way and rounds,
+accepted counts and tau move with correct tokens (`stats_exact`, DESIGN §3). There those three
+are reported as notes, not differences; everywhere else they are exact.
 """
 
 from __future__ import annotations
@@ -49,10 +55,28 @@ def runs_by_prompt(report_or_runs) -> dict[str, RunResult]:
     return out
 
 
-def diff_golden(report_or_runs, golden: Golden | str | Path) -> list[GoldenDiff]:
+# the stats that follow the draft's numerics (compared exactly only where `stats_exact`)
+ACCEPTANCE_STATS = ("rounds", "accepted", "tau")
+
+
+def stats_exact(golden_backend: str, golden_dtype: str, run_backend: str | None) -> bool:
+    """Whether a run's rounds, accepted counts and tau must equal the golden's: on the golden's own
+    backend always; on another backend only in float32, where the backends agree to ~1e-6 (the
+    committed tiny-llama `.pte` golden equals its eager twin, `tests/pte/test_golden_pte.py`). In
+    bfloat16 they do not: SmolLM2's bf16 golden `code-explain-recursion` runs 9 rounds eager and 10
+    on its XNNPACK export, our runner, the seed's binary and its fake alike, with the same 16 tokens
+    (docs/goldens.md "Across backends")."""
+    return run_backend is None or run_backend == golden_backend or golden_dtype == "float32"
+
+
+def diff_golden(report_or_runs, golden: Golden | str | Path, run_backend: str | None = None,
+                notes: list[str] | None = None) -> list[GoldenDiff]:
     """Exact comparison of runs with a golden: [] when identical, else one or two diffs a prompt
-    (the first differing token, and the first differing stat)."""
+    (the first differing token, and the first differing stat). `run_backend` is the backend the
+    runs ran on (None: the golden's); where `stats_exact` says no, an acceptance stat that differs
+    is appended to `notes` instead (with why), not returned."""
     g = golden if isinstance(golden, Golden) else load_golden(golden)
+    exact = stats_exact(g.key.backend, g.key.dtype, run_backend)
     runs = runs_by_prompt(report_or_runs)
     stem = g.key.stem
     diffs: list[GoldenDiff] = []
@@ -80,7 +104,14 @@ def diff_golden(report_or_runs, golden: Golden | str | Path) -> list[GoldenDiff]
         tok = token_diff(stem, pid, list(run.tokens), want, g.tie_tolerance)
         if tok:
             diffs.append(tok)
-        stat = _stat_diff(stem, pid, run, want, tokens_differ=tok is not None)
+        acceptance = _acceptance_diff(stem, pid, run, want)
+        if acceptance and not exact:
+            if notes is not None:
+                notes.append(f"{acceptance.message}: an {g.key.backend} golden run on a {run_backend} program in "
+                             f"{g.key.dtype} (acceptance follows the draft's numerics there; tokens compared "
+                             f"exactly; record a {run_backend} golden to compare it exactly)")
+            acceptance = None
+        stat = acceptance or _stat_diff(stem, pid, run, want, tokens_differ=tok is not None)
         if stat:
             diffs.append(stat)
     return diffs
@@ -112,7 +143,8 @@ def token_diff(stem: str, pid: str, got: list[int], want: GoldenPrompt, tie_tole
     return GoldenDiff(stem, pid, "length", msg, i, _at(got, i), _at(want.tokens, i), margin)
 
 
-def _stat_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt, tokens_differ: bool) -> GoldenDiff | None:
+def _acceptance_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt) -> GoldenDiff | None:
+    """The first differing acceptance stat (ACCEPTANCE_STATS, in that order), or None."""
     if run.rounds != want.rounds:
         return GoldenDiff(stem, pid, "rounds", f"{stem} '{pid}': rounds {run.rounds}, golden {want.rounds} "
                           f"(tau {run.tau:.3f}, golden {want.tau:.3f})",
@@ -126,6 +158,11 @@ def _stat_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt, tokens_d
     if run.tau != want.tau:
         return GoldenDiff(stem, pid, "tau", f"{stem} '{pid}': tau {run.tau:.4f}, golden {want.tau:.4f}",
                           got=run.tau, want=want.tau)
+    return None
+
+
+def _stat_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt, tokens_differ: bool) -> GoldenDiff | None:
+    """The first differing stat after acceptance: the stop reason, then the text (same tokens only)."""
     if run.stop_reason != want.stop_reason:
         return GoldenDiff(stem, pid, "stop_reason",
                           f"{stem} '{pid}': stop reason '{run.stop_reason}', golden '{want.stop_reason}'",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import warnings
 from functools import cached_property
 from pathlib import Path
 
@@ -335,8 +336,17 @@ class Eagle3State:
         from eagle3_check.gating.golden_diff import diff_golden
 
         run = self.golden_run(golden, prompt)
-        diffs = diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]))
+        notes: list[str] = []
+        diffs = diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]),
+                            self.run_backend, notes)
+        for note in notes:  # acceptance of an eager golden on a .pte (golden_diff.stats_exact): shown, not failed
+            warnings.warn(note, stacklevel=2)
         return [d.message for d in diffs]
+
+    @property
+    def run_backend(self) -> str | None:
+        """The backend the goldens run on: "pte" with --eagle3-pte, else the golden's own (None)."""
+        return "pte" if self.settings.get("pte") else None
 
     def metric_diffs(self, golden) -> list:
         """The metrics of the golden's runs (shared with its golden items) against the baseline's
@@ -345,8 +355,17 @@ class Eagle3State:
         from eagle3_check.run.crash import CRASHED
 
         runs = [self.golden_run(golden, p) for p in golden.prompts]
+        from eagle3_check.gating.golden_diff import stats_exact
+
         now = compute_metrics([r for r in runs if r.stop_reason != CRASHED], golden.key.k)
-        return compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem))
+        diffs = compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem))
+        if diffs and not stats_exact(golden.key.backend, golden.key.dtype, self.run_backend) \
+                and not any(d.direction == "missing" for d in diffs):
+            warnings.warn(f"{golden.key.stem}: metrics not gated on a .pte ({len(diffs)} differ from its "
+                          f"{golden.key.backend} baseline; {golden.key.dtype} acceptance follows the backend's numerics)",
+                          stacklevel=2)
+            return []
+        return diffs
 
 
 def plugin_config(s: dict[str, str | None], max_new: int, timeout: float | None):
