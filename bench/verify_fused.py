@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptfast_ref  # noqa: E402
 import gpu_floor  # noqa: E402
+import triton_splitk  # noqa: E402
 import triton_verify  # noqa: E402
 from gpu_bench import build_program, build_target  # noqa: E402
 from gpu_bench import parse_args as bench_args  # noqa: E402
@@ -142,6 +143,22 @@ class Bench:
                      setup_s=round(time.perf_counter() - t0, 1))
         self.fw = fw
 
+    def splitk(self):
+        """The fused forward with triton_splitk's split-K products (tuned over SPLITK_CONFIGS)."""
+        t0 = time.perf_counter()
+        fw = triton_verify.TritonLlamaForward(self.target)
+        fw.linear_fn, fw.default_config = triton_splitk.splitk_linear, triton_splitk.SPLITK_CONFIGS[0]
+        if self.a.tune:
+            self.res["splitk_tuning"] = {t: triton_verify.tune(fw, t, gpu_floor._time_graph, triton_splitk.SPLITK_CONFIGS,
+                                                               triton_splitk.fits) for t in self.ts}
+        else:
+            fw.configs = {(n, t): c for n, c in triton_splitk.TUNED_H200.items() for t in self.ts}
+        ms = {t: triton_verify.matmul_only_ms(fw, t, gpu_floor._time_graph) for t in self.ts}
+        self.row("matmul-floor-triton-splitk", ms)
+        self.target.fast_forward = fw
+        self.graphed("triton-fused-splitk", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()},
+                     setup_s=round(time.perf_counter() - t0, 1))
+
     def triton_variants(self, names=("pdl", "pdl-prefetch")):
         for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
             if name not in names:
@@ -223,7 +240,7 @@ def main() -> int:
     p.add_argument("--ts", default="5,1")
     p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,gpt-fast,compiled")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,splitk,pdl,gpt-fast,compiled")
     p.add_argument("--no-tune", dest="tune", action="store_false",
                    help="use triton_verify.TUNED_H200 (the first run's picks) instead of tuning (~25 s)")
     p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
@@ -234,11 +251,13 @@ def main() -> int:
     b.section("floors", b.floors)
     if "triton" not in skip:
         b.section("triton", b.triton)
-    if "triton" not in skip and hasattr(b, "fw"):  # the likely best first: a run cut short keeps it
+    if "splitk" not in skip:  # the likely best first: a run cut short keeps it
+        b.section("triton-splitk", b.splitk)
+    if "pdl" not in skip and hasattr(b, "fw"):
         b.section("triton-pdl-prefetch", lambda: b.triton_pdl(b.fw, "pdl-prefetch", True, True))
     if "gpt-fast" not in skip:
         b.section("gpt-fast", b.gptfast)
-    if "triton" not in skip and hasattr(b, "fw"):
+    if "pdl" not in skip and hasattr(b, "fw"):
         b.triton_variants(names=("pdl",))
     if "compiled" not in skip:
         for name in filter(None, a.variants.split(",")):
