@@ -44,7 +44,8 @@ def _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI: tl.constexpr
     dt = out_ptr.dtype.element_ty
     y = acc.to(dt)
     if EPI == 1:  # x + linear(...): both bf16, the sum rounded once
-        r = tl.load(res_ptr + rm[:, None] * N + rn[None, :], mask=omask, other=0.0)
+        # .cg: in triton_persistent another SM wrote the residual, and this SM's L1 may hold an older one
+        r = tl.load(res_ptr + rm[:, None] * N + rn[None, :], mask=omask, other=0.0, cache_modifier=".cg")
         y = (y.to(tl.float32) + r.to(tl.float32)).to(dt)
     if EPI == 2:  # F.silu(gate) * up, each op rounded to bf16
         g = y.to(tl.float32)

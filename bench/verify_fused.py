@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptfast_ref  # noqa: E402
 import gpu_floor  # noqa: E402
+import triton_persistent  # noqa: E402
 import triton_splitk  # noqa: E402
 import triton_verify  # noqa: E402
 from gpu_bench import build_program, build_target  # noqa: E402
@@ -159,6 +160,17 @@ class Bench:
         self.graphed("triton-fused-splitk", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()},
                      setup_s=round(time.perf_counter() - t0, 1))
 
+    def persistent(self, name, configs):
+        """The whole forward as one persistent kernel (triton_persistent) with these configs."""
+        t0 = time.perf_counter()
+        fw = triton_persistent.PersistentLlamaForward(self.target, configs)
+        self.target.fast_forward = fw
+        self.graphed(name, configs=fw.pconfigs, programs=fw.programs, setup_s=round(time.perf_counter() - t0, 1))
+        self.res["rows"][name]["failed_barriers"] = fw.failed_barriers()
+        n = 5 * len(fw.weights)
+        self.row(f"{name}-barriers-only", {t: triton_persistent.barriers_only_ms(fw, n, gpu_floor._time_graph)
+                                           for t in self.ts[:1]}, barriers=n)
+
     def triton_variants(self, names=("pdl", "pdl-prefetch")):
         for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
             if name not in names:
@@ -240,10 +252,12 @@ def main() -> int:
     p.add_argument("--ts", default="5,1")
     p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,splitk,pdl,gpt-fast,compiled")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,splitk,persistent,pdl,gpt-fast,compiled")
     p.add_argument("--no-tune", dest="tune", action="store_false",
                    help="use triton_verify.TUNED_H200 (the first run's picks) instead of tuning (~25 s)")
     p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
+    p.add_argument("--persistent", default="[{}]",
+                   help="JSON list of triton_persistent config overrides, one row each ([{}]: its DEFAULT)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))
@@ -253,6 +267,9 @@ def main() -> int:
         b.section("triton", b.triton)
     if "splitk" not in skip:  # the likely best first: a run cut short keeps it
         b.section("triton-splitk", b.splitk)
+    if "persistent" not in skip:
+        for i, cfg in enumerate(json.loads(a.persistent)):
+            b.section(f"persistent-{i}", lambda i=i, cfg=cfg: b.persistent(f"triton-persistent-{i}", cfg))
     if "pdl" not in skip and hasattr(b, "fw"):
         b.section("triton-pdl-prefetch", lambda: b.triton_pdl(b.fw, "pdl-prefetch", True, True))
     if "gpt-fast" not in skip:
