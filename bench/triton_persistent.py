@@ -15,9 +15,10 @@ then logits = RMSNorm(x; norm) @ Wlm^T. A phase's units go round-robin over the 
 with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
 reduces them in split order and runs the epilogue (triton_splitk's scheme, deterministic). The
 math and its bf16 rounding are triton_verify's op for op. Activations are read with `.cg` (L2,
-not the SM's L1, which other SMs' writes do not update). The barrier is a self-resetting
-generation counter (arrive with acq_rel; the last arriver resets the count and bumps the
-generation; the others spin on it with acquire loads), bounded: a program that spins past
+not the SM's L1, which other SMs' writes do not update). The barrier is one arrival count
+that only grows (arrive with one acq_rel add, then poll it with acquire reads until it reaches
+this launch's base + (barrier index + 1) x programs; the base, a multiple of the programs, is read
+at the start), bounded: a program that spins past
 SPIN_LIMIT polls gives up and bumps an error count the forward checks (never a hang).
 
 Needs every program resident at once: the grid is the SM count (one program per SM). Weights are
@@ -38,33 +39,37 @@ SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far pas
 # per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
 # per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
 # acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
-# this program's first unit of the next product (0: none)
+# this program's first unit of the next product (0: none); attn_block: cache slots per attention step
 DEFAULT = {"qkv": (32, 256, 2), "o": (32, 256, 2), "gate_up": (64, 256, 1), "down": (32, 256, 4),
-           "lm_head": (64, 256, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "atomic", "prefetch": 0}
+           "lm_head": (64, 256, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "atomic", "prefetch": 0,
+           "attn_block": 64}
 
 
 @triton.jit
-def _grid_sync(bar_ptr, nprog, LOAD_POLL: tl.constexpr):
-    """All programs reach this point before any leaves it (see module doc)."""
+def _barrier_base(bar_ptr, nprog):
+    """The arrival count this launch starts from: a multiple of nprog (every launch adds barriers x
+    nprog arrivals), read before this program's first arrival, so below base + nprog."""
+    now = tl.atomic_add(bar_ptr, 0, sem="acquire")
+    return now - now % nprog
+
+
+@triton.jit
+def _grid_sync(bar_ptr, target, LOAD_POLL: tl.constexpr):
+    """All programs reach this point before any leaves it: arrive (one acq_rel add on a count that
+    only grows), then wait until the count reaches `target` = base + (barrier index + 1) x nprog."""
     tl.debug_barrier()
-    gen = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")
-    arrived = tl.atomic_add(bar_ptr, 1, sem="acq_rel")
-    if arrived == nprog - 1:
-        tl.atomic_xchg(bar_ptr, 0, sem="relaxed")
-        tl.atomic_add(bar_ptr + 1, 1, sem="release")
-    else:
-        cur = gen
-        spins = 0
-        while (cur == gen) & (spins < SPIN_LIMIT):
-            if LOAD_POLL:
-                cur = tl.load(bar_ptr + 1, volatile=True)
-            else:
-                cur = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")
-            spins += 1
+    cur = tl.atomic_add(bar_ptr, 1, sem="acq_rel") + 1
+    spins = 0
+    while (cur < target) & (spins < SPIN_LIMIT):
         if LOAD_POLL:
-            cur = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")  # orders the reads after the barrier
-        if cur == gen:
-            tl.atomic_add(bar_ptr + 2, 1)  # gave up: the forward reports it
+            cur = tl.load(bar_ptr, volatile=True)
+        else:
+            cur = tl.atomic_add(bar_ptr, 0, sem="acquire")
+        spins += 1
+    if LOAD_POLL:
+        cur = tl.atomic_add(bar_ptr, 0, sem="acquire")  # orders the reads after the barrier
+    if cur < target:
+        tl.atomic_add(bar_ptr + 2, 1)  # gave up: the forward reports it
     tl.debug_barrier()
 
 
@@ -83,14 +88,26 @@ def _prefetch(w_ptr, N, K, pid, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EPI:
 
 
 @triton.jit
-def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
-    """n grid barriers and nothing else: what the forward's 5 L of them cost alone."""
-    for _ in range(n):
-        _grid_sync(bar_ptr, tl.num_programs(0), LOAD_POLL)
+def _stamp(times_ptr, i, pid, TIMED: tl.constexpr):
+    """Program 0 records %globaltimer (ns) at slot i: where a timed forward's phases end."""
+    if TIMED:
+        if pid == 0:
+            now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [pid], dtype=tl.int64,
+                                            is_pure=False, pack=1)
+            tl.store(times_ptr + i, now)
 
 
 @triton.jit
-def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K, eps, pid, nprog,
+def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
+    """n grid barriers and nothing else: what the forward's 5 L of them cost alone."""
+    nprog = tl.num_programs(0)
+    base = _barrier_base(bar_ptr, nprog)
+    for b in range(n):
+        _grid_sync(bar_ptr, base + (b + 1) * nprog, LOAD_POLL)
+
+
+@triton.jit
+def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K: tl.constexpr, eps, pid, nprog,
              NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr):
     """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math)."""
@@ -98,12 +115,12 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K, 
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     mmask = rm < M
-    if NORM:  # LlamaRMSNorm statistics over the whole row, once a phase
+    if NORM:  # LlamaRMSNorm statistics over the whole row, once a phase (unrolled: the loads issue together)
         ss = tl.zeros([BLOCK_M], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            xt = tl.load(x_ptr + rm[:, None] * K + (k0 + rk)[None, :], mask=mmask[:, None], other=0.0,
+        for kn in tl.static_range(0, K, BLOCK_K):
+            xs = tl.load(x_ptr + rm[:, None] * K + (kn + rk)[None, :], mask=mmask[:, None], other=0.0,
                          cache_modifier=".cg").to(tl.float32)
-            ss += tl.sum(xt * xt, axis=1)
+            ss += tl.sum(xs * xs, axis=1)
         rstd = tl.rsqrt(ss / K + eps)
     tiles = tl.cdiv(N, BLOCK_N)
     k_len = K // SPLIT
@@ -211,41 +228,55 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
              DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
-             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr):
+             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, times_ptr, TIMED: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output."""
     pid, nprog = tl.program_id(0), tl.num_programs(0)
     QKV: tl.constexpr = (NH + 2 * NKV) * D
+    base = _barrier_base(bar_ptr, nprog)
+    _stamp(times_ptr, 10 * L + 1, pid, TIMED)
     for lay in range(L):
         li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
         x = hs_ptr + li * T * H
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, T, QKV, H, eps,
                  pid, nprog, True, 0, BLOCK_M, QN, QK, QS, F32)
         _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
-        _grid_sync(bar_ptr, nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 1) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
         _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
                    o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32)
-        _grid_sync(bar_ptr, nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 2) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
         _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, T, H, NH * D, eps,
                  pid, nprog, False, 1, BLOCK_M, ON, OK, OS, F32)
         _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
-        _grid_sync(bar_ptr, nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 3) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, T, FF, H,
                  eps, pid, nprog, True, 2, BLOCK_M, GN, GK, GS, F32)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
-        _grid_sync(bar_ptr, nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 4) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, T, H, FF, eps,
                  pid, nprog, False, 1, BLOCK_M, DN, DK, DS, F32)
         if lay + 1 < L:
             _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
         else:
             _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
-        _grid_sync(bar_ptr, nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 5) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 9, pid, TIMED)
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, T, V, H, eps,
              pid, nprog, True, 0, BLOCK_M, LN, LK, LS, F32)
+    _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
 def resident_per_sm(kernel, device: torch.device) -> int:
     """Programs of a compiled kernel one SM holds at once (registers, shared memory, warps)."""
+    kernel._init_handles()  # loads the binary: sets n_regs
     props = torch.cuda.get_device_properties(device)
     threads = kernel.metadata.num_warps * 32
     regs = getattr(props, "regs_per_multiprocessor", 65536) // max(1, kernel.n_regs * threads)
@@ -256,7 +287,7 @@ def resident_per_sm(kernel, device: torch.device) -> int:
 
 def barriers_only_ms(fw: PersistentLlamaForward, n: int, time_graph) -> float:
     """Median ms of one launch of fw's grid doing n grid barriers and nothing else (a CUDA graph)."""
-    bar = torch.zeros(4, device=fw.ws.device, dtype=torch.int32)
+    bar = torch.zeros(4, device=fw.ws.device, dtype=torch.int64)
 
     def fn():
         _barriers[(fw.programs,)](bar, n, LOAD_POLL=fw.pconfigs["poll"] == "load", num_warps=fw.pconfigs["warps"])
@@ -282,6 +313,7 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 1
         self.programs = programs or self.sms * self.pconfigs["per_sm"]
         self.resident: int | None = None  # programs per SM the compiled kernel allows (first call)
+        self.times: torch.Tensor | None = None  # set to int64 [10 L + 2] to record phase ends (`phase_us`)
         cfg = target.model.config.get_text_config(decoder=True)
         self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
         sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
@@ -290,12 +322,24 @@ class PersistentLlamaForward(TritonLlamaForward):
         tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
         self.ws = torch.empty(ws, device=dev, dtype=torch.float32)
         self.cnt = torch.zeros(tiles, device=dev, dtype=torch.int32)
-        self.bar = torch.zeros(4, device=dev, dtype=torch.int32)  # count, generation, gave-up count
+        self.bar = torch.zeros(4, device=dev, dtype=torch.int64)  # arrivals (only grow), -, gave-up count
         for (_, k), kk in zip(sizes, (wqkv.shape[2], wo.shape[2], wgu.shape[2], wd.shape[2], ln1.shape[1])):
             bn, bk, split = self.pconfigs[k]
             if kk % (bk * split):
                 raise ValueError(f"PersistentLlamaForward: {k} config {self.pconfigs[k]}: K = {kk} is not a "
                                  "multiple of BLOCK_K * SPLIT; pick another")
+
+    def phase_us(self) -> dict:
+        """Mean us per layer of each phase (and its barrier) from the last timed call (self.times)."""
+        t = self.times.cpu().double() / 1e3
+        n = len(self.weights)
+        starts = torch.cat([t[10 * n + 1:10 * n + 2], t[:10 * n - 1]]).view(n, 10)  # slot 10 L + 1: the start
+        names = [f"{p}{b}" for p in ("qkv", "attention", "o", "gate_up", "down") for b in ("", " barrier")]
+        per = (t[:10 * n].view(n, 10) - starts).mean(0)
+        out = {k: round(float(v), 2) for k, v in zip(names, per)}
+        out["lm_head"] = round(float(t[10 * n] - t[10 * n - 1]), 2)
+        out["total"] = round(float(t[10 * n] - t[10 * n + 1]), 2)
+        return out
 
     def failed_barriers(self) -> int:
         """How many barrier waits gave up (SPIN_LIMIT) since construction: nonzero = wrong output."""
@@ -321,8 +365,9 @@ class PersistentLlamaForward(TritonLlamaForward):
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar,
-            t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(L=n, H=h, FF=i, NH=self.n_heads,
-            NKV=self.n_kv, D=self.head_dim, BLOCK_M=BLOCK_M, BLOCK_S=64, QN=c["qkv"][0], QK=c["qkv"][1],
+            t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(times_ptr=self.times,
+            TIMED=self.times is not None, L=n, H=h, FF=i, NH=self.n_heads,
+            NKV=self.n_kv, D=self.head_dim, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], QN=c["qkv"][0], QK=c["qkv"][1],
             QS=c["qkv"][2], ON=c["o"][0], OK=c["o"][1], OS=c["o"][2], GN=c["gate_up"][0], GK=c["gate_up"][1],
             GS=c["gate_up"][2], DN=c["down"][0], DK=c["down"][1], DS=c["down"][2], LN=c["lm_head"][0],
             LK=c["lm_head"][1], LS=c["lm_head"][2], F32=INTERPRET, LOAD_POLL=c["poll"] == "load",
