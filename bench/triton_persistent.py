@@ -107,20 +107,17 @@ def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
 
 
 @triton.jit
-def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K: tl.constexpr, eps, pid, nprog,
-             NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss_out, M, N, K: tl.constexpr, eps,
+             pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr):
     """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math)."""
     dt = out_ptr.dtype.element_ty
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     mmask = rm < M
-    if NORM:  # LlamaRMSNorm statistics over the whole row, once a phase (unrolled: the loads issue together)
-        ss = tl.zeros([BLOCK_M], dtype=tl.float32)
-        for kn in tl.static_range(0, K, BLOCK_K):
-            xs = tl.load(x_ptr + rm[:, None] * K + (kn + rk)[None, :], mask=mmask[:, None], other=0.0,
-                         cache_modifier=".cg").to(tl.float32)
-            ss += tl.sum(xs * xs, axis=1)
+    if NORM:  # LlamaRMSNorm: the row's sum of squares from its producer's per-tile partials
+        slots = tl.arange(0, SS_SLOTS)
+        ss = tl.sum(tl.load(ss_in + slots[:, None] * BLOCK_M + rm[None, :], cache_modifier=".cg"), axis=0)
         rstd = tl.rsqrt(ss / K + eps)
     tiles = tl.cdiv(N, BLOCK_N)
     k_len = K // SPLIT
@@ -145,7 +142,10 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K: 
                 wu = tl.load(w_ptr + (N + rn)[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
                 acc_up += _dot(xt, tl.trans(wu), F32)
         if SPLIT == 1:
-            _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+            y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+            if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
+                yf = tl.where(omask, y.to(tl.float32), 0.0)
+                tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
         else:
             part = rm[:, None] * NW + rn[None, :]
             tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
@@ -162,7 +162,10 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, M, N, K: 
                         acc_up += tl.load(ws_ptr + s * BLOCK_M * NW + part + N, mask=omask, other=0.0,
                                           cache_modifier=".cg")
                 tl.store(cnt_ptr + tile, 0)
-                _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+                y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+                if SS_OUT:
+                    yf = tl.where(omask, y.to(tl.float32), 0.0)
+                    tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
 
 
 @triton.jit
@@ -223,7 +226,7 @@ def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, 
 @triton.jit
 def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_ptr, wo_ptr, ln2_ptr, wgu_ptr,
              wd_ptr, lnf_ptr, wlm_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, ws_ptr, cnt_ptr, bar_ptr,
-             T, S, V, eps, scale, L: tl.constexpr, H: tl.constexpr, FF: tl.constexpr, NH: tl.constexpr,
+             ssq_ptr, ssg_ptr, T, S, V, eps, scale, L: tl.constexpr, H: tl.constexpr, FF: tl.constexpr, NH: tl.constexpr,
              NKV: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
              QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
@@ -237,8 +240,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     for lay in range(L):
         li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
         x = hs_ptr + li * T * H
-        _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, T, QKV, H, eps,
-                 pid, nprog, True, 0, BLOCK_M, QN, QK, QS, F32)
+        _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
+                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32)
         _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
         _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * 5 + 1) * nprog, LOAD_POLL)
@@ -248,20 +251,20 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * 5 + 2) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
-        _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, T, H, NH * D, eps,
-                 pid, nprog, False, 1, BLOCK_M, ON, OK, OS, F32)
+        _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H, NH * D,
+                 eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32)
         _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
         _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * 5 + 3) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
-        _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, T, FF, H,
-                 eps, pid, nprog, True, 2, BLOCK_M, GN, GK, GS, F32)
+        _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
+                 ssg_ptr, T, FF, H, eps, pid, nprog, H // ON, False, True, 2, BLOCK_M, GN, GK, GS, F32)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * 5 + 4) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
-        _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, T, H, FF, eps,
-                 pid, nprog, False, 1, BLOCK_M, DN, DK, DS, F32)
+        _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
+                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32)
         if lay + 1 < L:
             _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
         else:
@@ -269,8 +272,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * 5 + 5) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 9, pid, TIMED)
-    _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, T, V, H, eps,
-             pid, nprog, True, 0, BLOCK_M, LN, LK, LS, F32)
+    _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
+             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32)
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
@@ -362,9 +365,14 @@ class PersistentLlamaForward(TritonLlamaForward):
         o, xm = torch.empty(t, wo.shape[2], device=dev, dtype=dt), torch.empty(t, h, device=dev, dtype=dt)
         a, logits = torch.empty(t, i, device=dev, dtype=dt), torch.empty(t, v, device=dev, dtype=dt)
         c = self.pconfigs
+        # per-tile partial sums of squares [slots, BLOCK_M] fp32 feeding the norms: ssq from the
+        # embedding (slot 0, written here) and each down-proj; ssg from each o-proj
+        ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
+        ssq[0, :t] = hs[0].float().square().sum(-1)
+        ssg = torch.empty(h // c["o"][0], BLOCK_M, device=dev, dtype=torch.float32)
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
-            self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar,
+            self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
             t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(times_ptr=self.times,
             TIMED=self.times is not None, L=n, H=h, FF=i, NH=self.n_heads,
             NKV=self.n_kv, D=self.head_dim, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], QN=c["qkv"][0], QK=c["qkv"][1],

@@ -40,7 +40,7 @@ def fits(config: tuple, k: int) -> bool:
 
 @triton.jit
 def _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI: tl.constexpr):
-    """Round the fp32 sums to the output dtype as HF eager: residual add or SwiGLU, then store."""
+    """Round the fp32 sums to the output dtype as HF eager: residual add or SwiGLU, store; returns y."""
     dt = out_ptr.dtype.element_ty
     y = acc.to(dt)
     if EPI == 1:  # x + linear(...): both bf16, the sum rounded once
@@ -52,6 +52,7 @@ def _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI: tl.constexpr
         s = (g / (1.0 + tl.exp(-g))).to(dt)
         y = (s.to(tl.float32) * acc_up.to(dt).to(tl.float32)).to(dt)
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], y, mask=omask)
+    return y
 
 
 @triton.jit
