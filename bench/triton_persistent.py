@@ -40,9 +40,9 @@ SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far pas
 # per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
 # acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
 # this program's first unit of the next product (0: none); attn_block: cache slots per attention step
-DEFAULT = {"qkv": (32, 256, 2), "o": (32, 256, 2), "gate_up": (64, 256, 1), "down": (32, 256, 4),
-           "lm_head": (64, 256, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "atomic", "prefetch": 0,
-           "attn_block": 64}
+DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
+           "lm_head": (128, 128, 1), "warps": 4, "stages": 4, "per_sm": 1, "poll": "atomic", "prefetch": 0,
+           "attn_block": 64}  # the best of the H200 sweeps (docs/cuda.md)
 
 
 @triton.jit
