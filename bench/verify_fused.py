@@ -9,6 +9,9 @@ step), in one process:
   hf-forward       our target adapter's HF forward, captured (GraphedProgram)
   compiled-*       program/compiled.py (the library's --compile path), captured
   triton-fused     triton_verify.TritonLlamaForward (five fused kernels a layer), tuned, captured
+  triton-fused-splitk  the same with triton_splitk's split-K products, tuned over SPLITK_CONFIGS
+  triton-persistent-i  triton_persistent: the whole forward as one persistent kernel, one row per
+                   --persistent config (its phase times in the JSON), then its barriers alone
   gpt-fast         gpt-fast's own model.py (--gpt-fast PATH, read from its repository into an
                    ignored directory) on the same weights, compiled (default mode), captured
 Every forward's ids are checked against the HF forward's on the same window. All times are the

@@ -42,9 +42,9 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-@pytest.mark.parametrize("split", [1, 4], ids=["split1", "split4"])
-@pytest.mark.parametrize("epi", [tv.NONE, tv.RESIDUAL, tv.SWIGLU], ids=["plain", "residual", "swiglu"])
-@pytest.mark.parametrize("norm", [False, True], ids=["no-norm", "norm-prologue"])
+@pytest.mark.parametrize("split,epi,norm", [(4, tv.NONE, False), (4, tv.RESIDUAL, False), (2, tv.SWIGLU, True),
+                                            (1, tv.SWIGLU, True)],
+                         ids=["split4-plain", "split4-residual", "split2-swiglu-norm", "split1-swiglu-norm"])
 def test_splitk_linear_matches_torch(split, epi, norm):
     g = torch.Generator().manual_seed(split * 5 + epi + 3 * norm)
     x, w = torch.randn(5, 256, generator=g), torch.randn(128, 256, generator=g)  # [T, K], [N, K]
