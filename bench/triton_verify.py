@@ -307,11 +307,13 @@ class TritonLlamaForward:
         slots = torch.arange(target.max_seq_len, device=qkv.device)
         cos, sin = base.rotary_emb(base.embed_tokens.weight[:1][None], slots[None])  # HF's own values
         self.cos, self.sin = cos[0].contiguous(), sin[0].contiguous()  # [S, D]
-        self.configs: dict[tuple[str, int], tuple[int, int, int, int]] = {}  # (product, rows) -> config
+        self.configs: dict[tuple[str, int], tuple[int, ...]] = {}  # (product, rows) -> config
+        # the product kernel and its untuned config: skinny_linear, or triton_splitk.splitk_linear
+        self.linear_fn, self.default_config = skinny_linear, CONFIGS[0]
 
     def linear(self, name, x, w, **kw):  # [M, K] -> [M, N]; config tuned for (name, M) by `tune`
-        cfg = self.configs.get((name, x.shape[0]), CONFIGS[0])
-        return skinny_linear(x, w, config=cfg, eps=self.eps, **kw)
+        cfg = self.configs.get((name, x.shape[0]), self.default_config)
+        return self.linear_fn(x, w, config=cfg, eps=self.eps, **kw)
 
     def layer(self, x, i):  # [T, H] -> [T, H]
         ln1, wqkv, wo, ln2, w13, wd = self.weights[i]
@@ -362,20 +364,23 @@ def _inputs(w, kw, t):
     return x, ({**kw, "res": torch.randn(t, n, device=w.device, dtype=w.dtype)} if kw.get("epi") == RESIDUAL else kw)
 
 
-def tune(fw: TritonLlamaForward, t: int, time_graph) -> dict:
-    """Per product: the fastest config of CONFIGS over one launch per layer's weights (a graph
-    timed by `time_graph(fn) -> ms`); sets fw.configs[(name, t)]; returns {name: {config: ms, ...}}."""
+def tune(fw: TritonLlamaForward, t: int, time_graph, configs=None, fits=None) -> dict:
+    """Per product: the fastest of `configs` (CONFIGS) for fw.linear_fn over one launch per layer's
+    weights (a graph timed by `time_graph(fn) -> ms`), skipping those `fits(config, K)` refuses;
+    sets fw.configs[(name, t)]; returns {name: {config: ms, ...}}."""
+    configs = configs or CONFIGS
+    fits = fits or (lambda cfg, k: k % cfg[1] == 0)
     report = {}
     for name, launches in shapes(fw).items():
         cases = [(w, *_inputs(w, kw, t)) for w, kw in launches]
         times = {}
-        for cfg in CONFIGS:
-            if cases[0][0].shape[1] % cfg[1]:
+        for cfg in configs:
+            if not fits(cfg, cases[0][0].shape[1]):
                 continue
 
             def fn(cfg=cfg, cases=cases):
                 for w, x, kw in cases:
-                    skinny_linear(x, w, config=cfg, eps=fw.eps, **kw)
+                    fw.linear_fn(x, w, config=cfg, eps=fw.eps, **kw)
             try:
                 times[cfg] = time_graph(fn)
             except Exception as e:  # a config the compiler refuses (shared memory): skipped, reported
@@ -393,7 +398,7 @@ def matmul_only_ms(fw: TritonLlamaForward, t: int, time_graph) -> float:
 
     def fn():
         for w, x, name in cases:
-            skinny_linear(x, w, config=fw.configs.get((name, t), CONFIGS[0]))
+            fw.linear_fn(x, w, config=fw.configs.get((name, t), fw.default_config))
     return time_graph(fn)
 
 

@@ -9,6 +9,9 @@ step), in one process:
   hf-forward       our target adapter's HF forward, captured (GraphedProgram)
   compiled-*       program/compiled.py (the library's --compile path), captured
   triton-fused     triton_verify.TritonLlamaForward (five fused kernels a layer), tuned, captured
+  triton-fused-splitk  the same with triton_splitk's split-K products, tuned over SPLITK_CONFIGS
+  triton-persistent-i  triton_persistent: the whole forward as one persistent kernel, one row per
+                   --persistent config (its phase times in the JSON), then its barriers alone
   gpt-fast         gpt-fast's own model.py (--gpt-fast PATH, read from its repository into an
                    ignored directory) on the same weights, compiled (default mode), captured
 Every forward's ids are checked against the HF forward's on the same window. All times are the
@@ -33,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gptfast_ref  # noqa: E402
 import gpu_floor  # noqa: E402
+import triton_persistent  # noqa: E402
+import triton_splitk  # noqa: E402
 import triton_verify  # noqa: E402
 from gpu_bench import build_program, build_target  # noqa: E402
 from gpu_bench import parse_args as bench_args  # noqa: E402
@@ -142,6 +147,38 @@ class Bench:
                      setup_s=round(time.perf_counter() - t0, 1))
         self.fw = fw
 
+    def splitk(self):
+        """The fused forward with triton_splitk's split-K products (tuned over SPLITK_CONFIGS)."""
+        t0 = time.perf_counter()
+        fw = triton_verify.TritonLlamaForward(self.target)
+        fw.linear_fn, fw.default_config = triton_splitk.splitk_linear, triton_splitk.SPLITK_CONFIGS[0]
+        if self.a.tune:
+            self.res["splitk_tuning"] = {t: triton_verify.tune(fw, t, gpu_floor._time_graph, triton_splitk.SPLITK_CONFIGS,
+                                                               triton_splitk.fits) for t in self.ts}
+        else:
+            fw.configs = {(n, t): c for n, c in triton_splitk.TUNED_H200.items() for t in self.ts}
+        ms = {t: triton_verify.matmul_only_ms(fw, t, gpu_floor._time_graph) for t in self.ts}
+        self.row("matmul-floor-triton-splitk", ms)
+        self.target.fast_forward = fw
+        self.graphed("triton-fused-splitk", configs={f"{n} T={t}": list(c) for (n, t), c in fw.configs.items()},
+                     setup_s=round(time.perf_counter() - t0, 1))
+
+    def persistent(self, name, configs):
+        """The whole forward as one persistent kernel (triton_persistent) with these configs."""
+        t0 = time.perf_counter()
+        fw = triton_persistent.PersistentLlamaForward(self.target, configs)
+        self.target.fast_forward = fw
+        self.graphed(name, configs=fw.pconfigs, programs=fw.programs, setup_s=round(time.perf_counter() - t0, 1))
+        self.res["rows"][name]["failed_barriers"] = fw.failed_barriers()
+        fw.times = torch.zeros(10 * len(fw.weights) + 2, device=self.dev, dtype=torch.int64)
+        fw(*self.windows[self.ts[0]])  # one timed call (program 0's clock): where the forward's time goes
+        self.res["rows"][name]["phase_us"] = fw.phase_us()
+        print(f"  {name} T={self.ts[0]} phases (us a layer): {fw.phase_us()}", flush=True)
+        fw.times = None
+        n = 5 * len(fw.weights)
+        self.row(f"{name}-barriers-only", {t: triton_persistent.barriers_only_ms(fw, n, gpu_floor._time_graph)
+                                           for t in self.ts[:1]}, barriers=n)
+
     def triton_variants(self, names=("pdl", "pdl-prefetch")):
         for name, pdl, prefetch in (("pdl", True, False), ("pdl-prefetch", True, True)):
             if name not in names:
@@ -209,7 +246,7 @@ def table(res) -> str:
             v = r["ms"].get(t)
             x = (r["x_floor"] or {}).get(t)
             ids = (r["ids_equal_hf_forward"] or {}).get(t, "-")
-            cells.append(f"{v:.3f} | {x:.2f}" if x else f"{v:.3f} | -")
+            cells.append("- | -" if v is None else f"{v:.3f} | {x:.2f}" if x else f"{v:.3f} | -")
             cells.append(str(ids))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for name, e in res["errors"].items():
@@ -223,10 +260,12 @@ def main() -> int:
     p.add_argument("--ts", default="5,1")
     p.add_argument("--variants", default="layer-grouped", help="compiled variants (verify_variants)")
     p.add_argument("--gpt-fast", default=".gpu/gptfast/model.py", help="gpt-fast's model.py (ignored directory)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,gpt-fast,compiled")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: triton,splitk,persistent,pdl,gpt-fast,compiled")
     p.add_argument("--no-tune", dest="tune", action="store_false",
                    help="use triton_verify.TUNED_H200 (the first run's picks) instead of tuning (~25 s)")
     p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
+    p.add_argument("--persistent", default="[{}]",
+                   help="JSON list of triton_persistent config overrides, one row each ([{}]: its DEFAULT)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))
@@ -234,11 +273,16 @@ def main() -> int:
     b.section("floors", b.floors)
     if "triton" not in skip:
         b.section("triton", b.triton)
-    if "triton" not in skip and hasattr(b, "fw"):  # the likely best first: a run cut short keeps it
+    if "splitk" not in skip:  # the likely best first: a run cut short keeps it
+        b.section("triton-splitk", b.splitk)
+    if "persistent" not in skip:
+        for i, cfg in enumerate(json.loads(a.persistent)):
+            b.section(f"persistent-{i}", lambda i=i, cfg=cfg: b.persistent(f"triton-persistent-{i}", cfg))
+    if "pdl" not in skip and hasattr(b, "fw"):
         b.section("triton-pdl-prefetch", lambda: b.triton_pdl(b.fw, "pdl-prefetch", True, True))
     if "gpt-fast" not in skip:
         b.section("gpt-fast", b.gptfast)
-    if "triton" not in skip and hasattr(b, "fw"):
+    if "pdl" not in skip and hasattr(b, "fw"):
         b.triton_variants(names=("pdl",))
     if "compiled" not in skip:
         for name in filter(None, a.variants.split(",")):

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
                                 reason="triton not installed: the fused verify kernels need it (pip install -e \".[bench]\")")
 
 
-def run_checks(marker: str) -> None:
+def run_checks(marker: str, checks: str = "triton_verify_checks.py") -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "triton_verify_checks.py"), "-q",
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / checks), "-q",
                            "-p", "no:cacheprovider", "-m", marker], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

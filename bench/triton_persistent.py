@@ -1,0 +1,391 @@
+"""One persistent Triton kernel for the whole T <= 16-row target_verify forward (Llama layout, bf16).
+
+Why: bench/triton_verify.py's fused forward is 81 product launches and 16 attention launches,
+and each launch on the H200 costs ~4 us more than its bytes take (the o-proj: 8.4 MB in 6.3 us,
+split-K or not: bench/triton_splitk.py), ~0.3 ms of a 1.0 ms forward. Here one launch of one
+program per SM runs every layer: per layer five phases separated by grid-wide barriers
+
+  qkv   = RMSNorm(x; ln1) @ Wqkv^T                  (units: column tiles x K splits)
+  o     = attention(rope(q), cache)                  (units: query heads; rope(k) and the cache
+                                                      write by each of a kv head's programs)
+  xm    = x + o @ Wo^T
+  a     = silu(g) * u, [g | u] = RMSNorm(xm; ln2) @ [Wg | Wu]^T
+  x'    = xm + a @ Wd^T
+then logits = RMSNorm(x; norm) @ Wlm^T. A phase's units go round-robin over the programs; a unit
+with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
+reduces them in split order and runs the epilogue (triton_splitk's scheme, deterministic). The
+math and its bf16 rounding are triton_verify's op for op. Activations are read with `.cg` (L2,
+not the SM's L1, which other SMs' writes do not update). The barrier is one arrival count
+that only grows (arrive with one acq_rel add, then poll it with acquire reads until it reaches
+this launch's base + (barrier index + 1) x programs; the base, a multiple of the programs, is read
+at the start), bounded: a program that spins past
+SPIN_LIMIT polls gives up and bumps an error count the forward checks (never a hang).
+
+Needs every program resident at once: the grid is the SM count (one program per SM). Weights are
+stacked per kind ([L, N, K] copies, 2 GB on the bench target) and the target's per-layer KV caches
+rebound to views of one [L, kv, S, D] tensor. CPU: TRITON_INTERPRET=1 runs one program (grid 1,
+every barrier trivial; tests/test_triton_persistent.py). Bench-only: not the library's path.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton_splitk import _epilogue
+from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _dot, _prefetch_rows, _rope
+
+SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far past any phase's length
+# per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
+# per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
+# acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
+# this program's first unit of the next product (0: none); attn_block: cache slots per attention step
+DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
+           "lm_head": (128, 128, 1), "warps": 4, "stages": 4, "per_sm": 1, "poll": "atomic", "prefetch": 0,
+           "attn_block": 64}  # the best of the H200 sweeps (docs/cuda.md)
+
+
+@triton.jit
+def _barrier_base(bar_ptr, nprog):
+    """The arrival count this launch starts from: a multiple of nprog (every launch adds barriers x
+    nprog arrivals), read before this program's first arrival, so below base + nprog."""
+    now = tl.atomic_add(bar_ptr, 0, sem="acquire")
+    return now - now % nprog
+
+
+@triton.jit
+def _grid_sync(bar_ptr, target, LOAD_POLL: tl.constexpr):
+    """All programs reach this point before any leaves it: arrive (one acq_rel add on a count that
+    only grows), then wait until the count reaches `target` = base + (barrier index + 1) x nprog."""
+    tl.debug_barrier()
+    cur = tl.atomic_add(bar_ptr, 1, sem="acq_rel") + 1
+    spins = 0
+    while (cur < target) & (spins < SPIN_LIMIT):
+        if LOAD_POLL:
+            cur = tl.load(bar_ptr, volatile=True)
+        else:
+            cur = tl.atomic_add(bar_ptr, 0, sem="acquire")
+        spins += 1
+    if LOAD_POLL:
+        cur = tl.atomic_add(bar_ptr, 0, sem="acquire")  # orders the reads after the barrier
+    if cur < target:
+        tl.atomic_add(bar_ptr + 2, 1)  # gave up: the forward reports it
+    tl.debug_barrier()
+
+
+@triton.jit
+def _prefetch(w_ptr, N, K, pid, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EPI: tl.constexpr, COLS: tl.constexpr):
+    """L2 prefetch of the first COLS K columns of this program's first unit's weight rows (a hint)."""
+    if COLS > 0:
+        tiles = tl.cdiv(N, BLOCK_N)
+        if pid < tiles * SPLIT:
+            tile, ks = pid % tiles, pid // tiles
+            rn = tl.minimum(tile * BLOCK_N + tl.arange(0, BLOCK_N), N - 1).to(tl.int64)
+            cols = tl.minimum(K // SPLIT, COLS)
+            _prefetch_rows(w_ptr + rn * K + ks * (K // SPLIT), cols * 2, BLOCK_N)
+            if EPI == 2:
+                _prefetch_rows(w_ptr + (N + rn) * K + ks * (K // SPLIT), cols * 2, BLOCK_N)
+
+
+@triton.jit
+def _stamp(times_ptr, i, pid, TIMED: tl.constexpr):
+    """Program 0 records %globaltimer (ns) at slot i: where a timed forward's phases end."""
+    if TIMED:
+        if pid == 0:
+            now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [pid], dtype=tl.int64,
+                                            is_pure=False, pack=1)
+            tl.store(times_ptr + i, now)
+
+
+@triton.jit
+def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
+    """n grid barriers and nothing else: what the forward's 5 L of them cost alone."""
+    nprog = tl.num_programs(0)
+    base = _barrier_base(bar_ptr, nprog)
+    for b in range(n):
+        _grid_sync(bar_ptr, base + (b + 1) * nprog, LOAD_POLL)
+
+
+@triton.jit
+def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss_out, M, N, K: tl.constexpr, eps,
+             pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr):
+    """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math)."""
+    dt = out_ptr.dtype.element_ty
+    rm = tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    mmask = rm < M
+    if NORM:  # LlamaRMSNorm: the row's sum of squares from its producer's per-tile partials
+        slots = tl.arange(0, SS_SLOTS)
+        ss = tl.sum(tl.load(ss_in + slots[:, None] * BLOCK_M + rm[None, :], cache_modifier=".cg"), axis=0)
+        rstd = tl.rsqrt(ss / K + eps)
+    tiles = tl.cdiv(N, BLOCK_N)
+    k_len = K // SPLIT
+    NW = N * 2 if EPI == 2 else N
+    for u in range(pid, tiles * SPLIT, nprog):
+        tile, ks = u % tiles, u // tiles
+        rn = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = rn < N
+        omask = mmask[:, None] & nmask[None, :]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(ks * k_len, (ks + 1) * k_len, BLOCK_K):
+            kk = k0 + rk
+            xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None], other=0.0, cache_modifier=".cg")
+            if NORM:  # weight * (x * rstd).to(bf16), rounded as HF
+                xn = (xt.to(tl.float32) * rstd[:, None]).to(dt)
+                lw = tl.load(lnw_ptr + kk)
+                xt = (lw.to(tl.float32)[None, :] * xn.to(tl.float32)).to(dt)
+            wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
+            acc += _dot(xt, tl.trans(wt), F32)
+            if EPI == 2:
+                wu = tl.load(w_ptr + (N + rn)[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
+                acc_up += _dot(xt, tl.trans(wu), F32)
+        if SPLIT == 1:
+            y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+            if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
+                yf = tl.where(omask, y.to(tl.float32), 0.0)
+                tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
+        else:
+            part = rm[:, None] * NW + rn[None, :]
+            tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
+            if EPI == 2:
+                tl.store(ws_ptr + ks * BLOCK_M * NW + part + N, acc_up, mask=omask)
+            tl.debug_barrier()
+            arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
+            if arrived == SPLIT - 1:  # the tile's last split: reduce in split order, then the epilogue
+                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+                acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+                for s in tl.static_range(SPLIT):
+                    acc += tl.load(ws_ptr + s * BLOCK_M * NW + part, mask=omask, other=0.0, cache_modifier=".cg")
+                    if EPI == 2:
+                        acc_up += tl.load(ws_ptr + s * BLOCK_M * NW + part + N, mask=omask, other=0.0,
+                                          cache_modifier=".cg")
+                tl.store(cnt_ptr + tile, 0)
+                y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
+                if SS_OUT:
+                    yf = tl.where(omask, y.to(tl.float32), 0.0)
+                    tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
+
+
+@triton.jit
+def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog,
+               NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_S: tl.constexpr, F32: tl.constexpr):
+    """Units = query heads j: rope k of kv head g = j // (NH / NKV), write k, v at `positions`
+    (each of g's programs writes the same values), then attend head j's T rows over slots <= pos."""
+    dt = o_ptr.dtype.element_ty
+    REP: tl.constexpr = NH // NKV
+    W: tl.constexpr = (NH + 2 * NKV) * D
+    HALF: tl.constexpr = D // 2
+    d = tl.arange(0, D)
+    partner = (d + HALF) % D
+    sign = tl.where(d < HALF, -1.0, 1.0)[None, :]
+    t = tl.arange(0, BLOCK_T)
+    tm = t < T
+    tmask = tm[:, None]
+    pos = tl.load(pos_ptr + t, mask=tm, other=0)
+    cos = tl.load(cos_ptr + pos[:, None] * D + d[None, :], mask=tmask, other=0.0)
+    sin = tl.load(sin_ptr + pos[:, None] * D + d[None, :], mask=tmask, other=0.0)
+    row = qkv_ptr + t[:, None] * W
+    hi = tl.max(pos, axis=0) + 1
+    for j in range(pid, NH, nprog):
+        g = j // REP
+        k = tl.load(row + (NH + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
+        kp = tl.load(row + (NH + g) * D + partner[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
+        k = _rope(k, kp, sign, cos, sin, dt)
+        v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
+        cache = g * S * D + pos[:, None] * D + d[None, :]
+        tl.store(kc_ptr + cache, k, mask=tmask)
+        tl.store(vc_ptr + cache, v, mask=tmask)
+        tl.debug_barrier()  # this program's cache writes visible to its reads below
+        q = _rope(tl.load(row + j * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg"),
+                  tl.load(row + j * D + partner[None, :], mask=tmask, other=0.0, cache_modifier=".cg"),
+                  sign, cos, sin, dt)
+        m_i = tl.full([BLOCK_T], -1.0e30, tl.float32)
+        l_i = tl.zeros([BLOCK_T], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_T, D], dtype=tl.float32)
+        for s0 in range(0, hi, BLOCK_S):
+            s = s0 + tl.arange(0, BLOCK_S)
+            kv_at = g * S * D + s[:, None] * D + d[None, :]
+            smask = (s < S)[:, None]
+            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+            sc = _dot(q, tl.trans(kt), F32) * scale  # [BLOCK_T, BLOCK_S] fp32
+            sc = tl.where(s[None, :] <= pos[:, None], sc, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(sc, axis=1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(sc - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+            acc = acc * alpha[:, None] + _dot(p.to(dt), vt, F32)
+            m_i = m_new
+        out = acc / l_i[:, None]
+        tl.store(o_ptr + t[:, None] * (NH * D) + j * D + d[None, :], out.to(dt), mask=tmask)
+
+
+@triton.jit
+def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_ptr, wo_ptr, ln2_ptr, wgu_ptr,
+             wd_ptr, lnf_ptr, wlm_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, ws_ptr, cnt_ptr, bar_ptr,
+             ssq_ptr, ssg_ptr, T, S, V, eps, scale, L: tl.constexpr, H: tl.constexpr, FF: tl.constexpr, NH: tl.constexpr,
+             NKV: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+             QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
+             OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
+             DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
+             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, times_ptr, TIMED: tl.constexpr):
+    """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output."""
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    QKV: tl.constexpr = (NH + 2 * NKV) * D
+    base = _barrier_base(bar_ptr, nprog)
+    _stamp(times_ptr, 10 * L + 1, pid, TIMED)
+    for lay in range(L):
+        li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
+        x = hs_ptr + li * T * H
+        _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
+                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32)
+        _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
+        _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 1) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
+        _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
+                   o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32)
+        _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 2) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
+        _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H, NH * D,
+                 eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32)
+        _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
+        _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 3) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
+        _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
+                 ssg_ptr, T, FF, H, eps, pid, nprog, H // ON, False, True, 2, BLOCK_M, GN, GK, GS, F32)
+        _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
+        _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 4) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
+        _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
+                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32)
+        if lay + 1 < L:
+            _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
+        else:
+            _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
+        _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
+        _grid_sync(bar_ptr, base + (lay * 5 + 5) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 9, pid, TIMED)
+    _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
+             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32)
+    _stamp(times_ptr, 10 * L, pid, TIMED)
+
+
+def resident_per_sm(kernel, device: torch.device) -> int:
+    """Programs of a compiled kernel one SM holds at once (registers, shared memory, warps)."""
+    kernel._init_handles()  # loads the binary: sets n_regs
+    props = torch.cuda.get_device_properties(device)
+    threads = kernel.metadata.num_warps * 32
+    regs = getattr(props, "regs_per_multiprocessor", 65536) // max(1, kernel.n_regs * threads)
+    smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // max(1, kernel.metadata.shared + 1024)
+    warps = getattr(props, "max_threads_per_multi_processor", 2048) // threads
+    return max(0, min(regs, smem, warps))
+
+
+def barriers_only_ms(fw: PersistentLlamaForward, n: int, time_graph) -> float:
+    """Median ms of one launch of fw's grid doing n grid barriers and nothing else (a CUDA graph)."""
+    bar = torch.zeros(4, device=fw.ws.device, dtype=torch.int64)
+
+    def fn():
+        _barriers[(fw.programs,)](bar, n, LOAD_POLL=fw.pconfigs["poll"] == "load", num_warps=fw.pconfigs["warps"])
+    return time_graph(fn)
+
+
+class PersistentLlamaForward(TritonLlamaForward):
+    """`TargetAdapter.fast_forward` as one persistent kernel for windows of <= max_rows rows."""
+
+    def __init__(self, target: torch.nn.Module, configs: dict | None = None, programs: int | None = None):
+        super().__init__(target)
+        self.pconfigs = {**DEFAULT, **(configs or {})}
+        ln1, wqkv, wo, ln2, wgu, wd = (torch.stack(ws).contiguous() for ws in zip(*self.weights))
+        self.stacked = ln1, wqkv, wo, ln2, wgu, wd
+        n = len(self.weights)
+        for name in ("k", "v"):  # one [L, kv, S, D] tensor; the target's buffers become its views
+            stacked = torch.stack([getattr(target, f"{name}_cache_{i}")[0] for i in range(n)]).contiguous()
+            setattr(self, f"{name}_stacked", stacked)
+            for i in range(n):
+                setattr(target, f"{name}_cache_{i}", stacked[i][None])
+        target._bind_cache()
+        dev = wqkv.device
+        self.sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 1
+        self.programs = programs or self.sms * self.pconfigs["per_sm"]
+        self.resident: int | None = None  # programs per SM the compiled kernel allows (first call)
+        self.times: torch.Tensor | None = None  # set to int64 [10 L + 2] to record phase ends (`phase_us`)
+        cfg = target.model.config.get_text_config(decoder=True)
+        self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
+        sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
+                 (target.model.lm_head.weight.shape[0], "lm_head")]
+        ws = max(self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes)
+        tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
+        self.ws = torch.empty(ws, device=dev, dtype=torch.float32)
+        self.cnt = torch.zeros(tiles, device=dev, dtype=torch.int32)
+        self.bar = torch.zeros(4, device=dev, dtype=torch.int64)  # arrivals (only grow), -, gave-up count
+        for (_, k), kk in zip(sizes, (wqkv.shape[2], wo.shape[2], wgu.shape[2], wd.shape[2], ln1.shape[1])):
+            bn, bk, split = self.pconfigs[k]
+            if kk % (bk * split):
+                raise ValueError(f"PersistentLlamaForward: {k} config {self.pconfigs[k]}: K = {kk} is not a "
+                                 "multiple of BLOCK_K * SPLIT; pick another")
+
+    def phase_us(self) -> dict:
+        """Mean us per layer of each phase (and its barrier) from the last timed call (self.times)."""
+        t = self.times.cpu().double() / 1e3
+        n = len(self.weights)
+        starts = torch.cat([t[10 * n + 1:10 * n + 2], t[:10 * n - 1]]).view(n, 10)  # slot 10 L + 1: the start
+        names = [f"{p}{b}" for p in ("qkv", "attention", "o", "gate_up", "down") for b in ("", " barrier")]
+        per = (t[:10 * n].view(n, 10) - starts).mean(0)
+        out = {k: round(float(v), 2) for k, v in zip(names, per)}
+        out["lm_head"] = round(float(t[10 * n] - t[10 * n - 1]), 2)
+        out["total"] = round(float(t[10 * n] - t[10 * n + 1]), 2)
+        return out
+
+    def failed_barriers(self) -> int:
+        """How many barrier waits gave up (SPIN_LIMIT) since construction: nonzero = wrong output."""
+        return int(self.bar[2].item())
+
+    def __call__(
+        self,
+        tokens: torch.Tensor,  # [1, T] int64
+        positions: torch.Tensor,  # [T] int64
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*H]
+        if tokens.shape[1] > self.max_rows:
+            return self.fallback(tokens, positions)
+        model = self.target.model
+        ln1, wqkv, wo, ln2, wgu, wd = self.stacked
+        n, t, h = wqkv.shape[0], tokens.shape[1], wqkv.shape[2]
+        i, v, dev, dt = wd.shape[2], model.lm_head.weight.shape[0], wqkv.device, wqkv.dtype
+        hs = torch.empty(n + 1, t, h, device=dev, dtype=dt)  # [L + 1, T, H]
+        hs[0] = model.model.embed_tokens(tokens)[0]
+        qkv = torch.empty(t, wqkv.shape[1], device=dev, dtype=dt)
+        o, xm = torch.empty(t, wo.shape[2], device=dev, dtype=dt), torch.empty(t, h, device=dev, dtype=dt)
+        a, logits = torch.empty(t, i, device=dev, dtype=dt), torch.empty(t, v, device=dev, dtype=dt)
+        c = self.pconfigs
+        # per-tile partial sums of squares [slots, BLOCK_M] fp32 feeding the norms: ssq from the
+        # embedding (slot 0, written here) and each down-proj; ssg from each o-proj
+        ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
+        ssq[0, :t] = hs[0].float().square().sum(-1)
+        ssg = torch.empty(h // c["o"][0], BLOCK_M, device=dev, dtype=torch.float32)
+        args = ((
+            hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
+            self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
+            t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(times_ptr=self.times,
+            TIMED=self.times is not None, L=n, H=h, FF=i, NH=self.n_heads,
+            NKV=self.n_kv, D=self.head_dim, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], QN=c["qkv"][0], QK=c["qkv"][1],
+            QS=c["qkv"][2], ON=c["o"][0], OK=c["o"][1], OS=c["o"][2], GN=c["gate_up"][0], GK=c["gate_up"][1],
+            GS=c["gate_up"][2], DN=c["down"][0], DK=c["down"][1], DS=c["down"][2], LN=c["lm_head"][0],
+            LK=c["lm_head"][1], LS=c["lm_head"][2], F32=INTERPRET, LOAD_POLL=c["poll"] == "load",
+            PF=0 if INTERPRET else c["prefetch"], num_warps=c["warps"], num_stages=c["stages"]))
+        if self.resident is None and not INTERPRET:
+            self.resident = resident_per_sm(_forward.warmup(*args[0], grid=(1,), **args[1]), dev)
+            if self.programs > self.resident * self.sms:
+                raise ValueError(f"PersistentLlamaForward: {self.programs} programs on {self.sms} SMs, but only "
+                                 f"{self.resident} fit an SM at once (registers, shared memory): use per_sm <= "
+                                 f"{self.resident}")
+        _forward[(self.programs,)](*args[0], **args[1])
+        taps = torch.cat([hs[k] for k in self.target.aux_layer_ids], dim=-1)
+        return logits[None], taps[None]

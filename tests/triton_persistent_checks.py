@@ -1,0 +1,93 @@
+"""bench/triton_splitk.py and bench/triton_persistent.py on CPU through Triton's interpreter
+(TRITON_INTERPRET=1), run by tests/test_triton_persistent.py in a fresh interpreter (the variable must
+be set before anything imports triton): the split-K product against torch for every epilogue, norm and
+split, its tile counters back at 0 after each launch, and the persistent whole-forward kernel (one
+program: every barrier trivial) against the five-kernel fused forward on a tiny Llama in fp32.
+Skipped, with the reason, where triton is not installed."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton not installed: the persistent verify kernels need it", allow_module_level=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import triton_persistent as tp  # noqa: E402
+import triton_splitk as sk  # noqa: E402
+import triton_verify as tv  # noqa: E402
+from triton_verify_checks import _tiny_target  # noqa: E402
+
+from eagle3_check.program.compiled import rms_norm  # noqa: E402
+from eagle3_check.program.target import TargetAdapter  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not tv.INTERPRET, reason="imported without TRITON_INTERPRET=1")
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("split,epi,norm", [(4, tv.NONE, False), (4, tv.RESIDUAL, False), (2, tv.SWIGLU, True),
+                                            (1, tv.SWIGLU, True)],
+                         ids=["split4-plain", "split4-residual", "split2-swiglu-norm", "split1-swiglu-norm"])
+def test_splitk_linear_matches_torch(split, epi, norm):
+    g = torch.Generator().manual_seed(split * 5 + epi + 3 * norm)
+    x, w = torch.randn(5, 256, generator=g), torch.randn(128, 256, generator=g)  # [T, K], [N, K]
+    ln, res = torch.randn(256, generator=g), torch.randn(5, 128, generator=g)
+    y = (rms_norm(x, ln, 1e-5) if norm else x) @ w.T
+    want = {tv.NONE: y, tv.RESIDUAL: y + res, tv.SWIGLU: torch.nn.functional.silu(y[:, :64]) * y[:, 64:]}[epi]
+    for _ in range(2):  # the second launch starts from the counters the first one left
+        got = sk.splitk_linear(x, w, epi=epi, res=res if epi == tv.RESIDUAL else None, norm=ln if norm else None,
+                               config=(16, 32, 4, 2, split))
+        assert got.shape == want.shape
+        assert rel(got, want) < 1e-5  # fp32 throughout: only the summation order differs
+    assert int(sk._SCRATCH[x.device][1].abs().sum()) == 0  # every tile's counter reset by its last split
+
+
+def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
+    with pytest.raises(ValueError, match="multiple of BLOCK_K \\* SPLIT"):
+        sk.splitk_linear(torch.randn(5, 96), torch.randn(16, 96), config=(16, 32, 4, 2, 2))
+
+
+@pytest.mark.slow
+def test_persistent_forward_equals_fused_forward_fp32():
+    """Two windows through each forward after the same prefill: logits, taps and both caches agree."""
+    base = _tiny_target(torch.float32)
+    g = torch.Generator().manual_seed(1)
+    prefill, window = torch.randint(0, 96, (1, 9), generator=g), torch.randint(0, 96, (1, 5), generator=g)
+    configs = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1)}
+    out = {}
+    for kind in ("fused", "persistent"):
+        adapter = TargetAdapter(copy.deepcopy(base), [0, 1], 64)
+        with torch.no_grad():
+            adapter(prefill, torch.arange(9))
+            fw = tv.TritonLlamaForward(adapter) if kind == "fused" else tp.PersistentLlamaForward(adapter, configs)
+            fw(window, torch.arange(9, 14))
+            logits, taps = fw(window[:, :1], torch.arange(14, 15))  # T = 1 after T = 5
+        out[kind] = logits, taps, adapter.k_cache_1.clone(), adapter.v_cache_0.clone()
+        if kind == "persistent":
+            assert fw.failed_barriers() == 0 and int(fw.cnt.abs().sum()) == 0
+    for got, want in zip(out["persistent"], out["fused"]):
+        assert got.shape == want.shape
+        assert rel(got, want) < 1e-5  # fp32: summation order only
+
+
+def test_persistent_forward_refuses_a_config_that_does_not_tile_k():
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match="not a multiple of BLOCK_K \\* SPLIT"):
+        tp.PersistentLlamaForward(adapter, {"down": (16, 256, 4)})
