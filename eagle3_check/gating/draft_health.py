@@ -33,11 +33,25 @@ from eagle3_check.run.rules import prefill_chunks
 FAR = 0.8  # tau below FAR x the expected tau is flagged
 
 
+def teacher_window(md) -> int:
+    """The target_verify window teacher forcing walks the sequence with: the largest the program
+    takes (its verify range's max, else the method's own bound, else K + 1). One call labels w
+    positions and costs about what a w = 2 call costs (the weights are read once a call), so the
+    smallest window (the self reference's, `verify_window`) would make draft health cost as many
+    target forwards as the run itself: SmolLM2's verify range [2, 8], 64 tokens a request: 32 calls
+    at w = 2, 8 at w = 8."""
+    if md.max_verify_len is not None:
+        return md.max_verify_len
+    if md.verify_bounds is not None:
+        return md.verify_bounds[1]
+    return max(1, verify_window(md))
+
+
 @torch.no_grad()
 def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int) -> tuple[int, int]:
     """(hits, rows) of the draft's teacher-forced step-0 proposals on `seq` (see module doc)."""
     md = read_metadata(program.metadata())
-    n, L, w = len(seq), prompt_len, max(1, verify_window(md))
+    n, L, w = len(seq), prompt_len, teacher_window(md)
     if n - L < 1 or L < 2:
         return 0, 0
     program.reset()
