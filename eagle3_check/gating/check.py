@@ -58,6 +58,9 @@ class RequestOutcome:
     reference: dict | None = None  # `reference_json` of the scores the verdict read (None: not scored)
     seconds: float = 0.0  # wall time of the request: the run, its audit and the reference's scoring
     shrunk: dict | None = None  # its smallest reproduction (gating/shrink_check.py), when shrinking ran
+    # the run's program calls (instrument.Call) when its audit passed: draft health reads its features
+    # from them instead of teacher-forcing the target again (draft_health.step0_from_calls); not in the JSON
+    calls: list | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         out = {"prompt_id": self.prompt_id, "run": self.run.to_json(), "verdict": self.verdict.to_json(),
@@ -269,7 +272,7 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
                 verdict = dataclasses.replace(verdict, status=FAIL, message=(
                     f"stop reason: runner says '{run.stop_reason}', the rules fix '{verdict.expected_reason}'"))
         outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores),
-                                 time.perf_counter() - t0)
+                                 time.perf_counter() - t0, calls=None if problem else rec.calls)
         report.outcomes.append(outcome)
         if on_request:
             on_request(outcome)

@@ -75,6 +75,13 @@ def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int)
         feats.append(vfeat[0, start - begin : n - begin].clone())  # [.., H]; copied before the next target_verify
         start = begin + w
     features = torch.cat(feats)[: n - 1]  # [n-1, H] f_0..f_{n-2}
+    return _score(program, seq, L, md, features, greedy)
+
+
+def _score(program, seq: list[int], L: int, md, features: torch.Tensor, greedy: dict[int, int]) -> tuple[int, int]:
+    """(hits, rows): draft_decode over S[1:n] with features f_0..f_{n-2} ([n-1, H]) in prefill-sized
+    chunks; row p proposes position p + 2, scored against greedy[p + 1] where known, for p >= L - 2."""
+    n, s = len(seq), torch.tensor([seq])  # [1, n]
     hits = rows = 0
     chunk = max(1, md.max_prefill)
     for c in range(0, n - 1, chunk):
@@ -85,6 +92,41 @@ def step0_agreement(program: SpeculatorProgram, seq: list[int], prompt_len: int)
                 hits += int(d == greedy[p + 1])
                 rows += 1
     return hits, rows
+
+
+@torch.no_grad()
+def step0_from_calls(program: SpeculatorProgram, calls, seq: list[int], prompt_len: int) -> tuple[int, int] | None:
+    """(hits, rows) of step-0 agreement from a finished run's own call log (`instrument.Call`s, after its
+    audit passed), or None when the log does not hold every feature f_0..f_{n-2} (then `step0_agreement`
+    teacher-forces). No target forward: a prefill row, and a target_verify row i whose window tokens
+    0..i are the final sequence's (the anchor and the accepted proposals), were computed on exactly the
+    teacher-forced context (DESIGN §2: the KV before a window holds final tokens only). Worked example,
+    L = 3, S = [a, b, c | d, e, f, g]: prefill(a b c) gives f0..f2 and greedy[2] = d; verify [d, e, x, y]
+    at 3..6 accepting e (x != f): rows 0..1 give f3, f4 and greedy[3], greedy[4] = e, f; verify [f, g, ..]
+    at 5..: rows 0..1 give f5, f6, greedy[5] = g, greedy[6] (the token after g). Only the last emitted
+    token's successor can be missing (a corrected token ends the run unverified): fewer rows, same rule."""
+    md = read_metadata(program.metadata())
+    n, L = len(seq), prompt_len
+    if n - L < 1 or L < 2:
+        return 0, 0
+    feats: dict[int, torch.Tensor] = {}
+    greedy: dict[int, int] = {}
+    for c in calls:
+        if c.method not in ("prefill", "target_verify"):
+            continue
+        for i, (q, t) in enumerate(zip(c.positions, c.tokens)):
+            if q >= n or t != seq[q]:
+                break  # a rejected proposal: this row and the ones after it saw other tokens
+            feats[q] = c.out_feature[0, i]  # [H]
+            if c.method == "target_verify":
+                greedy[q] = c.out_ids[i]
+        if c.method == "prefill" and c.positions and c.positions[-1] == L - 1:
+            greedy[L - 1] = c.out_ids[-1]  # the bonus: the last chunk's
+    if any(q not in feats for q in range(n - 1)) or L - 1 not in greedy:
+        return None
+    features = torch.stack([feats[q] for q in range(n - 1)])  # [n-1, H]
+    program.reset()  # the draft's cache is written from position 0, as teacher forcing does
+    return _score(program, seq, L, md, features, greedy)
 
 
 @dataclass
@@ -134,7 +176,9 @@ def step0_totals(program: SpeculatorProgram, outcomes) -> tuple[int, int]:
     `check --workers` adds up each worker's)."""
     hits = rows = 0
     for o in outcomes:
-        h, r = step0_agreement(program, list(o.run.prompt_ids) + list(o.run.tokens), len(o.run.prompt_ids))
+        seq, L = list(o.run.prompt_ids) + list(o.run.tokens), len(o.run.prompt_ids)
+        got = step0_from_calls(program, o.calls, seq, L) if getattr(o, "calls", None) else None
+        h, r = got if got is not None else step0_agreement(program, seq, L)
         hits, rows = hits + h, rows + r
     return hits, rows
 
