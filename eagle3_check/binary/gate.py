@@ -20,7 +20,6 @@ from eagle3_check.binary.judge import FAIL, PASS, TIE
 from eagle3_check.binary.runner import ExecRunner, program_file
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.status import skip_note
 
 
 @dataclass
@@ -78,12 +77,13 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
     def golden():
         if inputs.golden is None:
             return skip_check("golden", "no --golden given")
-        from eagle3_check.binary.golden import golden_files, verify_exec_goldens
+        from eagle3_check.binary.golden import golden_files, none_applies, verify_exec_goldens
 
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
                                   inputs.tokenizer)
         if not out.verified:  # the skip rule (status.passes): asked to verify goldens, none ran
-            return GateCheck("golden", FAIL, "no cases ran" + (skip_note(out.skipped.items()) or ": no golden applies"))
+            return GateCheck("golden", FAIL, none_applies(out, program_file(program), program, inputs.golden, True),
+                             details=out.to_json())
         status = PASS if out.passed else FAIL
         return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "
                          "identical", details=out.to_json())

@@ -164,7 +164,13 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
             mine = [d.message for d in out.golden_diffs if d.golden == stem and d.prompt_id == pid]
             cases.append(JUnitCase(f"{stem} {pid}", FAIL if mine else PASS, "; ".join(mine) or "identical"))
     cases += [JUnitCase(stem, SKIP, why) for stem, why in out.skipped.items()]
-    return summarize("golden", cases, "golden requests")
+    chk = summarize("golden", cases, "golden requests")
+    if not out.runs and out.skipped and not out.interrupted:  # fails by the skip rule: say how to record one
+        from eagle3_check.gating.golden_check import no_golden_line
+
+        chk.message = no_golden_line(out.skipped, inputs.pte, inputs.fixture,
+                                     program_dtype(program) if inputs.pte else None, inputs.golden)
+    return chk
 
 
 def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:
