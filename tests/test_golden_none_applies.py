@@ -30,3 +30,16 @@ def test_a_float32_program_and_golden_verify_lines():
     line = no_golden_line(SKIPPED, None, "tiny-llama", "float32", Path("golden"), gate=False)
     assert "`eagle3-check golden record --fixture tiny-llama --dtype float32 --dir golden`" in line
     assert "tie tolerance" not in line and "drop --golden" not in line
+
+
+def test_through_a_binary_the_gates_fixture_names_a_pte_without_a_sidecar(tmp_path):
+    """The seed's own export has no sidecar: the gate's --fixture names the fixture to record with."""
+    from types import SimpleNamespace
+
+    from eagle3_check.binary.golden import ExecGoldenOutcome, none_applies
+
+    pte = tmp_path / "seed.pte"
+    line = none_applies(ExecGoldenOutcome(skipped=SKIPPED), pte, SimpleNamespace(dtype="bfloat16"), Path("golden"),
+                        True, "tiny-gemma4")
+    assert f"`eagle3-check golden record --pte {pte} --fixture tiny-gemma4 --dir golden`" in line, line
+    assert "(a bfloat16 program of fixture tiny-gemma4)" in line

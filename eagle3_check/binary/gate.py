@@ -58,7 +58,8 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         env = gate_suite_env(program, inputs, hf)  # the in-process gate's env (and its shrinker's)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
         cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-        return summarize("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons
+        # skipped cases counted, with reasons; ties against the program's dtype's budget, as in process
+        return summarize("edge suites", cases, "cases", "passed", inputs.tie_budget or 0.0)
 
     def requests(name: str, reference):
         nonlocal tau
@@ -82,7 +83,8 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
                                   inputs.tokenizer)
         if not out.verified:  # the skip rule (status.passes): asked to verify goldens, none ran
-            return GateCheck("golden", FAIL, none_applies(out, program_file(program), program, inputs.golden, True),
+            return GateCheck("golden", FAIL, none_applies(out, program_file(program), program, inputs.golden, True,
+                                                          inputs.fixture),
                              details=out.to_json())
         status = PASS if out.passed else FAIL
         return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "

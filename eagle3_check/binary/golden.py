@@ -92,12 +92,14 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
     return out
 
 
-def none_applies(out: ExecGoldenOutcome, pte: Path, program, golden: Path | None, gate: bool) -> str:
-    """Where no golden ran through the binary: each golden's reason and how to record one for `pte`."""
+def none_applies(out: ExecGoldenOutcome, pte: Path, program, golden: Path | None, gate: bool,
+                 fixture: str | None = None) -> str:
+    """Where no golden ran through the binary: each golden's reason and how to record one for `pte`
+    (an export of `fixture`, else of its sidecar's)."""
     from eagle3_check.gating.golden_check import no_golden_line
 
-    return no_golden_line(out.skipped, pte, sidecar_fixture(pte), getattr(program_backend(program), "dtype", None),
-                          golden, gate)
+    return no_golden_line(out.skipped, pte, fixture or sidecar_fixture(pte),
+                          getattr(program_backend(program), "dtype", None), golden, gate)
 
 
 def program_backend(program):
