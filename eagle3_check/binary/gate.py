@@ -39,7 +39,7 @@ class BinaryGate:
 def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, through `runner`. `timed(name, fn)` runs one check
     (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
-    from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
+    from eagle3_check.gating.gate_model import GateCheck, skip_check, suite_junit_cases, summarize
     from eagle3_check.program.quantize import program_quantization
 
     md = read_metadata(program.metadata())
@@ -57,9 +57,8 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
 
         env = gate_suite_env(program, inputs, hf)  # the in-process gate's env (and its shrinker's)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
-        cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-        # skipped cases counted, with reasons; ties against the program's dtype's budget, as in process
-        return summarize("edge suites", cases, "cases", "passed", inputs.tie_budget or 0.0)
+        # skipped cases counted, with reasons; tie positions against the program's dtype's budget, as in process
+        return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget or 0.0)
 
     def requests(name: str, reference):
         nonlocal tau

@@ -154,6 +154,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
         details["notes"] = notes
     if out is not None:
         details.update(tokens=out.tokens, rounds=out.rounds, stop=(verdict.expected or {}).get(out.tokens))
+    if verdict.judged:  # judged positions, by outcome (the gate's tie budget is a share of them)
+        details.update(identical=verdict.judged - verdict.ties - verdict.fails, ties=verdict.ties, fails=verdict.fails)
     problems = [] if verdict.status == PASS else [verdict.message]
     ex = case.expect
     if out is not None and verdict.status == PASS and not case.forcing:  # forced aims need the forcing

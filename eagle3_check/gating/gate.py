@@ -37,6 +37,7 @@ from eagle3_check.gating.gate_model import (
     GateReport,
     format_table,
     skip_check,
+    suite_junit_cases,
     summarize,
     timed,
 )
@@ -130,8 +131,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
             inputs.on_step("edge suites", done, len(todo))
 
     rep = run_suite(inputs.suite, todo, env, inputs.plugin, on_case=on_case)
-    cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-    return summarize("edge suites", cases, "cases", "passed", inputs.tie_budget)
+    return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget)
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
