@@ -163,3 +163,23 @@ def test_a_top_token_that_is_a_prefix_of_the_printed_one_backtracks_to_it():
     score, decode = rows_for({(): (0, 6, 9.0), (0,): (8, 6, 9.0)})
     rec = recover_ids(b" a<unused47>", 2, pieces, [0, 8], score, decode)
     assert rec.ids == [0, 9] and rec.failure is None, rec
+
+
+def test_a_nul_token_printed_as_nothing_mid_run_is_recovered():
+    """The seed's printf prints a token whose bytes start with NUL as nothing, anywhere in the run
+    (the real stack top, `harbour` token 45): the walk takes the reference's top token's empty form."""
+    pieces = BytePieces({0: b" a", 6: b" d", 11: b"\x00", 12: b"a", 13: b" ad"})
+    score, decode = rows_for({(): (0, 6, 9.0), (0,): (11, 6, 9.0), (0, 11): (6, 0, 9.0)})
+    rec = recover_ids(b" a d", 3, pieces, [0, 11, 6], score, decode)
+    assert rec.ids == [0, 11, 6] and len(rec.quirks) == 1 and "token 1 (id 11" in rec.quirks[0], rec
+
+
+def test_every_token_off_the_reference_and_a_split_found_at_the_end_is_one_pass():
+    """A flat model's binary may leave the reference at every token (each a re-decode, 41 here) and
+    the text split only one way into N: the walk takes only what leaves the rest splittable into the
+    tokens left, so it never dead-ends (before: 41 x b"b" used every token 1 byte short, and the
+    backtracking, capped by the re-decodes spent, gave up)."""
+    pieces = BytePieces({0: b"a", 1: b"b", 2: b"bb"})
+    score, decode = rows_for({tuple([1] * i): (0, 1, 0.01) for i in range(42)})
+    rec = recover_ids(b"b" * 42, 41, pieces, [0] * 41, score, decode)
+    assert rec.ids == [1] * 40 + [2] and rec.redecodes == 41, rec

@@ -204,7 +204,9 @@ def test_goldens_of_another_fixture_skip_and_a_pte_golden_runs_on_the_given_prog
     report = run_gate(_inputs(tokenizer, golden=path, fixture="tiny-gemma4", on_step=lambda *s: steps.append(s)), toy)
     why = "a golden of fixture toy; this program is tiny-gemma4"
     golden = report.check("golden")
-    assert golden.message == f"no cases ran, 1 skipped (first: {KEY.stem}: {why})"
+    assert golden.status == FAIL and golden.message == (  # the skip rule, and the way out
+        f"no golden applies to this program (a program of fixture tiny-gemma4), 1 skipped (first: {KEY.stem}: {why}); "
+        f"record one for it: `eagle3-check golden record --fixture tiny-gemma4 --dir {path.parent}`, or drop --golden")
     assert golden.cases == [JUnitCase(KEY.stem, SKIP, why)]
     assert steps[-2:] == [("golden", 1, 2), ("golden", 2, 2)]  # a skipped golden's requests count as done
     pte_key = dataclasses.replace(KEY, backend="pte")

@@ -128,7 +128,7 @@ def test_ties_pass_within_the_budget_and_fail_past_it(tokenizer):
         f"first tie: hi: self vs HF: 1 ties in 12 tokens; first {tie}")
     within = run_gate(_inputs(tokenizer, hf_reference=TieAt(toy), tie_budget=1.0, suite="chain/lo"), toy)
     assert [(c.status, c.message) for c in within.checks[2:6]] == [
-        (PASS, "0 passed, 1 tie, 0 fail of 1 cases (1 tie positions, budget 1)"),  # a case counts as one position
+        (PASS, "0 passed, 1 tie, 0 fail of 1 cases (1 tie positions, budget 12)"),  # a case counts its 12 judged tokens
         (PASS, "2/2 requests identical"),
         (PASS, "0 identical, 2 tie, 0 fail of 2 requests (2 tie positions, budget 24)"),
         (PASS, "0 identical, 2 tie, 0 fail of 2 prompts (2 tie positions, budget 24)")]

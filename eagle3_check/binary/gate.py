@@ -20,7 +20,6 @@ from eagle3_check.binary.judge import FAIL, PASS, TIE
 from eagle3_check.binary.runner import ExecRunner, program_file
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.status import skip_note
 
 
 @dataclass
@@ -40,7 +39,7 @@ class BinaryGate:
 def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, through `runner`. `timed(name, fn)` runs one check
     (gate_model.timed). Returns (checks, tau of the self-reference requests)."""
-    from eagle3_check.gating.gate_model import GateCheck, skip_check, summarize
+    from eagle3_check.gating.gate_model import GateCheck, skip_check, suite_junit_cases, summarize
     from eagle3_check.program.quantize import program_quantization
 
     md = read_metadata(program.metadata())
@@ -58,8 +57,8 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
 
         env = gate_suite_env(program, inputs, hf)  # the in-process gate's env (and its shrinker's)
         rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
-        cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-        return summarize("edge suites", cases, "cases", "passed")  # skipped cases counted, with reasons
+        # skipped cases counted, with reasons; tie positions against the program's dtype's budget, as in process
+        return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget or 0.0)
 
     def requests(name: str, reference):
         nonlocal tau
@@ -78,12 +77,14 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
     def golden():
         if inputs.golden is None:
             return skip_check("golden", "no --golden given")
-        from eagle3_check.binary.golden import golden_files, verify_exec_goldens
+        from eagle3_check.binary.golden import golden_files, none_applies, verify_exec_goldens
 
         out = verify_exec_goldens(golden_files([inputs.golden]), runner, program_file(program), program,
                                   inputs.tokenizer)
         if not out.verified:  # the skip rule (status.passes): asked to verify goldens, none ran
-            return GateCheck("golden", FAIL, "no cases ran" + (skip_note(out.skipped.items()) or ": no golden applies"))
+            return GateCheck("golden", FAIL, none_applies(out, program_file(program), program, inputs.golden, True,
+                                                          inputs.fixture),
+                             details=out.to_json())
         status = PASS if out.passed else FAIL
         return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "
                          "identical", details=out.to_json())

@@ -37,6 +37,7 @@ class ExecGoldenOutcome:
     skipped: dict[str, str] = field(default_factory=dict)
     judged_by: dict[str, int] = field(default_factory=dict)  # ids | bytes -> prompts
     notes: list[str] = field(default_factory=list)
+    none_applies: str = ""  # no golden ran: why, and how to record one (`golden_check.no_golden_line`)
 
     @property
     def passed(self) -> bool:
@@ -44,7 +45,8 @@ class ExecGoldenOutcome:
 
     def to_json(self) -> dict:
         return {"passed": self.passed, "verified": self.verified, "skipped": self.skipped,
-                "judged_by": self.judged_by, "diffs": self.diffs, "notes": self.notes}
+                "judged_by": self.judged_by, "diffs": self.diffs, "notes": self.notes,
+                **({"none_applies": self.none_applies} if self.none_applies else {})}
 
     def format(self) -> str:
         lines = [f"goldens: {len(self.verified)} ({', '.join(sorted(self.verified))}) through the binary, "
@@ -53,6 +55,7 @@ class ExecGoldenOutcome:
                  *(f"  {d}" for d in self.diffs),
                  *(f"skipped {s}: {why}" for s, why in self.skipped.items()),
                  *(f"note: {n}" for n in self.notes),
+                 *([self.none_applies] if self.none_applies else []),
                  f"gate: {'PASS' if self.passed else 'FAIL'}"]
         return "\n".join(lines)
 
@@ -89,6 +92,16 @@ def verify_exec_goldens(paths: Iterable[Path], runner: ExecRunner, pte: Path, pr
             if on_prompt:
                 on_prompt(want.prompt_id)
     return out
+
+
+def none_applies(out: ExecGoldenOutcome, pte: Path, program, golden: Path | None, gate: bool,
+                 fixture: str | None = None) -> str:
+    """Where no golden ran through the binary: each golden's reason and how to record one for `pte`
+    (an export of `fixture`, else of its sidecar's)."""
+    from eagle3_check.gating.golden_check import no_golden_line
+
+    return no_golden_line(out.skipped, pte, fixture or sidecar_fixture(pte),
+                          getattr(program_backend(program), "dtype", None), golden, gate)
 
 
 def program_backend(program):

@@ -9,13 +9,24 @@ bytes (`byte_pieces`) the output continues with. Several that match are tried in
 offset, the expected pieces and what came. The walk must consume the bytes exactly with the N
 tokens the summary line reports, so the decode of the recovered ids is the printed text.
 
+Before walking, the text is split the other way round (`_room`): for every byte offset, the
+counts of non-empty printed tokens that cover the rest exactly. The walk takes only candidates
+after which the rest still fits the tokens left (exactly first; with fewer, the rest printed as
+nothing, below), so it goes back only where a token printed as nothing was assumed and none
+came, however often the binary leaves the reference (every one of 64 tokens on a flat bf16
+model costs a re-decode, not a backtrack). Where no split exists the walk runs unpruned, only to
+find its deepest dead end for the failure.
+
 Where the walk leaves the reference's greedy tokens (a tie taken the other way), the rest of the
 reference is decoded again from there (`greedy`), and the teacher-forced rows recomputed
 (`score`): one reference forward per divergence.
 
 Known output quirks are matched as a second form of a piece and named where they occur, never a
 silent pass and never a false failure: the seed's `printf("%s")` drops a token's bytes from its
-first NUL byte on (`NUL`), and a lossy UTF-8 decode may print U+FFFD for a piece that is not
+first NUL byte on (`NUL`; a token whose bytes start with one prints as nothing, which only the
+reference's top two can be taken as: the real stack top, tiny-gemma4 `harbour`, token 45; the
+walk that allowed it at the end of the text only took Gemma's '<' for '<unused47>' and failed
+8 bytes short), and a lossy UTF-8 decode may print U+FFFD for a piece that is not
 valid UTF-8 alone (`REPLACED`).
 
 Worked example: reference greedy [5, 8, 9], pieces 5 -> b" a", 7 -> b" b", 8 -> b" c", output
@@ -25,6 +36,7 @@ runner-up 7 (b" b") does: the reference is decoded again after [5, 7] and the wa
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +45,7 @@ from eagle3_check.reference.hf import Scores
 
 NUL = "printf('%s') stops at the NUL byte"
 REPLACED = "invalid UTF-8 printed as U+FFFD"
-MAX_REDECODES = 32  # reference re-decodes one walk may spend (divergences plus backtracking)
+MAX_BACKTRACKS = 32  # dead ends one unpruned walk may go back from (each costs a reference re-decode)
 
 
 @dataclass
@@ -76,11 +88,14 @@ def recover_ids(text: bytes, n: int, pieces: BytePieces, greedy: list[int],
     """The n ids whose printed bytes are `text`, following the reference (module doc).
     `greedy`: the reference's greedy tokens after the prompt; `score(tokens)`: its rows over
     prompt + tokens; `decode(prefix, m)`: m greedy tokens after prompt + prefix."""
+    forms = _forms(pieces)
+    room = _room(text, n, forms)
+    pruned = room[0] != 0  # some split of the text into at most n non-empty printed tokens exists
     hyp = list(greedy)
     rows = score(hyp)
     branches: list[tuple[int, int, list[int], Scores, list]] = []  # (i, pos, hyp, rows, untried matches)
     quirks: dict[int, str] = {}
-    i, pos, redecodes = 0, 0, 0
+    i, pos, redecodes, backtracks = 0, 0, 0, 0
     furthest = (0, 0, [], b"")  # (index, offset, candidates, what came) of the deepest dead end
 
     while True:
@@ -91,16 +106,22 @@ def recover_ids(text: bytes, n: int, pieces: BytePieces, greedy: list[int],
         if i < n:
             for c, rank in _candidates(rows, i):
                 for form, quirk in printed_forms(pieces.pieces.get(c, b"")):
-                    if text.startswith(form, pos) and (form or quirk is None or pos == len(text)):
+                    if text.startswith(form, pos):  # an empty form (a NUL first) only for a top token
                         matches.append((c, rank, form, quirk))
         if i < n and i < len(rows.argmax):  # past the top two: any token the bytes continue with, tried after them
             seen = {m[0] for m in matches}  # (a top token may be a prefix of the printed one: "<" of "<unused47>")
-            matches += [(c, None, form, quirk) for c, form, quirk in _by_bytes(pieces, text, pos) if c not in seen]
+            matches += [(c, None, form, quirk) for c, form, quirk in _by_bytes(forms, text, pos, not pruned)
+                        if c not in seen]
+        if pruned:  # only what leaves the rest splittable into the tokens left: exactly first, then with empties
+            left = n - i - 1
+            matches = sorted((m for m in matches if _fits(room[pos + len(m[2])], left)),
+                             key=lambda m: not room[pos + len(m[2])] >> left & 1)
         if not matches:
             if (i, pos) >= furthest[:2]:
                 furthest = (i, pos, _candidates(rows, i), text[pos:pos + 16])
-            if not branches or redecodes >= MAX_REDECODES:
+            if not branches or backtracks >= MAX_BACKTRACKS:
                 return _failed(furthest, n, len(text), pieces, redecodes)
+            backtracks += 1
             i, pos, hyp, rows, matches = branches.pop()
         c, rank, form, quirk = matches[0]
         if matches[1:]:
@@ -118,26 +139,63 @@ def recover_ids(text: bytes, n: int, pieces: BytePieces, greedy: list[int],
         i, pos = i + 1, pos + len(form)
 
 
-_INDEX: dict[int, dict[int, list[tuple[int, bytes]]]] = {}  # id(pieces) -> first byte -> (id, piece)
+@dataclass
+class _Forms:
+    """Every token's non-empty printed forms (its piece, then its quirks' forms), by their bytes."""
+    by_bytes: dict[bytes, list[tuple[int, str | None]]]  # form -> (id, quirk name or None), pieces first
+    longest: int
 
 
-def _by_bytes(pieces: BytePieces, text: bytes, pos: int, most: int = 8) -> list[tuple[int, bytes, str | None]]:
-    """Every token whose bytes `text` continues with at `pos` (its piece, not a quirk form), longest
-    first, at most `most`: the candidates below the reference's top two, whose rank the verdict
-    then judges (a tie within the top-N, else a failure with its rank)."""
-    index = _INDEX.get(id(pieces))
-    if index is None:
-        index = {}
-        for c, piece in pieces.pieces.items():
-            if piece:
-                index.setdefault(piece[0], []).append((c, piece))
-        _INDEX.clear()
-        _INDEX[id(pieces)] = index
-    if pos >= len(text):
-        return []
-    found = [(c, piece) for c, piece in index.get(text[pos], []) if text.startswith(piece, pos)]
-    found.sort(key=lambda cp: (-len(cp[1]), cp[0]))
-    return [(c, piece, None) for c, piece in found[:most]]
+_FORMS: weakref.WeakKeyDictionary[BytePieces, _Forms] = weakref.WeakKeyDictionary()
+
+
+def _forms(pieces: BytePieces) -> _Forms:
+    got = _FORMS.get(pieces)
+    if got is None:
+        by: dict[bytes, list[tuple[int, str | None]]] = {}
+        for c in sorted(pieces.pieces):
+            for form, quirk in printed_forms(pieces.pieces[c]):
+                if form:
+                    by.setdefault(form, []).append((c, quirk))
+        for v in by.values():
+            v.sort(key=lambda cq: (cq[1] is not None, cq[0]))
+        got = _FORMS[pieces] = _Forms(by, max(map(len, by), default=0))
+    return got
+
+
+def _room(text: bytes, n: int, forms: _Forms) -> list[int]:
+    """room[p]: a bit mask whose bit k says text[p:] splits into exactly k non-empty printed forms
+    (k <= n). Example: forms b"a", b"ab", b"b", text b"ab", n 2: room[2] = 0b1 (0 tokens),
+    room[1] = 0b10, room[0] = 0b110 (b"ab" alone, or b"a" + b"b")."""
+    size, keep = len(text), (1 << (n + 1)) - 1
+    room = [0] * (size + 1)
+    room[size] = 1
+    for p in range(size - 1, -1, -1):
+        m = 0
+        for ln in range(1, min(forms.longest, size - p) + 1):
+            if text[p:p + ln] in forms.by_bytes:
+                m |= room[p + ln] << 1
+        room[p] = m & keep
+    return room
+
+
+def _fits(mask: int, left: int) -> bool:
+    """The rest (its `_room` mask) can take `left` tokens: some split of at most `left` non-empty
+    forms (the rest printed empty: a NUL first, a top token's quirk)."""
+    return mask != 0 and (mask & -mask).bit_length() - 1 <= left
+
+
+def _by_bytes(forms: _Forms, text: bytes, pos: int, pieces_only: bool) -> list[tuple[int, bytes, str | None]]:
+    """Every token whose printed form `text` continues with at `pos`, longest first (its piece before
+    a quirk's form): the candidates below the reference's top two, whose rank the verdict then
+    judges (a tie within the top-N, else a failure with its rank). `pieces_only`: pieces alone, at
+    most 8 (the unpruned walk, which only looks for its dead end)."""
+    found = []
+    for ln in range(min(forms.longest, len(text) - pos), 0, -1):
+        for c, quirk in forms.by_bytes.get(text[pos:pos + ln], ()):
+            if quirk is None or not pieces_only:
+                found.append((c, text[pos:pos + ln], quirk))
+    return found[:8] if pieces_only else found
 
 
 def _failed(furthest, n: int, size: int, pieces: BytePieces, redecodes: int) -> Recovery:

@@ -127,8 +127,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
         return _run_error(case, env, runner, (model, program_data(base)), options, md, k)
     if turned:  # the profile runs what the case expects to be an error: judged as a run of that K / those chunks
         k = prof.chain_k(k_asked, md.chain_len)
-        if prof.chunks and case.prompt.anchor == "max_prefill":
-            options.chunked_prefill = True
+    # a binary that chunks takes every L up to max_seq_len - 1 (the context cases on a default export), as in process
+    options.chunked_prefill = options.chunked_prefill or prof.chunks
     max_new, stop_idx = _unforced_positions(case, k)
     if max_new is not None:
         options.max_new_tokens = max_new
@@ -154,6 +154,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
         details["notes"] = notes
     if out is not None:
         details.update(tokens=out.tokens, rounds=out.rounds, stop=(verdict.expected or {}).get(out.tokens))
+    if verdict.judged:  # judged positions, by outcome (the gate's tie budget is a share of them)
+        details.update(identical=verdict.judged - verdict.ties - verdict.fails, ties=verdict.ties, fails=verdict.fails)
     problems = [] if verdict.status == PASS else [verdict.message]
     ex = case.expect
     if out is not None and verdict.status == PASS and not case.forcing:  # forced aims need the forcing

@@ -37,6 +37,7 @@ from eagle3_check.gating.gate_model import (
     GateReport,
     format_table,
     skip_check,
+    suite_junit_cases,
     summarize,
     timed,
 )
@@ -130,8 +131,7 @@ def edge_suites_check(program, inputs: GateInputs, hf) -> GateCheck:
             inputs.on_step("edge suites", done, len(todo))
 
     rep = run_suite(inputs.suite, todo, env, inputs.plugin, on_case=on_case)
-    cases = [JUnitCase(r.name, r.status, r.message, r.seconds) for r in rep.results]
-    return summarize("edge suites", cases, "cases", "passed", inputs.tie_budget)
+    return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget)
 
 
 def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateCheck:
@@ -165,7 +165,13 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
             mine = [d.message for d in out.golden_diffs if d.golden == stem and d.prompt_id == pid]
             cases.append(JUnitCase(f"{stem} {pid}", FAIL if mine else PASS, "; ".join(mine) or "identical"))
     cases += [JUnitCase(stem, SKIP, why) for stem, why in out.skipped.items()]
-    return summarize("golden", cases, "golden requests")
+    chk = summarize("golden", cases, "golden requests")
+    if not out.runs and out.skipped and not out.interrupted:  # fails by the skip rule: say how to record one
+        from eagle3_check.gating.golden_check import no_golden_line
+
+        chk.message = no_golden_line(out.skipped, inputs.pte, inputs.fixture,
+                                     program_dtype(program) if inputs.pte else None, inputs.golden)
+    return chk
 
 
 def metrics_baseline_check(inputs: GateInputs, golden_outcome) -> GateCheck:

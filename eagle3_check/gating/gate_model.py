@@ -112,6 +112,21 @@ def timed(name: str, fn: Callable[[], GateCheck]) -> GateCheck:
     return chk
 
 
+def suite_junit_cases(results) -> list[JUnitCase]:
+    """Edge-suite results as the gate's cases, each with its judged and tie positions when the case
+    judged tokens (details `identical` and `ties`), so the tie budget is a share of judged positions
+    as for requests (DESIGN §3); a case without them (an error case, a skip) counts as one.
+    Example: a tie case of 24 tokens, 1 of them a tie -> positions 24, tie_positions 1."""
+    out = []
+    for r in results:
+        d = r.details or {}
+        props = {} if "ties" not in d or "identical" not in d else {
+            "positions": str(max(int(d["identical"]) + int(d["ties"]) + int(d.get("fails", 0)), 1)),
+            "tie_positions": str(int(d["ties"]))}
+        out.append(JUnitCase(r.name, r.status, r.message, r.seconds, properties=props))
+    return out
+
+
 def skip_check(name: str, why: str) -> GateCheck:
     return GateCheck(name, SKIP, why)
 

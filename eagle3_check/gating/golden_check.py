@@ -33,6 +33,7 @@ from eagle3_check.gating.metrics import (
 from eagle3_check.program.owned import graph_owned
 from eagle3_check.run.crash import CRASHED
 from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.status import skip_note
 
 BACKENDS = ("eager", "pte")
 
@@ -228,3 +229,25 @@ def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, p
 def total_prompts(paths: Iterable[str | Path] = ()) -> int:
     return sum(len(load_golden(p).prompts) for p in golden_paths(paths))
 
+
+def no_golden_line(skipped: dict[str, str], pte: str | Path | None = None, fixture: str | None = None,
+                   dtype: str | None = None, golden: str | Path | None = None, gate: bool = True) -> str:
+    """The line of a golden check where no golden ran. It fails (the skip rule, `status.passes`:
+    asked to compare with goldens, it compared nothing; a pass would read as a regression check
+    that never happened), so it says why each golden skipped and how to record one that applies.
+    Example: one float32 golden skipped on a bfloat16 `s.pte` of tiny-gemma4 -> "no golden applies
+    to this program (a bfloat16 program of fixture tiny-gemma4), 1 skipped (first: NAME: a float32
+    golden; ...); record one for it: `eagle3-check golden record --pte s.pte --fixture tiny-gemma4
+    --dir golden` (it refuses prompts whose reference margin is inside the bfloat16 tie tolerance:
+    where it refuses every prompt, goldens cannot gate this program), or drop --golden"."""
+    what = f" (a {dtype + ' ' if dtype else ''}program{f' of fixture {fixture}' if fixture else ''})" \
+        if dtype or fixture else ""
+    where = golden or golden_root()
+    where = Path(where).parent if Path(where).suffix == ".json" else Path(where)
+    cmd = " ".join(["eagle3-check golden record", *([f"--pte {pte}"] if pte else []),
+                    *([f"--fixture {fixture}"] if fixture else []), *([f"--dtype {dtype}"] if dtype and not pte else []),
+                    f"--dir {where}"])
+    refuses = (f" (it refuses prompts whose reference margin is inside the {dtype} tie tolerance: where it refuses "
+               "every prompt, goldens cannot gate this program)" if dtype and dtype != "float32" else "")
+    return (f"no golden applies to this program{what}{skip_note(skipped.items())}; record one for it: `{cmd}`"
+            f"{refuses}{', or drop --golden' if gate else ''}")

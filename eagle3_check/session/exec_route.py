@@ -46,7 +46,12 @@ def exec_golden_verify(ctx: CheckContext):
     """`golden verify --runner exec:... --pte FILE`: the goldens' prompts through the binary."""
     from pathlib import Path
 
-    from eagle3_check.binary.golden import METRICS_NOT_GATED, golden_files, verify_exec_goldens
+    from eagle3_check.binary.golden import (
+        METRICS_NOT_GATED,
+        golden_files,
+        none_applies,
+        verify_exec_goldens,
+    )
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
     from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.program.sidecar import sidecar_fixture
@@ -58,7 +63,10 @@ def exec_golden_verify(ctx: CheckContext):
     pte = Path(cfg.pte)
     program = load_probed(pte, cfg.data_path)  # a load that aborts the runtime: one line
     tokenizer = Tokenizer.load(load_fixture(sidecar_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
-    outcome = verify_exec_goldens(golden_files(list(cfg.goldens)), runner, pte, program, tokenizer)
+    paths = golden_files(list(cfg.goldens))
+    outcome = verify_exec_goldens(paths, runner, pte, program, tokenizer)
+    if not outcome.verified:
+        outcome.none_applies = none_applies(outcome, pte, program, paths[0] if paths else None, False)
     if not cfg.no_baseline:
         outcome.notes.append(METRICS_NOT_GATED)
     return outcome

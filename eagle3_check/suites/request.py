@@ -54,6 +54,9 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
         if _aims(case, ref, ids, md, k, options, accepts, stops):
             return _as_prompt(case, cand), ids, ref
     if not fits:
+        if options.chunked_prefill:  # the chunks take any L below max_seq_len
+            raise CaseSkip(f"no prompt of {case.prompt.describe()} fits this program's chunked prompt range "
+                           f"[{md.min_prefill}, {md.max_seq_len - 1}] (min prefill, max_seq_len - 1)")
         raise CaseSkip(f"no prompt of {case.prompt.describe()} fits this program's prefill range "
                        f"[{md.min_prefill}, {md.max_prefill}]")
     raise CaseSkip(f"no prompt's reference reaches the case's boundary ({case.expect.reason or 'forced stop'} "
