@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 import torch
@@ -104,22 +104,33 @@ def test_draft_for_another_target_is_flagged(fixture, tokenizer, hf_reference, p
 
 
 CARD = {"max_new_tokens": 64, "k": {"4": {"tau": 2.15}}}
+# a real fixture's own request (SmolLM2-like: ChatML frame, no BOS), resolved from its files
+CHATML = RunOptions(chat_prefix="<|im_start|>user\n", chat_suffix="<|im_end|>\n<|im_start|>assistant\n",
+                    stop_ids=(), stop_token="<|im_end|>", bos_id=-1, eos_id=2)
 
 
-@pytest.mark.parametrize("card,k,options,own,expect,why", [
-    (CARD, 4, RunOptions(max_new_tokens=64, chain_len=4), True, 2.15, "at K=4"),
-    (CARD, 4, RunOptions(max_new_tokens=64), True, 2.15, "at K=4"),
-    (CARD, 3, RunOptions(max_new_tokens=64, chain_len=3), True, None, "no K=3 row"),
-    (CARD, 4, RunOptions(max_new_tokens=32), True, None, "options differ"),
-    (CARD, 4, RunOptions(max_new_tokens=64, raw=True), True, None, "options differ"),
-    (CARD, 4, RunOptions(max_new_tokens=64), False, None, "other prompts"),
-    (None, 4, RunOptions(max_new_tokens=64), True, None, "no card"),
-], ids=["same-run", "default-k", "k-not-on-card", "other-max-new", "raw", "other-prompts", "no-card"])
-def test_card_expectation_only_for_the_card_s_own_run(card, k, options, own, expect, why):
+@pytest.mark.parametrize("card,k,options,own,request_,expect,why", [
+    (CARD, 4, RunOptions(max_new_tokens=64, chain_len=4), True, None, 2.15, "at K=4"),
+    (CARD, 4, RunOptions(max_new_tokens=64), True, None, 2.15, "at K=4"),
+    (CARD, 3, RunOptions(max_new_tokens=64, chain_len=3), True, None, None, "no K=3 row"),
+    (CARD, 4, RunOptions(max_new_tokens=32), True, None, None, "options differ"),
+    (CARD, 4, RunOptions(max_new_tokens=64, raw=True), True, None, None, "options differ"),
+    (CARD, 4, RunOptions(max_new_tokens=64), False, None, None, "other prompts"),
+    (None, 4, RunOptions(max_new_tokens=64), True, None, None, "no card"),
+    (CARD, 4, replace(CHATML, max_new_tokens=64), True, CHATML, 2.15, "at K=4"),
+    (CARD, 4, replace(CHATML, max_new_tokens=64), True, None, None, "options differ"),
+    (CARD, 4, replace(CHATML, max_new_tokens=64, bos_id=1), True, CHATML, None, "options differ"),
+    (CARD, 4, RunOptions(max_new_tokens=64), True, CHATML, None, "options differ"),
+], ids=["same-run", "default-k", "k-not-on-card", "other-max-new", "raw", "other-prompts", "no-card",
+        "own-request-chatml", "chatml-against-the-gemma4-default", "chatml-with-a-bos-flag", "gemma4-frame-on-chatml"])
+def test_card_expectation_only_for_the_card_s_own_run(card, k, options, own, request_, expect, why):
+    """The card's run is the fixture's own request (`request_`; none: the Gemma 4 frame of the
+    tiny fixtures) at the card's max new tokens: a real fixture's default check (its ChatML
+    frame) is that run; any flag that changes the request is not."""
     from eagle3_check.gating.draft_health import card_expectation
 
-    tau, source = card_expectation(card, "fx/card.json", k, options, own)
-    assert tau == expect and why in source
+    tau, source = card_expectation(card, "fx/card.json", k, options, own, request=request_)
+    assert tau == expect and why in source, source
 
 
 def test_check_flags_a_tau_far_below_the_card(monkeypatch, capsys):

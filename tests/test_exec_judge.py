@@ -246,6 +246,8 @@ def test_scored_ids_judged_per_position(run, pieces, diff, status, ties, fails):
     assert v.index == min(diff), v.message
     if status == "fail":
         assert v.rank == diff[min(diff)][2] and "diverged at token 4" in v.message
+    else:  # a tie is no identical position: the message says how many of the others are
+        assert f"the other {len(run.tokens) - ties} identical by ids" in v.message, v.message
 
 
 def test_scored_ids_length_uses_the_reference_next_token(run, pieces):

@@ -204,7 +204,8 @@ def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Re
     elif ties:
         t = ties[0]
         v.status, v.index, v.got, v.want, v.margin, v.rank = TIE, t.index, t.got, t.want, t.margin, t.rank
-        v.message = f"{len(ties)} tie position(s) within the tolerance (first {t.describe()}); {v.message}"
+        rest = v.message.replace("identical by", f"the other {len(ids) - len(ties)} identical by", 1)  # not all are
+        v.message = f"{len(ties)} tie position(s) within the tolerance (first {t.describe()}); {rest}"
     return v
 
 

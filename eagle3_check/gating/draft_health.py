@@ -152,11 +152,15 @@ class DraftHealth:
         return out + [f"draft health: FLAG {f}" for f in self.flags]
 
 
-def card_expectation(card: dict | None, card_path: str, k: int, options, own_prompts: bool) -> tuple[float | None, str]:
+def card_expectation(card: dict | None, card_path: str, k: int, options, own_prompts: bool,
+                     request=None) -> tuple[float | None, str]:
     """The card's tau at K when this run is the one the card measured, else (None, why not).
 
-    The card ran `RunOptions(max_new_tokens=card["max_new_tokens"], chain_len=K)` over the
-    fixture's own prompts; any other prompt set or option changes tau, so no expectation."""
+    The card ran the fixture's own request (`request`: its RunOptions as resolved from the
+    fixture's own files, e.g. SmolLM2's ChatML frame or Gemma 3's raw text after BOS; default
+    `RunOptions()`, the tiny fixtures' Gemma 4 frame) with `max_new_tokens=card["max_new_tokens"]`
+    at K over the fixture's own prompts; any other prompt set or option changes tau, so no
+    expectation."""
     from dataclasses import replace
 
     from eagle3_check.run.options import RunOptions
@@ -166,7 +170,8 @@ def card_expectation(card: dict | None, card_path: str, k: int, options, own_pro
     row = card.get("k", {}).get(str(k))
     if not own_prompts or row is None:
         return None, "card not applicable: " + ("other prompts" if not own_prompts else f"no K={k} row")
-    if replace(options, chain_len=None) != RunOptions(max_new_tokens=card.get("max_new_tokens")):
+    measured = replace(request or RunOptions(), max_new_tokens=card.get("max_new_tokens"), chain_len=None)
+    if replace(options, chain_len=None) != measured:
         return None, "card not applicable: runner options differ from the card's defaults"
     return float(row["tau"]), f"card {card_path} at K={k}"
 

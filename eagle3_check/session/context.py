@@ -192,10 +192,12 @@ class CheckContext:
         from eagle3_check.fixtures.card import read_card
         from eagle3_check.fixtures.registry import load_fixture
         from eagle3_check.gating.draft_health import card_expectation
+        from eagle3_check.run.defaults import resolve_options
 
-        fx = load_fixture(fixture)
+        fx = load_fixture(fixture)  # the card measured the fixture's own request, from its own files:
+        request = resolve_options(world.load_tokenizer(fx.tokenizer_path), fx.target_dir, {}).options
         return card_expectation(read_card(fx), str(fx.card_path), k, self.options,
-                                own_prompts=not cfg.prompts and not cfg.shard)
+                                own_prompts=not cfg.prompts and not cfg.shard, request=request)
 
 
 def limited(runner, spec: str, timeout: float | None, flag: str | None = None):
