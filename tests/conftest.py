@@ -30,7 +30,8 @@ def pytest_collection_modifyitems(config, items):
     scheduling.write_groups(config, groups)
 
 
-def pytest_configure_node(node):  # an xdist hook (controller): the file the first worker writes the groups to
+@pytest.hookimpl(optionalhook=True)  # an xdist hook (controller): the file the first worker writes the groups to
+def pytest_configure_node(node):
     scheduling.configure_node(node.config, node, _groups_file(node.config))
 
 
