@@ -25,7 +25,8 @@ lint:
 	$(PY) -m ruff check eagle3_check tests tests_bench
 
 # Serial by default. XDIST="-n 2 --dist loadgroup" (pytest-xdist, dev extra; what CI's .ci/run
-# passes) spreads the suite over two cores, the .pte tests as one group: docs/contributing.md.
+# passes) spreads the suite over two cores, the .pte tests in one group per export (tests/suite_schedule.py):
+# docs/contributing.md.
 XDIST ?=
 test:
 	$(PYTEST) -m "not gpu and not slow" -q $(XDIST)

@@ -5,9 +5,12 @@ Everything here is CPU, fp32, built from files committed under fixtures/ (no net
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+import suite_schedule as scheduling  # tests/suite_schedule.py (tests/ is on sys.path: no __init__.py)
 import torch
 
 from eagle3_check.fixtures.registry import load_fixture
@@ -18,23 +21,36 @@ from eagle3_check.tokenizer import Tokenizer
 
 torch.set_num_threads(1)  # tiny models: one thread is fastest and keeps 2-core CI machines calm
 
-PTE_TESTS = Path(__file__).resolve().parent / "pte"  # their session fixtures export .pte files: minutes
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The tests under tests/pte wait on `.pte` exports (about a minute each on two idle cores, five
-    of them, cached in .cache/pte). Serial: they run last, so the fast tests show progress from the
-    first seconds. Under `-n 2 --dist loadgroup` (what CI runs): they run first, as one group on one
-    worker, which exports each .pte once while the other worker takes the fast tests
-    (docs/contributing.md, "How long make check takes")."""
-    parallel = config.getoption("dist", "no") == "loadgroup"  # plain -n 2 (load): as serial
-    is_pte = {id(item): Path(str(item.path)).is_relative_to(PTE_TESTS) for item in items}
-    if parallel:
-        for item in items:
-            if is_pte[id(item)]:
-                item.add_marker(pytest.mark.xdist_group("pte"))
-    items.sort(key=lambda item: is_pte[id(item)] != parallel)  # stable: the collection order within each part
+    """The order of the suite and its export groups under `-n 2 --dist loadgroup` (tests/suite_schedule.py)."""
+    # on an xdist worker `dist` reads "no" and `loadgroup` says what the controller was given
+    groups = scheduling.ordered(items, parallel=config.getoption("loadgroup", False))
+    scheduling.write_groups(config, groups)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook (controller): the file the first worker writes the groups to
+def pytest_configure_node(node):
+    scheduling.configure_node(node.config, node, _groups_file(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist", "no") == "loadgroup":
+        return scheduling.make_scheduler(config, log, _groups_file(config))
+    return None
+
+
+def _groups_file(config) -> Path:
+    if not hasattr(config, "_eagle3_groups"):
+        config._eagle3_groups = Path(tempfile.mkdtemp(prefix="eagle3-test-groups-")) / "groups.json"
+    return config._eagle3_groups
+
+
+def pytest_unconfigure(config):
+    if hasattr(config, "_eagle3_groups"):
+        shutil.rmtree(config._eagle3_groups.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -69,9 +69,17 @@ def _runnable(path):
     """A golden of a quantized fixture variant needs torchao (it quantizes at load): skipped without it."""
     quantized = load_fixture(load_golden(path).key.fixture).quantization is not None
     missing = quantized and importlib.util.find_spec("torchao") is None
-    return pytest.param(path, id=path.stem, marks=pytest.mark.skipif(
-        missing, reason=f"{path.stem} is a quantized fixture: needs torchao (the pte extra), found none: "
-                        "pip install -e .[pte]"))
+    marks = [pytest.mark.skipif(missing, reason=f"{path.stem} is a quantized fixture: needs torchao (the pte extra), "
+                                                "found none: pip install -e .[pte]")]
+    if load_golden(path).key.fixture in SLOW_FIXTURES:
+        marks.append(pytest.mark.slow)
+    return pytest.param(path, id=path.stem, marks=marks)
+
+
+# Goldens whose check costs over 20 s (each test, as xdist may run the two of a golden on two workers):
+# Gemma 3 270M, 34-35 CPU s each plus its GGUF conversion on a clean clone (docs/contributing.md,
+# "How long make check takes"); `make slow` runs them. SmolLM2's (4-8 s each) stay in make check.
+SLOW_FIXTURES = ("gemma3-270m",)
 
 
 EAGER_CPU = [_runnable(p) for p in PATHS if eager_cpu(p)]

@@ -67,6 +67,7 @@ def test_prompt_set_is_split_into_training_and_held_out():
         assert [p.id for p in load_fixture(name).prompts()] == [p.id for p in held]
 
 
+@pytest.mark.long  # minutes on a clean clone (the GGUF conversion): started early under -n 2
 def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     """The CI real-model check: the conversion (cached: a second use converts nothing), the
     model's own files, the greedy answer to a factual question, and `check` on three prompts --
