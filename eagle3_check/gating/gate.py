@@ -43,7 +43,7 @@ from eagle3_check.gating.gate_model import (
 )
 from eagle3_check.gating.gate_requests import run_requests, runner_tau
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE, compare_tau
-from eagle3_check.program.contract import SpeculatorProgram, read_metadata
+from eagle3_check.program.contract import SpeculatorProgram, program_dtype, read_metadata
 from eagle3_check.program.metadata_check import target_facts, validate_metadata
 from eagle3_check.program.quantize import program_quantization
 from eagle3_check.reference.tolerance import default_budget, tolerance_for
@@ -201,12 +201,6 @@ def baseline_check(inputs: GateInputs, tau: float | None, ks: list[int], golden_
         return metrics_baseline_check(inputs, golden_outcome)
     status, message, details = compare_tau(Path(inputs.baseline), tau, ks, inputs.tau_tolerance)
     return GateCheck("baseline", status, message, details=details)
-
-
-def program_dtype(program) -> str:
-    """The dtype a program computes in: a `.pte` reads it from its feature output (`PteBackend.dtype`),
-    an eager program from its weights; float32 when the program does not say."""
-    return str(getattr(program, "dtype", "float32")).removeprefix("torch.")  # torch.bfloat16 -> "bfloat16"
 
 
 def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:

@@ -177,13 +177,14 @@ def _pte_build(pte, data_path, fixture: str | None, dtype: str | None):
     """(build, fixture, dtype) of `golden verify --pte FILE`: the one `.pte` (loaded once, probed) for
     every golden, its fixture from the export sidecar and its dtype from its feature output."""
     from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.contract import program_dtype
     from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.program.sidecar import sidecar_fixture
     from eagle3_check.tokenizer import Tokenizer
 
     program = load_probed(pte, data_path)  # probed: a corrupt file is one line
     fixture = fixture or sidecar_fixture(pte)
-    dtype = dtype or str(getattr(program, "dtype", "float32")).removeprefix("torch.")
+    dtype = dtype or program_dtype(program)
     return (lambda key: (program, Tokenizer.load(load_fixture(key.fixture).tokenizer_path))), fixture, dtype
 
 

@@ -57,6 +57,12 @@ def kv_window_for(positions: torch.Tensor) -> torch.Tensor:  # [C] -> [V] int32
     return torch.zeros(int(positions[-1]) + 1, dtype=torch.int32)
 
 
+def program_dtype(program) -> str:
+    """The dtype a program computes in: a `.pte` reads it from its feature output (`PteBackend.dtype`),
+    an eager program from its weights; float32 when the program does not say."""
+    return str(getattr(program, "dtype", "float32")).removeprefix("torch.")  # torch.bfloat16 -> "bfloat16"
+
+
 class SpeculatorProgram(ABC):
     """An EAGLE-3 speculator program: one shared target KV cache (prefill and
     target_verify) and one draft KV cache (draft_decode). H is the draft hidden size.
