@@ -20,7 +20,7 @@ from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.protocol import OutputError, parse_output
 from eagle3_check.binary.runner import ExecRunner, binary_options, program_data
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
-from eagle3_check.gating.golden_diff import stats_exact
+from eagle3_check.gating.golden_diff import acceptance_note, stats_exact
 from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.run.options import RunOptions, prompt_ids
@@ -167,9 +167,7 @@ def compare_prompt(stem: str, want: GoldenPrompt, golden: Golden, runner: ExecRu
         acceptance.append(f"tau {got.tau:.3f}, golden {want.tau:.3f}")
     if acceptance and not stats_exact(golden.key.backend, golden.key.dtype, "pte"):  # golden_diff.stats_exact
         if notes is not None:
-            notes.append(f"{where}: {'; '.join(acceptance)}: an {golden.key.backend} golden run on a .pte in "
-                         f"{golden.key.dtype} (acceptance follows the draft's numerics there; tokens compared "
-                         "exactly; `golden record --pte` records one to compare it exactly)")
+            notes.append(acceptance_note(f"{where}: {'; '.join(acceptance)}", golden.key, "pte"))
         return diffs
     return diffs + [f"{where}: {a}" for a in acceptance]
 

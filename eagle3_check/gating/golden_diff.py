@@ -69,6 +69,12 @@ def stats_exact(golden_backend: str, golden_dtype: str, run_backend: str | None)
     return run_backend is None or run_backend == golden_backend or golden_dtype == "float32"
 
 
+def acceptance_note(what: str, key, run_backend: str) -> str:
+    """The note for an acceptance stat that `stats_exact` does not compare (`what`: the difference)."""
+    return (f"{what}: an {key.backend} golden run on a {run_backend} program in {key.dtype} (acceptance follows "
+            f"the draft's numerics there; tokens compared exactly; record a {run_backend} golden to compare it exactly)")
+
+
 def diff_golden(report_or_runs, golden: Golden | str | Path, run_backend: str | None = None,
                 notes: list[str] | None = None) -> list[GoldenDiff]:
     """Exact comparison of runs with a golden: [] when identical, else one or two diffs a prompt
@@ -107,9 +113,7 @@ def diff_golden(report_or_runs, golden: Golden | str | Path, run_backend: str | 
         acceptance = _acceptance_diff(stem, pid, run, want)
         if acceptance and not exact:
             if notes is not None:
-                notes.append(f"{acceptance.message}: an {g.key.backend} golden run on a {run_backend} program in "
-                             f"{g.key.dtype} (acceptance follows the draft's numerics there; tokens compared "
-                             f"exactly; record a {run_backend} golden to compare it exactly)")
+                notes.append(acceptance_note(acceptance.message, g.key, run_backend))
             acceptance = None
         stat = acceptance or _stat_diff(stem, pid, run, want, tokens_differ=tok is not None)
         if stat:
