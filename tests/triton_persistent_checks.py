@@ -22,24 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import triton_persistent as tp  # noqa: E402
 import triton_splitk as sk  # noqa: E402
 import triton_verify as tv  # noqa: E402
-from triton_verify_checks import _tiny_target  # noqa: E402
+from triton_verify_checks import _one_thread, _tiny_target, rel  # noqa: E402, F401 (_one_thread: the autouse fixture)
 
 from eagle3_check.program.compiled import rms_norm  # noqa: E402
 from eagle3_check.program.target import TargetAdapter  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not tv.INTERPRET, reason="imported without TRITON_INTERPRET=1")
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.mark.parametrize("split,epi,norm", [(4, tv.NONE, False), (4, tv.RESIDUAL, False), (2, tv.SWIGLU, True),
