@@ -77,6 +77,8 @@ def add_train_parser(dsub) -> None:
     t.add_argument("--lr", type=float, default=r.lr)
     t.add_argument("--ttt-steps", type=int, default=r.ttt_steps, help="chain steps trained")
     t.add_argument("--self-prompts", type=int, default=r.self_prompts, help="user turns the target writes")
+    t.add_argument("--opened-prompts", type=int, default=r.opened_prompts,
+                   help="more user turns the target writes, each begun with a training prompt's first 1-4 words")
     t.add_argument("--gen-batch", type=int, default=r.gen_batch, help="sequences per generate call")
     t.add_argument("--draft-vocab", type=int, default=r.draft_vocab, help="draft vocabulary size")
     t.add_argument("--intermediate-size", type=int, default=None, help="draft MLP width (default: the target's)")

@@ -131,6 +131,7 @@ class Config:
     lr: float | None = None
     ttt_steps: int | None = None
     self_prompts: int | None = None
+    opened_prompts: int | None = None
     gen_batch: int | None = None
     draft_vocab: int | None = None
     intermediate_size: int | None = None
