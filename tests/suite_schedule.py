@@ -11,6 +11,9 @@ by file: the controller names one in each worker's `workerinput`, the first work
 {node id: group} into it after collection, and the scheduler (`GroupScheduling`) reads it; xdist
 calls the scheduler only once every worker has collected.
 
+Tests marked `shared(name)` (one computation behind several tests, e.g. a golden's runs that its
+golden test and its baseline test both compare) form one group as well, so one worker computes it.
+
 Order under loadgroup (`ordered`): the fp32 group (the export most tests need), a quarter of the
 fast tests (dots from the first test on, while the first worker exports), the `long` tests (the
 real-model check: started early, never the tail), the other export groups, the other fast tests.
@@ -41,9 +44,17 @@ def export_group(item) -> str | None:
     return next((f"pte:{name}" for name in EXPORTS if name in used), None)
 
 
+def shared_group(item) -> str | None:
+    """`shared:<name>` for a test marked `shared(name)`: tests that share one computation (a module's
+    cache of one golden's runs, say) are one work unit, so no second worker computes it again."""
+    mark = item.get_closest_marker("shared")
+    return f"shared:{mark.args[0]}" if mark is not None else None
+
+
 def ordered(items: list, parallel: bool) -> dict[str, str]:
-    """Sorts `items` in place (stable within each part); returns {node id: export group}."""
-    groups = {item.nodeid: g for item in items if (g := export_group(item))}
+    """Sorts `items` in place (stable within each part); returns {node id: group} (an export's, or a
+    `shared` mark's)."""
+    groups = {item.nodeid: g for item in items if (g := export_group(item) or shared_group(item))}
     pte = {id(item) for item in items if Path(str(item.path)).is_relative_to(PTE_TESTS)}
     if not parallel:
         items.sort(key=lambda item: id(item) in pte)

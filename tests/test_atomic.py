@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -136,7 +135,10 @@ TWO_WRITERS = (
     "from eagle3_check.gating.metrics import Metrics, write_baseline\n"
     "g = load_golden(sys.argv[1])\n"
     "m = Metrics(**json.loads(sys.argv[5]))\n"
-    "while time.time() < float(sys.argv[7]):  # both imported: start together\n"
+    "from pathlib import Path\n"
+    "ready = Path(sys.argv[7])\n"
+    "(ready / sys.argv[2]).touch()  # imported; then start together, once both are\n"
+    "while len(list(ready.iterdir())) < 2:\n"
     "    time.sleep(0.001)\n"
     "for i in range(int(sys.argv[3])):\n"
     "    save_golden(g, sys.argv[4], force=True)\n"
@@ -156,9 +158,10 @@ def test_two_force_writers_of_one_golden_and_one_baseline_leave_valid_files(toy_
     n = 30
     base = tmp_path / "metrics.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    start = time.time() + 8  # both children have imported by then (two shared cores)
+    ready = tmp_path / "ready"  # each child touches its tag there once imported
+    ready.mkdir()
     procs = [subprocess.Popen([sys.executable, "-c", TWO_WRITERS, str(path), tag, str(n), str(gdir),
-                               json.dumps(m), str(base), str(start)], cwd=ROOT, env=env) for tag in ("a", "b")]
+                               json.dumps(m), str(base), str(ready)], cwd=ROOT, env=env) for tag in ("a", "b")]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     assert load_golden(path).to_json() == toy_golden.to_json()  # valid JSON, the golden as recorded
     assert sorted(load_baseline(base)) == sorted(f"{t}-{i}" for t in "ab" for i in range(n))  # no entry lost

@@ -73,6 +73,7 @@ def _runnable(path):
                                                 "found none: pip install -e .[pte]")]
     if load_golden(path).key.fixture in SLOW_FIXTURES:
         marks.append(pytest.mark.slow)
+    marks.append(pytest.mark.shared(f"golden:{path.stem}"))  # its two tests, one `gated` run: on one worker
     return pytest.param(path, id=path.stem, marks=marks)
 
 

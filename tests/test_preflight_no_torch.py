@@ -50,6 +50,9 @@ ROUTES = [
      "--prompt-ids with --workers"),
     ("shrink-golden-verify-binary", ["golden", "verify", "--runner", "exec:/bin/true", "--pte", str(ROOT / "pyproject.toml"),
                                      "--shrink"], "--shrink with golden verify --runner exec:"),
+    ("runner-template-without-data-path", ["check", "--pte", str(ROOT / "pyproject.toml"), "--data-path",
+                                           str(ROOT / "pyproject.toml"), "--runner", "exec:/bin/true {model_path}"],
+     "no {data_path} placeholder"),
     ("prompt-ids-with-suite", ["check", "--suite", "stop-set", "--prompt-ids", "2,5"], "--prompt-ids with --suite"),
     # every output path (issue 30 item 5): a missing directory, a directory where a file goes, a file in the way
     ("gate-report-dir-missing", ["gate", "--pte", str(ROOT / "pyproject.toml"), "--report", f"{MISSING}/r.json"],

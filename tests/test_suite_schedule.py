@@ -11,10 +11,11 @@ import pytest
 import suite_schedule as sched  # tests/ is on sys.path
 
 
-def item(name: str, fixtures=(), pte=False, long=False):
+def item(name: str, fixtures=(), pte=False, long=False, shared=None):
     path = (sched.PTE_TESTS if pte else sched.PTE_TESTS.parent) / "test_x.py"
+    marks = {"long": object() if long else None, "shared": pytest.mark.shared(shared).mark if shared else None}
     return SimpleNamespace(path=path, nodeid=name, fixturenames=list(fixtures),
-                           get_closest_marker=lambda m: object() if (long and m == "long") else None)
+                           get_closest_marker=lambda m: marks.get(m))
 
 
 @pytest.mark.parametrize("fixtures, group", [
@@ -26,6 +27,13 @@ def item(name: str, fixtures=(), pte=False, long=False):
 def test_a_pte_test_joins_the_group_of_its_rarest_export(fixtures, group):
     assert sched.export_group(item("t", fixtures, pte=True)) == group
     assert sched.export_group(item("t", fixtures, pte=False)) is None  # only tests under tests/pte
+
+
+def test_tests_marked_shared_are_one_group_and_an_export_group_wins():
+    items = [item("golden-a", shared="golden:a"), item("fast"), item("metrics-a", shared="golden:a"),
+             item("pte-a", ["pte_path"], pte=True, shared="golden:a")]
+    groups = sched.ordered(items, parallel=True)
+    assert groups == {"golden-a": "shared:golden:a", "metrics-a": "shared:golden:a", "pte-a": "pte:pte_path"}
 
 
 def suite():

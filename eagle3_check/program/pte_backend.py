@@ -1,4 +1,5 @@
-"""The `.pte` backend: an ExecuTorch speculator program loaded through `executorch.runtime`.
+"""The `.pte` backend: an ExecuTorch speculator program loaded through the ExecuTorch runtime
+(`et_runtime`: executorch.runtime's calls, without its import of the exporter).
 
 Metadata comes from the program's constant methods (`get_*`); the three compute methods
 are loaded once, up front. That order matters: with `share_mutable_buffers=True`,
@@ -42,7 +43,6 @@ from eagle3_check.program.contract import (
 )
 from eagle3_check.program.export import BACKEND_KEY, METHODS, PTE_EXTRA_FIX
 from eagle3_check.program.sidecar import read_sidecar
-from eagle3_check.quiet import third_party_quiet
 
 LIST_KEYS = ("get_eos_ids",)
 # ExecuTorch ScalarType codes (executorch/runtime/core/portable_type/scalar_type.h) of the dtypes
@@ -52,13 +52,15 @@ INT32 = 3
 
 
 def _runtime():
+    """The runtime's loader (`et_runtime`: executorch.runtime's calls without its import of the exporter)."""
+    from eagle3_check.program import et_runtime
+
     try:
-        with third_party_quiet():  # executorch's ExperimentalWarning at import
-            from executorch.runtime import Runtime
+        et_runtime.extension()
     except ImportError as e:
         raise InputError(f"executorch is not importable ({e})", "the executorch package to load .pte files",
                          PTE_EXTRA_FIX) from None
-    return Runtime.get()
+    return et_runtime
 
 
 def _check_data_path(data_path: Path) -> None:

@@ -9,6 +9,7 @@ dynamic cache and records the top-1/top-2 margins (goldens and forensics use it)
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,16 @@ import torch
 from eagle3_check.hf_config import TRUST_REMOTE_CODE, check_loaded_tensors, read_target_config
 from eagle3_check.quiet import third_party_quiet
 
-with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
-    import transformers.modeling_utils  # noqa: F401
-    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+
+@functools.cache
+def _transformers():
+    """transformers' AutoConfig, AutoModelForCausalLM and DynamicCache, imported on first use: a process
+    that judges (the verdict, goldens: `Scores`) or fails before a reference loads never imports it.
+    Its model code imports torchao: that load-time logging is scoped (quiet.py)."""
+    with third_party_quiet():
+        import transformers.modeling_utils  # noqa: F401
+        from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+    return AutoConfig, AutoModelForCausalLM, DynamicCache
 
 
 @dataclass
@@ -76,6 +84,7 @@ def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dty
     from eagle3_check.resources import Estimate, check_fits, target_estimate
 
     read_target_config(target_dir)
+    AutoConfig = _transformers()[0]
     cfg = AutoConfig.from_pretrained(target_dir, trust_remote_code=TRUST_REMOTE_CODE).get_text_config(decoder=True)
     weights = target_estimate(cfg, 1, torch.finfo(dtype).bits // 8, f"target config {target_dir}")["target weights"]
     check_fits(Estimate({"HF reference weights": weights}, host_peak=weights), device,
@@ -85,6 +94,7 @@ def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dty
 class HFReference:
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
+        AutoModelForCausalLM = _transformers()[1]
         with third_party_quiet():  # the "Loading weights" bar
             model, info = AutoModelForCausalLM.from_pretrained(
                 target_dir, dtype=dtype, attn_implementation="eager", output_loading_info=True,
@@ -126,7 +136,7 @@ class HFReference:
         margins: list[float] = []
         runner_up: list[int] = []
         inp = torch.tensor([prompt_ids], device=self.device)  # [1, L]
-        cache = DynamicCache()  # filled in place by every forward
+        cache = _transformers()[2]()  # a DynamicCache, filled in place by every forward
         for _ in range(max_new):
             out = self.model(input_ids=inp, use_cache=True, **{self._cache_kw: cache})
             logits = out.logits[0, -1].float()  # [V]

@@ -54,6 +54,7 @@ def validated(cfg):
     if cfg.prompts:
         check_prompt_set(cfg.prompts, raw=cfg.raw)
     _outputs(cfg)
+    _runner_template(cfg)
     if cfg.command == "check" and cfg.runner is None:  # the device-resident runner on CUDA, else the reference
         from eagle3_check.session.world import default_runner
 
@@ -95,6 +96,15 @@ def _outputs(cfg) -> None:
             raise OptionError("--shrink with golden verify --runner exec:...", "golden verify --shrink with an "
                               "in-process runner", "drop --shrink, or shrink the prompt with check --runner exec:... "
                               "--prompt TEXT --shrink")
+
+
+def _runner_template(cfg) -> None:
+    """A runner binary's template that cannot pass the given --data-path: refused here, not after the
+    program and the reference have loaded (binary/protocol.py checks it again on every request)."""
+    if (cfg.runner or "").startswith("exec:") and getattr(cfg, "data_path", None):
+        from eagle3_check.binary.protocol import ExecCommand
+
+        ExecCommand.parse(cfg.runner).check_data(cfg.data_path)
 
 
 def _shrink_routes(cfg, binary: bool) -> None:
