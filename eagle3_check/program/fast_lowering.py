@@ -188,14 +188,14 @@ class _FastLegalize:
                 self.stats.fast_s = round(self.stats.fast_s + spent, 3)
 
     def _legalize(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        graph = gm.graph
-        order = kahn_order(graph)
+        graph, calls = gm.graph, self.stats.fast + self.stats.stock
+        sampled = self.sample_every > 0 and calls % self.sample_every == self.sample_every - 1
+        order = None if sampled else kahn_order(graph)
         if order is not None and self.reorder is not None:  # tests only: a wrong fast path must be caught
             order = self.reorder(order)
         ns = _fresh_namespace(order) if order is not None else None
-        self._last_stock = ns is None or (self.sample_every > 0 and (self.stats.fast + self.stats.stock)
-                                          % self.sample_every == self.sample_every - 1)
-        if self._last_stock:
+        self._last_stock = ns is None
+        if self._last_stock:  # sampled, a cycle (stock raises its error) or a name stock's copy would change
             self.stats.stock += 1
             out = self.stock(gm)
             self.compiled[id(gm)] = {n for n, m in gm.named_children() if isinstance(m, torch.fx.GraphModule)}
@@ -223,20 +223,20 @@ def fast_lowering(enabled: bool = True, reorder=None, sample_every: int = 0):
     the guard passes). Yields the LoweringStats, filled in as the lowering runs. `sample_every` N > 0
     (benches) hands every N-th call to stock, to time stock's calls in the same lowering."""
     stats = LoweringStats()
-    if not enabled:
-        stats.reason = "--stock-lowering"
-        yield stats
-        return
-    why = guard()
-    if why:
+    why = guard() if enabled else "--stock-lowering"
+    if why and why != "--stock-lowering":
         stats.reason = why
         yield stats
         return
     from executorch.exir import lowered_backend_module as lbm
 
     stock = lbm.legalize_graph
-    lbm.legalize_graph = _FastLegalize(stock, stats, reorder, sample_every)
-    stats.mode = "fast"
+    if why:  # stock, only timed: every call is stock's own
+        stats.reason = why
+        lbm.legalize_graph = _FastLegalize(stock, stats, sample_every=1)
+    else:
+        lbm.legalize_graph = _FastLegalize(stock, stats, reorder, sample_every)
+        stats.mode = "fast"
     try:
         yield stats
     finally:
