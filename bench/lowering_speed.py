@@ -6,9 +6,9 @@ thread: with the fast per-partition legalize (program/fast_lowering.py) and with
 the ratio stock / fast of both, and whether the two .pte files are byte-identical.
 
 `--sample-every N` (a real model, where a stock export takes hours on this machine) runs ONE
-export with the fast path, handing every N-th legalize call to stock: the stock calls' mean time
-times all calls estimates stock's legalize seconds, hence stock's `lower` (the rest of `lower` is
-the same work in both: the partitioner, XNNPACK's preprocess).
+lowering (trace + `lower` only, no .pte) with the fast path, handing every N-th legalize call to
+stock: the stock calls' mean time times all calls estimates stock's legalize seconds, hence
+stock's `lower` (the rest of `lower` is the same work in both: the partitioner, XNNPACK's preprocess).
 
     PYTHONPATH=. python bench/lowering_speed.py [--fixture tiny-llama] [--quantize int4-weight]
                                                 [--sample-every N] [--json OUT.json]
@@ -47,9 +47,17 @@ def export_once(name: str, quantize: str | None, out: Path, stock: bool) -> dict
             "phases": record.phases, "lowering": record.lowering, "delegate_calls": record.delegated}
 
 
-def legalize_s(row: dict) -> float:
-    low = row["lowering"]
-    return low["fast_s"] + low["stock_s"] if low["mode"] == "fast" else row["stock_legalize_s"]
+def lower_once(name: str, quantize: str | None) -> dict:
+    """Trace and `lower` only (no to_executorch, no file), as export_eager does them."""
+    from eagle3_check.program.export import constant_methods, export_methods, lower_edge
+
+    program = build(name, quantize)
+    t0 = time.perf_counter()
+    programs = export_methods(program.module, program.spec, int(program.module.draft.cfg.hidden_size))
+    t1 = time.perf_counter()
+    edge, lowering = lower_edge(programs, constant_methods(program.metadata(), "xnnpack", []), "xnnpack")
+    return {"phases": {"trace": round(t1 - t0, 2), "lower": round(time.perf_counter() - t1, 2)},
+            "lowering": lowering, "cpu_s": round(time.process_time(), 2)}
 
 
 def main() -> int:
@@ -71,7 +79,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if args.sample_every:
             fl.fast_lowering = functools.partial(fl.fast_lowering, sample_every=args.sample_every)
-            row = export_once(args.fixture, args.quantize, Path(tmp) / "fast.pte", stock=False)
+            row = lower_once(args.fixture, args.quantize)
             low = row["lowering"]
             calls = low["fast"] + low["stock"]
             per_stock, per_fast = low["stock_s"] / low["stock"], low["fast_s"] / max(low["fast"], 1)

@@ -220,38 +220,43 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
-def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
-                 phases: Phases | None = None, external_data: bool = False, stock_lowering: bool = False):
-    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches; with
-    `external_data`, the weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`.
-    The lowering runs the exact fast per-partition legalize (program/fast_lowering.py) unless
-    `stock_lowering`. Returns (delegate calls, portable ops, the lowering's LoweringStats as JSON)."""
-    from eagle3_check.program.fast_lowering import fast_lowering
+def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
+    """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
+    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`. Returns the
+    EdgeProgramManager and the lowering's LoweringStats as JSON."""
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    phases = phases or Phases()
-    from executorch.exir import (
-        EdgeCompileConfig,
-        ExecutorchBackendConfig,
-        to_edge_transform_and_lower,
-    )
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+    from eagle3_check.program.fast_lowering import fast_lowering
 
     partitioner = []
     if backend == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         partitioner = [XnnpackPartitioner()]
-    with third_party_quiet():  # executorch's and torch's deprecation notes while lowering
-        phases.start("lower")
-        with fast_lowering(enabled=not stock_lowering) as lowering:
-            edge = to_edge_transform_and_lower(
-                programs,
-                partitioner=partitioner,
-                compile_config=EdgeCompileConfig(_check_ir_validity=False),
-                constant_methods=constants,
-            )
-        summary = (*_summarise(edge, list(programs)), lowering.to_json())
+    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering:
+        edge = to_edge_transform_and_lower(
+            programs,
+            partitioner=partitioner,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            constant_methods=constants,
+        )
+    return edge, lowering.to_json()
+
+
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
+                 phases: Phases | None = None, external_data: bool = False, stock_lowering: bool = False):
+    """`lower_edge` + to_executorch with shared, zero-initialised caches; with `external_data`, the
+    weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`. Returns (delegate
+    calls, portable ops, the lowering's LoweringStats as JSON)."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    phases = phases or Phases()
+    phases.start("lower")
+    edge, lowering = lower_edge(programs, constants, backend, stock_lowering)
+    summary = (*_summarise(edge, list(programs)), lowering)
+    with third_party_quiet():  # executorch's and torch's deprecation notes
         phases.start("to_executorch")
         et = edge.to_executorch(
             ExecutorchBackendConfig(
