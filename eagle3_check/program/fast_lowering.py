@@ -3,20 +3,21 @@
 `to_edge_transform_and_lower` creates each delegate partition with
 `exir.lowered_backend_module.create_submodule_from_nodes`, which ends with torch's
 `legalize_graph(gm)`: a Kahn topological sort of the WHOLE method that copies every node into a
-new `Graph` (`node_copy`) and assigns it to `gm.graph`, which recompiles `gm` and all its children.
-Once per partition (333 to 392 per SmolLM2 method), that is 92 % of an export's `lower`.
+new `Graph` (`node_copy`) and assigns it to `gm.graph`, which recompiles `gm` and all its
+children, once per partition: cost ~ partitions x nodes (measured: docs/quantized-exports.md).
 
 `fast_lowering()` replaces the `legalize_graph` name that `exir.lowered_backend_module` imported,
-for the duration of our lowering only, with `fast_legalize_graph`: it computes stock's Kahn order
-(same queue, same PRIORITIZED_OPS, same `users` iteration order) without copying. When that order
-is the graph's current node order, the graph is left in place and brought into the state the
-copied graph would have: a fresh name namespace (every name replayed in order; a name that would
-change sends the call to stock), the find_nodes table, each node's `users` and `_input_nodes` in
-creation order, and the fused submodule just inserted recompiled. What it skips is the copy and
-the recompile of `gm` itself: `gm`'s code is regenerated from its graph by the next recompile
-(the ExportedProgram built after lowering makes a new GraphModule), and nothing between two
-partitions runs or reads it. Any other order is handed to stock. `tests/test_fast_lowering.py`
-proves the result exact: the .pte bytes equal stock's.
+for the duration of our lowering only, with `_FastLegalize`: it computes stock's Kahn order (same
+queue, same PRIORITIZED_OPS, same `users` iteration order) without copying, moves the nodes in
+place into that order where it differs from the graph's, and brings the graph into the state
+stock's copy would have: a fresh name namespace (every name replayed in order; a name the copy
+would change sends the call to stock), the find_nodes table, each node's `users` and
+`_input_nodes` in creation order, and the fused submodule inserted since the last call
+recompiled. What it skips is the copy and the recompile of `gm` itself: nothing between two
+partitions runs or reads `gm`'s code, and the ExportedProgram built after lowering makes a new
+GraphModule from the graph. A cycle goes to stock (which raises its own error).
+`tests/test_fast_lowering.py` compares the graph state with stock's; tests/pte/test_fast_lowering_pte.py
+the .pte bytes.
 
 Guarded: the stock functions' source must hash to the versions this was written from (torch
 2.13.0's `legalize_graph`, executorch 1.5.1's `create_submodule_from_nodes`) and the graph
