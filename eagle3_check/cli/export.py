@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="weights and features of the program (default float32)")
     p.add_argument("--external-data", action="store_true",
                    help="write the weights to NAME.ptd beside NAME.pte (load it with --data-path NAME.ptd)")
+    p.add_argument("--stock-lowering", action="store_true",
+                   help="lower with ExecuTorch's own per-partition legalize_graph, not the exact fast one "
+                        "(same .pte bytes, slower: docs/quantized-exports.md)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
     p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],

@@ -220,33 +220,43 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
-def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
-                 phases: Phases | None = None, external_data: bool = False):
-    """to_edge_transform_and_lower + to_executorch with shared, zero-initialised caches; with
-    `external_data`, the weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`."""
-    phases = phases or Phases()
-    from executorch.exir import (
-        EdgeCompileConfig,
-        ExecutorchBackendConfig,
-        to_edge_transform_and_lower,
-    )
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
+    """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
+    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`. Returns the
+    EdgeProgramManager and the lowering's LoweringStats as JSON."""
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    from eagle3_check.program.fast_lowering import fast_lowering
 
     partitioner = []
     if backend == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         partitioner = [XnnpackPartitioner()]
-    with third_party_quiet():  # executorch's and torch's deprecation notes while lowering
-        phases.start("lower")
+    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering:
         edge = to_edge_transform_and_lower(
             programs,
             partitioner=partitioner,
             compile_config=EdgeCompileConfig(_check_ir_validity=False),
             constant_methods=constants,
         )
-        summary = _summarise(edge, list(programs))
+    return edge, lowering.to_json()
+
+
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
+                 phases: Phases | None = None, external_data: bool = False, stock_lowering: bool = False):
+    """`lower_edge` + to_executorch with shared, zero-initialised caches; with `external_data`, the
+    weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`. Returns (delegate
+    calls, portable ops, the lowering's LoweringStats as JSON)."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    phases = phases or Phases()
+    phases.start("lower")
+    edge, lowering = lower_edge(programs, constants, backend, stock_lowering)
+    summary = (*_summarise(edge, list(programs)), lowering)
+    with third_party_quiet():  # executorch's and torch's deprecation notes
         phases.start("to_executorch")
         et = edge.to_executorch(
             ExecutorchBackendConfig(
@@ -292,6 +302,7 @@ def export_speculator(
     quantized_layers: list[str] | None = None,
     verify_kv_window: bool = False,
     external_data: bool = False,
+    stock_lowering: bool = False,
 ) -> ExportRecord:
     """Exports `module` (prefill / target_verify / draft_decode) to `out_path`; writes the sidecar.
 
@@ -299,7 +310,8 @@ def export_speculator(
     `omit_metadata` are left out, to build negative fixtures. `on_phase(name)` is called as each
     of PHASES starts; the sidecar records each phase's seconds. `verify_kv_window` writes the newer
     target_verify form, without verify range metadata; `external_data` writes the weights to a
-    `.ptd` beside the `.pte` (`data_path_for`), loaded with `--data-path`.
+    `.ptd` beside the `.pte` (`data_path_for`), loaded with `--data-path`; `stock_lowering` runs
+    ExecuTorch's own per-partition legalize instead of the exact fast one (program/fast_lowering.py).
     """
     require_executorch()
     if backend not in BACKENDS:
@@ -316,7 +328,8 @@ def export_speculator(
     if verify_kv_window:
         omit = [*omit, *(k for k in ("get_min_verify_len", "get_max_verify_len") if k not in omit)]
     constants = constant_methods(metadata, backend, omit)
-    delegated, portable = lower_to_pte(programs, constants, backend, out, phases, external_data)
+    delegated, portable, lowering = lower_to_pte(programs, constants, backend, out, phases, external_data,
+                                                 stock_lowering)
     import executorch
 
     record = ExportRecord(
@@ -329,6 +342,7 @@ def export_speculator(
         dtype=str(next(module.parameters()).dtype).removeprefix("torch."),
         target_verify=VERIFY_KV_WINDOW if verify_kv_window else VERIFY_PLAIN,
         data_path=str(data_path_for(out)) if external_data else None,
+        lowering=lowering,
     )
     write_sidecar(out, record.to_json())  # after the .pte: it records the .pte's digest
     return record
@@ -345,11 +359,12 @@ def _feature_width(module: nn.Module) -> int:
 
 def export_eager(program, out_path: str | Path, backend: str = "xnnpack",
                  omit_metadata=(), source: dict | None = None, external_data: bool = False,
-                 on_phase: Callable[[str], None] | None = None) -> ExportRecord:
+                 on_phase: Callable[[str], None] | None = None, stock_lowering: bool = False) -> ExportRecord:
     """Exports an `EagerBackend` (CPU, as built from a fixture or --target/--draft) in its
     target_verify form (`EagerBackend.use_verify_form`) and dtype."""
     if getattr(program, "device", torch.device("cpu")).type != "cpu":
         raise OptionError(f"device {program.device}", "cpu", "export from a CPU eager program (--device cpu)")
     return export_speculator(program.module, program.spec, program.metadata(), out_path, backend,
                              omit_metadata, source, on_phase, getattr(program, "quantized_layers", None),
-                             getattr(program, "verify_form", None) == VERIFY_KV_WINDOW, external_data)
+                             getattr(program, "verify_form", None) == VERIFY_KV_WINDOW, external_data,
+                             stock_lowering)

@@ -94,6 +94,7 @@ class ExportRecord:
     dtype: str = "float32"  # weights and features
     target_verify: str = "tokens+positions"  # or kv_window (contract.VERIFY_* forms)
     data_path: str | None = None  # the .ptd beside the .pte (--external-data), else None
+    lowering: dict = field(default_factory=dict)  # fast_lowering.LoweringStats: fast or stock legalize, and why
 
     def to_json(self) -> dict:
         return asdict(self)

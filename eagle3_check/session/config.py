@@ -109,6 +109,7 @@ class Config:
     max_verify_len: int | None = None
     verify_kv_window: bool = False
     external_data: bool = False
+    stock_lowering: bool = False
     omit_metadata: tuple = ()
     from_pte: str | None = None
     # --- mutants ---

@@ -38,7 +38,7 @@ def export(cfg, on_phase=None):
 
         source = {**source, "quantization": program.metadata()[QUANT_KEY]}
     return export_eager(program, cfg.output, cfg.backend, list(cfg.omit_metadata), source, cfg.external_data,
-                        on_phase=on_phase)
+                        on_phase=on_phase, stock_lowering=cfg.stock_lowering)
 
 
 def variant_of(fixture: str, spec) -> str:

@@ -1,0 +1,76 @@
+"""The exact fast lowering (program/fast_lowering.py) writes the very bytes of ExecuTorch's stock
+lowering: the cached tiny-llama export (made with the fast path, its sidecar says so) against a
+`stock_lowering` export, byte for byte; the int4 and kv_window forms too (slow); and a
+deliberately wrong fast path (a swapped pair of nodes) writes other bytes (slow)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
+
+from eagle3_check.program import fast_lowering as fl  # noqa: E402
+from eagle3_check.program.contract import VERIFY_KV_WINDOW  # noqa: E402
+from eagle3_check.program.eager import EagerBackend  # noqa: E402
+from eagle3_check.program.export import export_eager  # noqa: E402
+from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
+
+pytestmark = pytest.mark.pte
+
+
+def _fast_record(pte) -> dict:
+    lowering = json.loads(sidecar_path(pte).read_text())["lowering"]
+    assert lowering["mode"] == "fast" and lowering["fast"] > 0 and lowering["stock"] == 0, lowering
+    return lowering
+
+
+def _stock_bytes(program, tmp_path, source: dict) -> bytes:
+    out = tmp_path / "stock.pte"
+    record = export_eager(program, out, "xnnpack", source=source, stock_lowering=True)
+    assert record.lowering["mode"] == "stock" and record.lowering["reason"] == "--stock-lowering"
+    return out.read_bytes()
+
+
+def test_fast_lowering_writes_the_stock_bytes(pte_path, program, fixture, tmp_path):
+    lowering = _fast_record(pte_path)
+    assert lowering["moved"] > 0  # the graphs were reordered in place, not only left as they were
+    assert pte_path.read_bytes() == _stock_bytes(program, tmp_path, {"fixture": fixture.name})
+
+
+@pytest.mark.slow
+def test_fast_lowering_writes_the_stock_bytes_int4(q4_pte_path, tmp_path):
+    from eagle3_check.fixtures.registry import load_fixture
+
+    _fast_record(q4_pte_path)
+    variant = load_fixture("tiny-llama-int4")
+    stock = _stock_bytes(EagerBackend.from_fixture(variant), tmp_path,
+                         {"fixture": variant.name, "quantization": "int4-weight;group_size=32;scope=target"})
+    assert q4_pte_path.read_bytes() == stock
+
+
+@pytest.mark.slow
+def test_fast_lowering_writes_the_stock_bytes_kv_window(kvwin_pte_path, program, fixture, tmp_path):
+    _fast_record(kvwin_pte_path)
+    kv = EagerBackend(program.module, program.spec, tuple(program.metadata()["get_eos_ids"]))
+    stock = _stock_bytes(kv.use_verify_form(VERIFY_KV_WINDOW), tmp_path, {"fixture": fixture.name})
+    assert kvwin_pte_path.read_bytes() == stock
+
+
+def _swap_one_pair(order):
+    """A valid topological order that is not Kahn's: the last adjacent independent call pair swapped."""
+    for i in reversed(range(len(order) - 1)):
+        a, b = order[i], order[i + 1]
+        if a.op == b.op == "call_function" and a not in b.all_input_nodes:
+            return [*order[:i], b, a, *order[i + 2:]]
+    return order
+
+
+@pytest.mark.slow
+def test_a_wrong_fast_lowering_writes_other_bytes(pte_path, program, fixture, tmp_path, monkeypatch):
+    monkeypatch.setattr(fl, "fast_lowering", functools.partial(fl.fast_lowering, reorder=_swap_one_pair))
+    out = tmp_path / "wrong.pte"
+    export_eager(program, out, "xnnpack", source={"fixture": fixture.name})
+    assert out.read_bytes() != pte_path.read_bytes()
