@@ -12,7 +12,10 @@ model's stop set as `check` ends a run, so all sources score the sequence a corr
   hf      the HF model (eager attention) once over prompt + tokens in the same dtype: the
           verdict's teacher-forced reference (`HFReference.score`);
   hf32    (bf16 only) the same HF model in float32: what bf16 rounding alone moves.
-Row i of each is the logit vector predicting generated token i.
+Row i of each is the logit vector predicting generated token i. `--kernels xnnpack|portable`
+runs decode and verify on the target's calibration twin instead (program/calibration_export.py:
+the target lowered as a speculator export is, logits out; exported once into --twin-dir) and
+writes OUT/tolerance-cpu-<dtype>-<fixture>-<kernels>.json.
 
 Per position and pair (a, b), b the reference side, in logits: `shift`, how far the top-1/top-2
 margin moves (|(a[i1] - a[i2]) - (b[i1] - b[i2])| on b's two top tokens: a different argmax
@@ -113,8 +116,11 @@ def stop_ids_of(tok, opts) -> set[int]:
 
 
 @torch.no_grad()
-def measure(src: Source, device: str, dtype: str, n_new: int) -> list[dict]:
-    """Per prompt: the four sources' rows (float32, on the CPU), one per generated token."""
+def measure(src: Source, device: str, dtype: str, n_new: int, kernels: str = "eager",
+            twin_dir: Path | None = None) -> list[dict]:
+    """Per prompt: the four sources' rows (float32, on the CPU), one per generated token. With
+    `kernels` xnnpack or portable, decode and verify run the target's calibration twin lowered
+    to those kernels (program/calibration_export.py; exported once into `twin_dir`)."""
     from transformers import AutoModelForCausalLM
 
     from eagle3_check.program.eager import DTYPES
@@ -125,6 +131,10 @@ def measure(src: Source, device: str, dtype: str, n_new: int) -> list[dict]:
 
     dev = torch.device(device)
     target = TargetAdapter(load_hf_target(src.target_dir, DTYPES[dtype]), [0], src.max_seq_len).to(dev).eval()
+    if kernels != "eager":
+        from eagle3_check.program.calibration_export import cached_twin
+
+        target = cached_twin(target, twin_dir / f"target-logits-{src.name}-{dtype}-{kernels}.pte", kernels)
 
     def hf_model(dt):
         with third_party_quiet():  # the "Loading weights" bar
@@ -299,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-prompts", type=int, default=None, help="the first N prompts of the set for --real")
     ap.add_argument("--new", type=int, default=48, help="generated tokens scored per prompt (at most)")
     ap.add_argument("--max-seq-len", type=int, default=1024, help="static cache length for --real")
+    ap.add_argument("--kernels", default="eager", choices=["eager", "xnnpack", "portable"],
+                    help="decode/verify on the eager target, or on its calibration twin lowered to ExecuTorch's "
+                         "XNNPACK or portable kernels (CPU only; exported once into --twin-dir)")
+    ap.add_argument("--twin-dir", default=".cache/calibration", help="where --kernels keeps its exported twins")
     ap.add_argument("--threads", type=int, default=0, help="torch threads on CPU (0: torch's default)")
     ap.add_argument("--out", default="bench/results", help="folder for tolerance-<device>-<dtype>-<fixture>.json")
     ap.add_argument("--derive", nargs="+", metavar="JSON", help="measure nothing: the table and the derivation "
@@ -310,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(results))
         print(derive(results, args.safety))
         return 0
+    if args.kernels != "eager" and args.device != "cpu":
+        sys.exit(f"--kernels {args.kernels} with --device {args.device}: ExecuTorch's kernels run on the CPU; "
+                 "pass --device cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
     from eagle3_check.atomic import write_text_atomic
@@ -321,14 +338,15 @@ def main(argv: list[str] | None = None) -> int:
             for dtype in args.dtype:
                 torch.manual_seed(0)
                 t0 = time.perf_counter()
-                prompts = measure(src, args.device, dtype, args.new)
-                r = {"fixture": src.name, "device": args.device, "dtype": dtype, "new": args.new,
+                prompts = measure(src, args.device, dtype, args.new, args.kernels, Path(args.twin_dir))
+                r = {"fixture": src.name, "device": args.device, "dtype": dtype, "new": args.new, "kernels": args.kernels,
                      "chain_len": src.chain_len, "seconds": round(time.perf_counter() - t0, 1),
                      "torch": torch.__version__, "transformers": __import__("transformers").__version__,
                      "python": platform.python_version(),
                      "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
                      "summary": summarize(prompts), "prompts": prompts}
-                path = Path(args.out) / f"tolerance-{args.device.split(':')[0]}-{dtype}-{src.name}.json"
+                kern = "" if args.kernels == "eager" else f"-{args.kernels}"
+                path = Path(args.out) / f"tolerance-{args.device.split(':')[0]}-{dtype}-{src.name}{kern}.json"
                 write_text_atomic(path, json.dumps(r) + "\n", "tolerance measurement")
                 print(f"{src.name} {dtype}: {r['summary']['rows']} rows, {r['seconds']} s", flush=True)
                 results.append(r)

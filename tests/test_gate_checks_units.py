@@ -100,10 +100,10 @@ def test_metadata_problems_are_one_case_each_and_the_details_keep_the_raw_metada
     meta = report.check("metadata")
     assert (meta.status, meta.message) == (FAIL, "; ".join(problems))
     assert meta.cases == [JUnitCase("problem 1", FAIL, problems[0]), JUnitCase("problem 2", FAIL, problems[1])]
-    assert meta.details == {"raw": toy.metadata(), "notes": NOTES, "problems": problems}
+    assert meta.details == {"raw": toy.metadata(), "notes": NOTES, "problems": problems, "warnings": []}
     ok = run_gate(_inputs(tokenizer), ToyProgram()).check("metadata")
     assert (ok.status, ok.message, ok.details) == (PASS, "consistent (4 notes)",
-                                                   {"raw": ToyProgram().metadata(), "notes": NOTES, "problems": []})
+                                                   {"raw": ToyProgram().metadata(), "notes": NOTES, "problems": [], "warnings": []})
 
 
 def test_the_target_config_is_checked(tokenizer, fixture):

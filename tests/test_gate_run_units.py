@@ -66,7 +66,7 @@ class OtherTarget(ToyProgram):
 class TieAt:
     """An HF reference with logits: the toy's own greedy rows (margin 10), except row `at`, where
     another token (the toy's + 1) leads the toy's by 1e-5, inside float32's tie tolerance at 10
-    (`tolerance_for("float32").at(10.0)`, ~1.5e-4): the toy's token there is a tie, rank 2."""
+    (`tolerance_for("float32").at(10.0)`, ~2e-4): the toy's token there is a tie, rank 2."""
 
     def __init__(self, program, at: int = 2):
         self.inner, self.at = SelfReference(program), at

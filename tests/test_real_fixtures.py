@@ -182,3 +182,24 @@ def test_export_and_gate_smollm2_fp32(capsys, tmp_path):
     data = json.loads(report.read_text())
     assert rc == 0 and data["passed"], capsys.readouterr().out
     assert data["info"].get("fixture") == "smollm2-135m"  # the export's sidecar names the reference
+
+
+@pytest.mark.slow
+def test_export_and_gate_gemma3_fp32_keeps_its_tanh_gelu(capsys, tmp_path):
+    """Gemma 3 270M in fp32 (XNNPACK; ~6 CPU-minutes) through the gate on `hi`: with ExecuTorch
+    1.5.1's stock lowering its tanh GELU ran as the exact GELU and `hi` token 10 (HF margin
+    0.000298) flipped; the export keeps it tanh (program/gelu_tanh.py: one per layer and target
+    method) and the program is identical to HF (docs/calibration.md, "Kernels")."""
+    pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
+    real("gemma3-270m")
+    pte, report = tmp_path / "gemma3.pte", tmp_path / "gate.json"
+    assert main(["export", "--fixture", "gemma3-270m", "-o", str(pte), "--no-progress"]) == 0
+    sidecar = json.loads(pte.with_suffix(".export.json").read_text())
+    assert sidecar["lowering"]["tanh_gelu_as_ops"] == 36  # 18 layers x prefill, target_verify
+    capsys.readouterr()
+    rc = main(["gate", "--pte", str(pte), "--prompts", prompt_file(tmp_path, ["hi"], "gemma3-270m"), "--max-new-tokens", "24",
+               "--suite", "none", "--report", str(report), "--no-progress"])
+    data = json.loads(report.read_text())
+    assert rc == 0 and data["passed"], capsys.readouterr().out
+    hf = next(c for c in data["checks"] if c["name"] == "runner vs HF reference")
+    assert hf["status"] == "pass" and "1/1 requests identical" in hf["message"]

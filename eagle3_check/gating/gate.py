@@ -267,12 +267,15 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
 
     def metadata() -> GateCheck:
         maxima = program.method_maxima() if hasattr(program, "method_maxima") else None
-        f = validate_metadata(program.metadata(), inputs.tokenizer.vocab_size, target_facts(inputs.target_dir), maxima)
-        details = {"raw": program.metadata(), "notes": f.notes, "problems": f.problems}
+        sidecar = program._read_sidecar() if hasattr(program, "_read_sidecar") else {}
+        f = validate_metadata(program.metadata(), inputs.tokenizer.vocab_size, target_facts(inputs.target_dir), maxima,
+                              sidecar.get("lowering"))
+        details = {"raw": program.metadata(), "notes": f.notes, "problems": f.problems, "warnings": f.warnings}
         if not f.ok:
             cases = [JUnitCase(f"problem {i + 1}", FAIL, msg) for i, msg in enumerate(f.problems)]
             return GateCheck("metadata", FAIL, "; ".join(f.problems), cases=cases, details=details)
-        return GateCheck("metadata", PASS, f"consistent ({len(f.notes)} notes)", details=details)
+        warned = "".join(f"; warning: {w}" for w in f.warnings)
+        return GateCheck("metadata", PASS, f"consistent ({len(f.notes)} notes){warned}", details=details)
 
     if add(timed("metadata", metadata)).status == FAIL:
         for name in ("edge suites", "runner vs self reference", "runner vs HF reference",

@@ -222,25 +222,29 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
 
 def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
     """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
-    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`. Returns the
-    EdgeProgramManager and the lowering's LoweringStats as JSON."""
+    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`, and on XNNPACK
+    each tanh GELU kept one (program/gelu_tanh.py). Returns the EdgeProgramManager and the
+    lowering's LoweringStats as JSON, with the count of tanh GELUs rewritten."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     from eagle3_check.program.fast_lowering import fast_lowering
 
-    partitioner = []
+    partitioner, passes = [], []
     if backend == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-        partitioner = [XnnpackPartitioner()]
+        from eagle3_check.program.gelu_tanh import tanh_gelu_pass
+
+        partitioner, passes = [XnnpackPartitioner()], [tanh_gelu_pass()]  # gelu_tanh.py: why
     with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering:
         edge = to_edge_transform_and_lower(
             programs,
+            transform_passes=passes or None,
             partitioner=partitioner,
             compile_config=EdgeCompileConfig(_check_ir_validity=False),
             constant_methods=constants,
         )
-    return edge, lowering.to_json()
+    return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes)}
 
 
 def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,

@@ -9,7 +9,9 @@
 - the program's compiled input maxima (ExecuTorch method metadata) match the exported
   ranges it declares: no method is compiled for less than `get_max_prefill_chunk` /
   `get_max_verify_len` (draft_decode must take a whole prompt).
-Missing optional keys are notes, not failures.
+Missing optional keys are notes, not failures. A warning (shown in the gate's line, never a
+failure) names what is known to make a correct-looking program compute another function: a tanh
+GELU target in an XNNPACK program that does not record keeping it (program/gelu_tanh.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from eagle3_check.program.contract import OPTIONAL_KEYS, read_metadata
 class MetadataFindings:
     problems: list[str] = field(default_factory=list)  # each one fails the gate
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown in the gate's line; never fail it
 
     @property
     def ok(self) -> bool:
@@ -46,7 +49,24 @@ def target_facts(target_dir: str | Path | None) -> dict:
         "n_layers": cfg.num_hidden_layers,
         "sliding_window": getattr(cfg, "sliding_window", None),
         "max_position_embeddings": getattr(cfg, "max_position_embeddings", None),
+        "activation": getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", None),
     }
+
+
+TANH_GELU = "gelu_pytorch_tanh"  # transformers' GELUTanh: nn.functional.gelu(approximate="tanh")
+
+
+def gelu_warning(raw: dict, target: dict, lowering: dict | None) -> str | None:
+    """A warning when the target's MLP is a tanh GELU, the program may be XNNPACK's (it says so, or
+    does not say) and its export record does not count a kept tanh GELU (`tanh_gelu_as_ops`)."""
+    if target.get("activation") != TANH_GELU or raw.get("get_export_backend", "xnnpack") != "xnnpack":
+        return None
+    if (lowering or {}).get("tanh_gelu_as_ops"):
+        return None
+    return ("the target's MLP is a tanh GELU (gelu_pytorch_tanh) and nothing records that this program "
+            "kept it: ExecuTorch 1.5.1's XNNPACK lowering runs it as the exact GELU (pytorch/executorch#22851; "
+            "0.033 logits on Gemma 3 270M), so runner vs HF can fail at small margins while runner vs self is "
+            "identical. Fix: re-export with eagle3-check export, or with an ExecuTorch that has that fix")
 
 
 def validate_metadata(
@@ -54,8 +74,10 @@ def validate_metadata(
     tokenizer_vocab: int | None = None,
     target: dict | None = None,
     method_maxima: dict[str, int] | None = None,
+    lowering: dict | None = None,
 ) -> MetadataFindings:
-    """All findings at once (not just the first), so one gate run shows every problem."""
+    """All findings at once (not just the first), so one gate run shows every problem. `lowering`
+    is the export record's (the `.pte` sidecar's), where there is one."""
     f = MetadataFindings()
     try:
         md = read_metadata(raw)
@@ -63,6 +85,9 @@ def validate_metadata(
         f.problems.append(str(e))
         return f
     target = target or {}
+    warning = gelu_warning(raw, target, lowering)
+    if warning:
+        f.warnings.append(warning)
     vocab = md.vocab_size
     for key in OPTIONAL_KEYS:
         if key not in raw:

@@ -11,7 +11,9 @@ logit near 40 is a multiple of 0.25). Worked example, bf16 at a top logit of 24 
 Why not a multiple of the ulp alone: on a real model (SmolLM2, top logits 7 to 45) 32 ulps are
 1 to 8 logits, and a program with other weights passed as ties; what a correct runner moves is
 a fraction of a logit whatever the top logit is. The constants, the budget and their
-derivation: docs/calibration.md (bench/measure_tolerance.py, bench/perturbed_check.py).
+derivation: docs/calibration.md (bench/measure_tolerance.py, bench/perturbed_check.py). The
+fp32 part covers the eager kernels (CPU, CUDA) and ExecuTorch's XNNPACK kernels, measured on a
+program's calibration twin (program/calibration_export.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from eagle3_check.errors import OptionError
 
 MANTISSA_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
-ABSOLUTE = {"float32": 1.5e-4, "bfloat16": 0.5}  # logits (docs/calibration.md, "The tie tolerance")
+ABSOLUTE = {"float32": 2e-4, "bfloat16": 0.5}  # logits (docs/calibration.md, "The tie tolerance"; fp32: "Kernels")
 ULPS = {"float32": 2.0, "bfloat16": 2.0}  # ulps of the dtype at the row's top logit (same table)
 SAFETY = 2.0  # the stated margin: the tolerance is at least SAFETY x every margin shift measured
 TIE_BUDGET = {"float32": 0.0, "bfloat16": 0.07}  # share of judged positions (docs/calibration.md, "The tie budget")
