@@ -49,7 +49,8 @@ def export_once(name: str, quantize: str | None, out: Path, stock: bool) -> dict
 
 def lower_once(name: str, quantize: str | None) -> dict:
     """Trace and `lower` only (no to_executorch, no file), as export_eager does them."""
-    from eagle3_check.program.export import constant_methods, export_methods, lower_edge
+    from eagle3_check.program.export import constant_methods, export_methods
+    from eagle3_check.program.lowering import lower_edge
 
     program = build(name, quantize)
     t0 = time.perf_counter()

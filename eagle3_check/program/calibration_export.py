@@ -50,7 +50,8 @@ def export_target_logits(target: TargetAdapter, out_path: str | Path, max_len: i
     tanh GELUs rewritten (program/gelu_tanh.py)."""
     from torch.export import Dim, export
 
-    from eagle3_check.program.export import BACKENDS, Phases, lower_to_pte, require_executorch
+    from eagle3_check.program.export import BACKENDS, Phases, require_executorch
+    from eagle3_check.program.lowering import lower_to_pte
 
     require_executorch()
     if backend not in BACKENDS:

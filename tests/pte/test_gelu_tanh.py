@@ -13,7 +13,7 @@ from torch import nn
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.program import et_runtime  # noqa: E402
-from eagle3_check.program.export import lower_edge  # noqa: E402
+from eagle3_check.program.lowering import lower_edge  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

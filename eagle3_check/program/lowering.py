@@ -1,0 +1,110 @@
+"""Lowering the traced methods of a program to a `.pte`: ExecuTorch's edge dialect, XNNPACK where it
+lowers (portable kernels elsewhere), to_executorch with the target and draft caches shared across
+methods, and the file (with its `.ptd` data file when the weights go outside).
+
+Two changes to the stock lowering, each exact: the per-partition legalize (program/fast_lowering.py)
+and, on XNNPACK, each tanh GELU kept a tanh GELU (program/gelu_tanh.py). Needs the `pte` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eagle3_check.atomic import atomic_writer
+from eagle3_check.errors import OptionError
+from eagle3_check.program.sidecar import data_path_for
+from eagle3_check.quiet import third_party_quiet
+
+CACHE_BUFFER_PATTERNS = ["k_cache", "v_cache"]  # zero-initialised in the program
+
+
+def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
+    delegated, portable = {}, {}
+    for name in names:
+        gm = edge.exported_program(name).graph_module
+        calls, ops = 0, set()
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            target = str(getattr(node.target, "__name__", node.target))
+            if "executorch_call_delegate" in target:
+                calls += 1
+            elif target not in ("getitem", "sym_size.int", "sym_size"):
+                ops.add(target.split("::")[-1].split(":")[0].replace("aten.", ""))
+        delegated[name], portable[name] = calls, sorted(ops)
+    return delegated, portable
+
+
+def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
+    """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
+    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`, and on XNNPACK
+    each tanh GELU kept one (program/gelu_tanh.py). Returns the EdgeProgramManager and the
+    lowering's LoweringStats as JSON, with the count of tanh GELUs rewritten."""
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    from eagle3_check.program.fast_lowering import fast_lowering
+
+    partitioner, passes = [], []
+    if backend == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        from eagle3_check.program.gelu_tanh import tanh_gelu_pass
+
+        partitioner, passes = [XnnpackPartitioner()], [tanh_gelu_pass()]  # gelu_tanh.py: why
+    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering:
+        edge = to_edge_transform_and_lower(
+            programs,
+            transform_passes=passes or None,
+            partitioner=partitioner,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            constant_methods=constants,
+        )
+    return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes)}
+
+
+def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,
+                 phases, external_data: bool = False, stock_lowering: bool = False):
+    """`lower_edge` + to_executorch with shared, zero-initialised caches; with `external_data`, the
+    weights go to `data_path_for(out_path)` (a `.ptd`) instead of the `.pte`. `phases` (export.Phases)
+    is told each phase as it starts. Returns (delegate
+    calls, portable ops, the lowering's LoweringStats as JSON)."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    phases.start("lower")
+    edge, lowering = lower_edge(programs, constants, backend, stock_lowering)
+    summary = (*_summarise(edge, list(programs)), lowering)
+    with third_party_quiet():  # executorch's and torch's deprecation notes
+        phases.start("to_executorch")
+        et = edge.to_executorch(
+            ExecutorchBackendConfig(
+                passes=[InitializedMutableBufferPass(CACHE_BUFFER_PATTERNS)],
+                memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
+                emit_mutable_buffer_names=True,
+                external_constants=external_data,
+            )
+        )
+    phases.start("serialize")
+    with atomic_writer(out_path, binary=True, what=".pte") as f:
+        et.write_to_file(f)  # also serialises the external data, which the .ptd write below needs
+    if external_data:
+        _write_data_file(et, data_path_for(out_path))
+    phases.stop()
+    return summary
+
+
+def _write_data_file(et, dest: Path) -> None:
+    """The program's one external data file to `dest`, atomically: executorch 1.5.1 writes it as
+    `<tag>.ptd` into a directory (`write_tensor_data_to_file`; its `data_files` is not usable)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}.") as tmp:
+        et.write_tensor_data_to_file(tmp)
+        files = sorted(Path(tmp).glob("*.ptd"))
+        if len(files) != 1:
+            raise OptionError(f"--external-data produced {len(files)} data files ({', '.join(p.name for p in files)})",
+                              "one .ptd with the program's constants", "export without --external-data")
+        os.replace(files[0], dest)
