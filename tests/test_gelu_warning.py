@@ -27,3 +27,33 @@ def test_gelu_warning(activation, backend, lowering, warned):
     assert f.ok and (f.warnings == [w] if warned else f.warnings == [])
     if warned:
         assert "exact GELU" in w and "Fix: re-export with eagle3-check export" in w
+
+
+class FakePte:
+    """A loaded `.pte` as program_gelu_warning sees it: metadata and the sidecar's lowering record."""
+
+    def __init__(self, lowering):
+        self.lowering = lowering
+
+    def metadata(self):
+        return {**RAW, "get_export_backend": "xnnpack"}
+
+    def _read_sidecar(self):
+        return {"lowering": self.lowering} if self.lowering is not None else {}
+
+
+@pytest.mark.parametrize("fixture, lowering, warned", [
+    pytest.param("tiny-gemma4", None, True, id="gemma-target-stock-pte"),
+    pytest.param("tiny-gemma4", {"tanh_gelu_as_ops": 8}, False, id="gemma-target-our-export"),
+    pytest.param("tiny-llama", None, False, id="silu-target"),
+])
+def test_check_names_the_warning_beside_its_verdict(fixture, lowering, warned):
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.gating.check import CheckReport, format_table
+    from eagle3_check.program.metadata_check import program_gelu_warning
+
+    w = program_gelu_warning(FakePte(lowering), load_fixture(fixture).target_dir)
+    assert (w is not None) == warned
+    report = CheckReport(outcomes=[], k=4, info={"program_warnings": [w]} if w else {})
+    shown = [line for line in format_table(report).splitlines() if line.startswith("warning: ")]
+    assert shown == ([f"warning: {w}"] if warned else [])

@@ -69,6 +69,13 @@ def gelu_warning(raw: dict, target: dict, lowering: dict | None) -> str | None:
             "identical. Fix: re-export with eagle3-check export, or with an ExecuTorch that has that fix")
 
 
+def program_gelu_warning(program, target_dir: str | Path | None) -> str | None:
+    """`gelu_warning` for a loaded program (a `.pte` with its sidecar, or any program) and its target."""
+    if target_dir is None or not hasattr(program, "_read_sidecar"):
+        return None
+    return gelu_warning(program.metadata(), target_facts(target_dir), program._read_sidecar().get("lowering"))
+
+
 def validate_metadata(
     raw: dict,
     tokenizer_vocab: int | None = None,
