@@ -198,13 +198,16 @@ class R(ReferenceRunner):
 
 # --- runner binaries: the whole process tree of a request ends with it (run/proc.py) -------------------
 
+# Each child records its pid atomically (tmp + mv) and the binary waits for the record before it
+# exits or hangs: the request cannot end (and kill the child) before the test knows the pid (a
+# clean-clone run once read an empty pid file: the child was killed between open and write).
 BINARIES = {
     # a child that double-forks into its own session, holding stdout, then the binary exits
-    "setsid-orphan-then-exit": "( setsid sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' & )\necho hello\nexit 0\n",
+    "setsid-orphan-then-exit": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\necho hello\nexit 0\n",
     # the same child, and the binary itself hangs past the timeout
-    "setsid-orphan-then-hang": "( setsid sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' & )\nexec sleep 1000\n",
+    "setsid-orphan-then-hang": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexec sleep 1000\n",
     # a child with stdio closed, in the binary's process group
-    "closed-stdio-child": "sh -c 'echo $$ > \"$PIDFILE\"; exec sleep 1000' </dev/null >/dev/null 2>&1 &\nexit 0\n",
+    "closed-stdio-child": "sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexit 0\n",
 }
 
 
