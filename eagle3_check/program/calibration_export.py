@@ -2,16 +2,16 @@
 
 A speculator program's `target_verify` returns greedy ids (DESIGN §1), so the logits its kernels
 compute are never seen: how far ExecuTorch's kernels (XNNPACK's fp32 GEMMs, the portable ops) move
-a target's logits from the HF reference's cannot be read off the program a user ships. The tie
-tolerance for such a program (reference/tolerance.py, "kernels") is measured on this twin instead:
-one method, `target_logits`, the speculator's own `TargetAdapter` (the same static KV cache, the
-same attention mask, the same graph up to the argmax) traced with a dynamic length and lowered
-through the same `lower_to_pte` (XNNPACK where it lowers, shared cache buffers), so its logits come
-from the kernels the speculator's `prefill` and `target_verify` run. `bench/measure_tolerance.py
---kernels xnnpack` exports it once per target and dtype and runs the measurement on it; the
-calibration check (`check_twin`) confirms, on a real speculator export, that the twin's argmax is
-the program's own `target_verify` ids (`tests/pte/test_calibration_twin.py` on tiny-llama; the real
-models in docs/calibration.md).
+a target's logits from the HF reference's cannot be read off the program a user ships. The fp32
+tie tolerance (reference/tolerance.py) covers those kernels, measured on this twin: one method,
+`target_logits`, the speculator's own `TargetAdapter` (the same static KV cache, the same
+attention mask, the same graph up to the argmax) traced with a dynamic length and lowered through
+the same `lower_to_pte` (XNNPACK where it lowers, shared cache buffers, the tanh GELU kept), so
+its logits come from the kernels the speculator's `prefill` and `target_verify` run (the same
+delegate calls: 333 for SmolLM2, 255 for Gemma 3, as in their speculator exports).
+`bench/measure_tolerance.py --kernels xnnpack` exports it once per target and dtype and runs the
+measurement on it; `tests/pte/test_calibration_twin.py` checks the twin's logits and argmax
+against the eager target on tiny-gemma4, and its cache record.
 
 Not a contract program: it has no draft and no metadata besides `get_calibration_of` (the target
 directory's name) and `get_export_backend`; nothing but the measurement loads it.
