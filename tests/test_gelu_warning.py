@@ -33,13 +33,10 @@ class FakePte:
     """A loaded `.pte` as program_gelu_warning sees it: metadata and the sidecar's lowering record."""
 
     def __init__(self, lowering):
-        self.lowering = lowering
+        self.sidecar = {"lowering": lowering} if lowering is not None else {}
 
     def metadata(self):
         return {**RAW, "get_export_backend": "xnnpack"}
-
-    def _read_sidecar(self):
-        return {"lowering": self.lowering} if self.lowering is not None else {}
 
 
 @pytest.mark.parametrize("fixture, lowering, warned", [

@@ -267,7 +267,7 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
 
     def metadata() -> GateCheck:
         maxima = program.method_maxima() if hasattr(program, "method_maxima") else None
-        sidecar = program._read_sidecar() if hasattr(program, "_read_sidecar") else {}
+        sidecar = getattr(program, "sidecar", None) or {}  # a .pte's, read (and its digest checked) at load
         f = validate_metadata(program.metadata(), inputs.tokenizer.vocab_size, target_facts(inputs.target_dir), maxima,
                               sidecar.get("lowering"))
         details = {"raw": program.metadata(), "notes": f.notes, "problems": f.problems, "warnings": f.warnings}

@@ -70,10 +70,10 @@ def gelu_warning(raw: dict, target: dict, lowering: dict | None) -> str | None:
 
 
 def program_gelu_warning(program, target_dir: str | Path | None) -> str | None:
-    """`gelu_warning` for a loaded program (a `.pte` with its sidecar, or any program) and its target."""
-    if target_dir is None or not hasattr(program, "_read_sidecar"):
+    """`gelu_warning` for a loaded `.pte` (its `sidecar`, read at load; None for another program) and its target."""
+    if target_dir is None or not hasattr(program, "sidecar"):
         return None
-    return gelu_warning(program.metadata(), target_facts(target_dir), program._read_sidecar().get("lowering"))
+    return gelu_warning(program.metadata(), target_facts(target_dir), (program.sidecar or {}).get("lowering"))
 
 
 def validate_metadata(
