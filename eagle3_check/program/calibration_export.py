@@ -50,7 +50,7 @@ def export_target_logits(target: TargetAdapter, out_path: str | Path, max_len: i
     tanh GELUs rewritten (program/gelu_tanh.py)."""
     from torch.export import Dim, export
 
-    from eagle3_check.program.export import BACKENDS, Phases, require_executorch
+    from eagle3_check.program.export import BACKENDS, Phases, buffers_restored, require_executorch
     from eagle3_check.program.lowering import lower_to_pte
 
     require_executorch()
@@ -59,19 +59,12 @@ def export_target_logits(target: TargetAdapter, out_path: str | Path, max_len: i
     if not 2 <= max_len <= target.max_seq_len:
         raise OptionError(f"max_len {max_len}", f"in [2, {target.max_seq_len}] (the target's cache)",
                           "pass a length the static cache holds")
-    snapshot = {k: v.detach().clone() for k, v in target.named_buffers()}
     phases = Phases()
     c = Dim("C", min=1, max=max_len)
-    try:
-        with torch.no_grad():
-            phases.start("trace target_logits")
-            program = export(_TargetLogits(target), (torch.zeros(1, 2, dtype=torch.long), torch.arange(2)),
-                             dynamic_shapes=({1: c}, {0: c}), strict=False)
-    finally:
-        with torch.no_grad():
-            for k, v in target.named_buffers():
-                v.copy_(snapshot[k])
-        target._bind_cache()
+    with buffers_restored(target), torch.no_grad():
+        phases.start("trace target_logits")
+        program = export(_TargetLogits(target), (torch.zeros(1, 2, dtype=torch.long), torch.arange(2)),
+                         dynamic_shapes=({1: c}, {0: c}), strict=False)
     name = Path(getattr(target.model.config, "name_or_path", "") or "target").name
     constants = {"get_calibration_of": name, "get_export_backend": backend}
     delegated, portable, lowering = lower_to_pte({METHOD: program}, constants, backend, Path(out_path), phases)

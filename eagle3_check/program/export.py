@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,24 @@ def _dim(name: str, lo: int, hi: int):
     return example, Dim(name, min=lo, max=hi)
 
 
+@contextmanager
+def buffers_restored(module: nn.Module):
+    """Tracing runs the methods (the caches get written) and binds the HF cache layers to fake
+    buffers: afterwards every buffer holds its value from before, and the target's cache layers
+    point at the real buffers again, or the eager module is unusable after an export. `module`: a
+    speculator (its `target`) or a `TargetAdapter` itself."""
+    snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for k, v in module.named_buffers():
+                v.copy_(snapshot[k])
+        rebind = getattr(module, "_bind_cache", None) or getattr(getattr(module, "target", None), "_bind_cache", None)
+        if rebind is not None:
+            rebind()
+
+
 def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None,
                    verify_kv_window: bool = False) -> dict:
     """torch.export of the three methods with dynamic lengths; buffers restored afterwards.
@@ -144,7 +163,6 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
     phases = phases or Phases()
     from torch.export import Dim, export
 
-    snapshot = {k: v.detach().clone() for k, v in module.named_buffers()}
     read_all_zero_points(module)  # the real buffers, before the trace swaps them for fake ones
     t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
     c, cdim = _dim("C", spec.min_verify_len, spec.max_verify_len)
@@ -166,18 +184,10 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
         plans["target_verify"] = (_VerifyKV, (torch.zeros(1, c, **long), torch.arange(c),
                                               torch.zeros(2 * c, dtype=torch.int32)), ({1: cdim}, {0: cdim}, {0: v}))
     programs = {}
-    try:
-        with torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
-            for name, (cls, args, shapes) in plans.items():
-                phases.start(f"trace {name}")
-                programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
-    finally:
-        with torch.no_grad():
-            for k, v in module.named_buffers():
-                v.copy_(snapshot[k])
-        # Tracing bound the HF cache layers to the fake buffers; point them back at the real
-        # ones, or the eager module is unusable after an export.
-        _Method(module, "rebind")._bind()
+    with buffers_restored(module), torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
+        for name, (cls, args, shapes) in plans.items():
+            phases.start(f"trace {name}")
+            programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
     return programs
 
 
