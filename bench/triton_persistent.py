@@ -11,7 +11,9 @@ program per SM runs every layer: per layer five phases separated by grid-wide ba
   xm    = x + o @ Wo^T
   a     = silu(g) * u, [g | u] = RMSNorm(xm; ln2) @ [Wg | Wu]^T
   x'    = xm + a @ Wd^T
-then logits = RMSNorm(x; norm) @ Wlm^T. A phase's units go round-robin over the programs; a unit
+then logits = RMSNorm(x; norm) @ Wlm^T. Config `attn_o` merges attention and the o-proj into one
+phase (bench/triton_attention.py: 4 barriers a layer) and `embed` gathers the embedding and the
+first norm's partials in the kernel (one more barrier, ~5 fewer launches around it). A phase's units go round-robin over the programs; a unit
 with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
 reduces them in split order and runs the epilogue (triton_splitk's scheme, deterministic). The
 math and its bf16 rounding are triton_verify's op for op. Activations are read with `.cg` (L2,
@@ -32,17 +34,26 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton_attention import _attention, _attn_o, _attn_o_weights
 from triton_splitk import _epilogue
-from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _dot, _prefetch_rows, _rope
+from triton_verify import (
+    BLOCK_M,
+    INTERPRET,
+    TritonLlamaForward,
+    _dot,
+    _prefetch_rows,
+)
 
 SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far past any phase's length
 # per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
 # per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
 # acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
-# this program's first unit of the next product (0: none); attn_block: cache slots per attention step
+# this program's first unit of the next product (0: none); attn_block: cache slots per attention step;
+# attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
+# o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
            "lm_head": (128, 128, 1), "warps": 4, "stages": 4, "per_sm": 1, "poll": "atomic", "prefetch": 0,
-           "attn_block": 64}  # the best of the H200 sweeps (docs/cuda.md)
+           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False}  # the best of the H200 sweeps (docs/cuda.md)
 
 
 @triton.jit
@@ -169,58 +180,19 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
 
 
 @triton.jit
-def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog,
-               NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-               BLOCK_S: tl.constexpr, F32: tl.constexpr):
-    """Units = query heads j: rope k of kv head g = j // (NH / NKV), write k, v at `positions`
-    (each of g's programs writes the same values), then attend head j's T rows over slots <= pos."""
-    dt = o_ptr.dtype.element_ty
-    REP: tl.constexpr = NH // NKV
-    W: tl.constexpr = (NH + 2 * NKV) * D
-    HALF: tl.constexpr = D // 2
-    d = tl.arange(0, D)
-    partner = (d + HALF) % D
-    sign = tl.where(d < HALF, -1.0, 1.0)[None, :]
-    t = tl.arange(0, BLOCK_T)
-    tm = t < T
-    tmask = tm[:, None]
-    pos = tl.load(pos_ptr + t, mask=tm, other=0)
-    cos = tl.load(cos_ptr + pos[:, None] * D + d[None, :], mask=tmask, other=0.0)
-    sin = tl.load(sin_ptr + pos[:, None] * D + d[None, :], mask=tmask, other=0.0)
-    row = qkv_ptr + t[:, None] * W
-    hi = tl.max(pos, axis=0) + 1
-    for j in range(pid, NH, nprog):
-        g = j // REP
-        k = tl.load(row + (NH + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
-        kp = tl.load(row + (NH + g) * D + partner[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
-        k = _rope(k, kp, sign, cos, sin, dt)
-        v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
-        cache = g * S * D + pos[:, None] * D + d[None, :]
-        tl.store(kc_ptr + cache, k, mask=tmask)
-        tl.store(vc_ptr + cache, v, mask=tmask)
-        tl.debug_barrier()  # this program's cache writes visible to its reads below
-        q = _rope(tl.load(row + j * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg"),
-                  tl.load(row + j * D + partner[None, :], mask=tmask, other=0.0, cache_modifier=".cg"),
-                  sign, cos, sin, dt)
-        m_i = tl.full([BLOCK_T], -1.0e30, tl.float32)
-        l_i = tl.zeros([BLOCK_T], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_T, D], dtype=tl.float32)
-        for s0 in range(0, hi, BLOCK_S):
-            s = s0 + tl.arange(0, BLOCK_S)
-            kv_at = g * S * D + s[:, None] * D + d[None, :]
-            smask = (s < S)[:, None]
-            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
-            sc = _dot(q, tl.trans(kt), F32) * scale  # [BLOCK_T, BLOCK_S] fp32
-            sc = tl.where(s[None, :] <= pos[:, None], sc, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(sc, axis=1))
-            alpha = tl.exp(m_i - m_new)
-            p = tl.exp(sc - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
-            acc = acc * alpha[:, None] + _dot(p.to(dt), vt, F32)
-            m_i = m_new
-        out = acc / l_i[:, None]
-        tl.store(o_ptr + t[:, None] * (NH * D) + j * D + d[None, :], out.to(dt), mask=tmask)
+def _embed(tok_ptr, emb_ptr, hs_ptr, ss_out, T, H: tl.constexpr, pid, nprog, BLOCK_M: tl.constexpr,
+           BLOCK_N: tl.constexpr):
+    """hs[0] = embed_tokens(tokens) by column tiles of BLOCK_N, each tile's sum-of-squares partial
+    [BLOCK_M] into ss_out (the first norm's input; rows past T are 0)."""
+    rm = tl.arange(0, BLOCK_M)
+    mmask = rm < T
+    tok = tl.load(tok_ptr + rm, mask=mmask, other=0).to(tl.int64)
+    for tile in range(pid, H // BLOCK_N, nprog):
+        rn = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        e = tl.load(emb_ptr + tok[:, None] * H + rn[None, :], mask=mmask[:, None], other=0.0)
+        tl.store(hs_ptr + rm[:, None] * H + rn[None, :], e, mask=mmask[:, None])
+        ef = e.to(tl.float32)
+        tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(ef * ef, axis=1))
 
 
 @triton.jit
@@ -231,37 +203,65 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
              DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
-             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, times_ptr, TIMED: tl.constexpr):
-    """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output."""
+             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, AO: tl.constexpr, OPRE: tl.constexpr,
+             NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, times_ptr,
+             TIMED: tl.constexpr):
+    """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
+    AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
+    layer (4 with AO, else 5); SSG: the o-proj's column tiles (its sum-of-squares partials for gate_up).
+    EMB: hs[0] and its norm partials are gathered here from tok_ptr [T] and emb_ptr [V, H] (one more
+    barrier), not by the caller's embedding and sum-of-squares launches."""
     pid, nprog = tl.program_id(0), tl.num_programs(0)
     QKV: tl.constexpr = (NH + 2 * NKV) * D
     base = _barrier_base(bar_ptr, nprog)
     _stamp(times_ptr, 10 * L + 1, pid, TIMED)
+    if EMB:
+        _embed(tok_ptr, emb_ptr, hs_ptr, ssq_ptr, T, H, pid, nprog, BLOCK_M, DN)
+        _grid_sync(bar_ptr, base + nprog, LOAD_POLL)
+        base = base + nprog
     for lay in range(L):
         li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
         x = hs_ptr + li * T * H
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
                  QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32)
-        _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
-        _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * 5 + 1) * nprog, LOAD_POLL)
-        _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
-        _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
-                   o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32)
-        _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * 5 + 2) * nprog, LOAD_POLL)
-        _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
-        _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H, NH * D,
-                 eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32)
-        _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
-        _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * 5 + 3) * nprog, LOAD_POLL)
-        _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
+        if AO > 0:  # attention + o-proj in one phase: 4 barriers a layer
+            if OPRE:
+                wpre = _attn_o_weights(wo_ptr + li * H * (NH * D), pid, H, NH * D, AO, (NH // NKV) * D, NKV)
+            else:
+                wpre = tl.zeros([AO, (NH // NKV) * D], dtype=wo_ptr.dtype.element_ty)
+            _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
+            _grid_sync(bar_ptr, base + (lay * NB + 1) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
+            _attn_o(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
+                    wo_ptr + li * H * (NH * D), wpre, xm_ptr, x, ws_ptr, cnt_ptr, ssg_ptr, T, S, scale, pid, nprog,
+                    H, NH, NKV, D, BLOCK_M, BLOCK_S, AO, F32, OPRE)
+            _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
+            _stamp(times_ptr, lay * 10 + 2, pid, TIMED)  # slots 2-4 together: no attention barrier, no o phase
+            _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
+            _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
+            _grid_sync(bar_ptr, base + (lay * NB + 2) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
+        else:
+            _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
+            _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
+            _grid_sync(bar_ptr, base + (lay * NB + 1) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
+            _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
+                       o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32)
+            _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
+            _grid_sync(bar_ptr, base + (lay * NB + 2) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
+            _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H,
+                     NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32)
+            _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
+            _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
+            _grid_sync(bar_ptr, base + (lay * NB + 3) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
-                 ssg_ptr, T, FF, H, eps, pid, nprog, H // ON, False, True, 2, BLOCK_M, GN, GK, GS, F32)
+                 ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * 5 + 4) * nprog, LOAD_POLL)
+        _grid_sync(bar_ptr, base + (lay * NB + NB - 1) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
                  FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32)
@@ -270,7 +270,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         else:
             _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
         _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * 5 + 5) * nprog, LOAD_POLL)
+        _grid_sync(bar_ptr, base + (lay * NB + NB) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 9, pid, TIMED)
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
              H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32)
@@ -321,8 +321,14 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
         sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
                  (target.model.lm_head.weight.shape[0], "lm_head")]
-        ws = max(self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes)
+        ao = self.pconfigs["attn_o"]
+        self.barriers_per_layer = 4 if ao else 5
+        ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes] + [self.n_kv * BLOCK_M * wo.shape[1]])
         tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
+        tiles = max(tiles, triton.cdiv(wo.shape[1], ao) if ao else 0)
+        if ao and wo.shape[1] % ao:
+            raise ValueError(f"PersistentLlamaForward: attn_o {ao}: the o-proj's {wo.shape[1]} columns are not a "
+                             "multiple of it; pick a divisor")
         self.ws = torch.empty(ws, device=dev, dtype=torch.float32)
         self.cnt = torch.zeros(tiles, device=dev, dtype=torch.int32)
         self.bar = torch.zeros(4, device=dev, dtype=torch.int64)  # arrivals (only grow), -, gave-up count
@@ -359,17 +365,23 @@ class PersistentLlamaForward(TritonLlamaForward):
         ln1, wqkv, wo, ln2, wgu, wd = self.stacked
         n, t, h = wqkv.shape[0], tokens.shape[1], wqkv.shape[2]
         i, v, dev, dt = wd.shape[2], model.lm_head.weight.shape[0], wqkv.device, wqkv.dtype
+        c = self.pconfigs
         hs = torch.empty(n + 1, t, h, device=dev, dtype=dt)  # [L + 1, T, H]
-        hs[0] = model.model.embed_tokens(tokens)[0]
+        if not c["embed"]:
+            hs[0] = model.model.embed_tokens(tokens)[0]
         qkv = torch.empty(t, wqkv.shape[1], device=dev, dtype=dt)
         o, xm = torch.empty(t, wo.shape[2], device=dev, dtype=dt), torch.empty(t, h, device=dev, dtype=dt)
         a, logits = torch.empty(t, i, device=dev, dtype=dt), torch.empty(t, v, device=dev, dtype=dt)
-        c = self.pconfigs
         # per-tile partial sums of squares [slots, BLOCK_M] fp32 feeding the norms: ssq from the
-        # embedding (slot 0, written here) and each down-proj; ssg from each o-proj
-        ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
-        ssq[0, :t] = hs[0].float().square().sum(-1)
-        ssg = torch.empty(h // c["o"][0], BLOCK_M, device=dev, dtype=torch.float32)
+        # embedding (slot 0, written here; every slot by the kernel with `embed`) and each down-proj;
+        # ssg from each o-proj (attn_o's tiles with `attn_o`)
+        if c["embed"]:
+            ssq = torch.empty(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
+        else:
+            ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
+            ssq[0, :t] = hs[0].float().square().sum(-1)
+        ssg_tiles = h // (c["attn_o"] or c["o"][0])
+        ssg = torch.empty(ssg_tiles, BLOCK_M, device=dev, dtype=torch.float32)
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
@@ -379,7 +391,9 @@ class PersistentLlamaForward(TritonLlamaForward):
             QS=c["qkv"][2], ON=c["o"][0], OK=c["o"][1], OS=c["o"][2], GN=c["gate_up"][0], GK=c["gate_up"][1],
             GS=c["gate_up"][2], DN=c["down"][0], DK=c["down"][1], DS=c["down"][2], LN=c["lm_head"][0],
             LK=c["lm_head"][1], LS=c["lm_head"][2], F32=INTERPRET, LOAD_POLL=c["poll"] == "load",
-            PF=0 if INTERPRET else c["prefetch"], num_warps=c["warps"], num_stages=c["stages"]))
+            PF=0 if INTERPRET else c["prefetch"], AO=c["attn_o"], OPRE=bool(c["o_preload"]),
+            NB=self.barriers_per_layer, SSG=ssg_tiles, EMB=bool(c["embed"]), tok_ptr=tokens[0],
+            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"]))
         if self.resident is None and not INTERPRET:
             self.resident = resident_per_sm(_forward.warmup(*args[0], grid=(1,), **args[1]), dev)
             if self.programs > self.resident * self.sms:

@@ -175,6 +175,40 @@ def _rope(x, partner, sign, cos, sin, dt):
 
 
 @triton.jit
+def _attend(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr,
+            F32: tl.constexpr, CG: tl.constexpr):
+    """softmax(q k^T * scale) v over kv head g's cache slots s <= rpos (each row's position), slots
+    < hi read in blocks of BLOCK_S, online softmax in fp32; q [R, D] -> [R, D] fp32. CG: read the
+    cache through L2 only (.cg: other SMs wrote it, as in triton_persistent)."""
+    dt = q.dtype
+    d = tl.arange(0, D)
+    m_i = tl.full([R], -1.0e30, tl.float32)
+    l_i = tl.zeros([R], dtype=tl.float32)
+    acc = tl.zeros([R, D], dtype=tl.float32)
+    for s0 in range(0, hi, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        kv_at = g * S * D + s[:, None] * D + d[None, :]
+        smask = (s < S)[:, None]
+        if CG:
+            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+        else:
+            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0)
+        sc = _dot(q, tl.trans(kt), F32) * scale  # [R, BLOCK_S] fp32
+        sc = tl.where(s[None, :] <= rpos[:, None], sc, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(sc, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(sc - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if CG:
+            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+        else:
+            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0)
+        acc = acc * alpha[:, None] + _dot(p.to(dt), vt, F32)
+        m_i = m_new
+    return acc / l_i[:, None]
+
+
+@triton.jit
 def _rope_cache_attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale,
                           NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
                           BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, F32: tl.constexpr, PDL: tl.constexpr):
@@ -214,25 +248,7 @@ def _rope_cache_attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_
     rsin = tl.load(sin_ptr + rpos[:, None] * D + d[None, :])
     q = _rope(tl.load(qrow + d[None, :], mask=rmask, other=0.0),
               tl.load(qrow + partner[None, :], mask=rmask, other=0.0), sign, rcos, rsin, dt)
-    m_i = tl.full([BLOCK_R], -1.0e30, tl.float32)
-    l_i = tl.zeros([BLOCK_R], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_R, D], dtype=tl.float32)
-    hi = tl.max(pos, axis=0) + 1
-    for s0 in range(0, hi, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        kv_at = g * S * D + s[:, None] * D + d[None, :]
-        smask = (s < S)[:, None]
-        kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0)
-        sc = _dot(q, tl.trans(kt), F32) * scale  # [BLOCK_R, BLOCK_S] fp32
-        sc = tl.where(s[None, :] <= rpos[:, None], sc, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(sc, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(sc - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0)
-        acc = acc * alpha[:, None] + _dot(p.to(dt), vt, F32)
-        m_i = m_new
-    out = acc / l_i[:, None]
+    out = _attend(q, kc_ptr, vc_ptr, g, S, rpos, tl.max(pos, axis=0) + 1, scale, BLOCK_R, D, BLOCK_S, F32, False)
     tl.store(o_ptr + rt[:, None] * (NH * D) + qcol[:, None] + d[None, :], out.to(dt), mask=rmask)
 
 

@@ -53,12 +53,18 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
 
 
 @pytest.mark.slow
-def test_persistent_forward_equals_fused_forward_fp32():
-    """Two windows through each forward after the same prefill: logits, taps and both caches agree."""
+@pytest.mark.parametrize("extra", [{}, {"attn_o": 32, "embed": True}, {"attn_o": 64, "o_preload": False}],
+                         ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload"])
+def test_persistent_forward_equals_fused_forward_fp32(extra):
+    """Two windows through each forward after the same prefill: logits, taps and both caches agree,
+    with the five phases a layer and with attention + o-proj as one phase (4 units of 32 columns x 2
+    kv groups: more units than the interpreter's one program, so the preloaded block is the first
+    unit's only)."""
     base = _tiny_target(torch.float32)
     g = torch.Generator().manual_seed(1)
     prefill, window = torch.randint(0, 96, (1, 9), generator=g), torch.randint(0, 96, (1, 5), generator=g)
-    configs = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1)}
+    configs = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1),
+               **extra}
     out = {}
     for kind in ("fused", "persistent"):
         adapter = TargetAdapter(copy.deepcopy(base), [0, 1], 64)
@@ -79,3 +85,9 @@ def test_persistent_forward_refuses_a_config_that_does_not_tile_k():
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match="not a multiple of BLOCK_K \\* SPLIT"):
         tp.PersistentLlamaForward(adapter, {"down": (16, 256, 4)})
+
+
+def test_persistent_forward_refuses_attn_o_tiles_that_do_not_divide_the_columns():
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match="attn_o 48: the o-proj's 128 columns"):
+        tp.PersistentLlamaForward(adapter, {"attn_o": 48})
