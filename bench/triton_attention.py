@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from triton_splitk import _epilogue
-from triton_verify import _attend, _dot, _rope
+from triton_verify import _attend, _attend_state, _dot, _rope, _softmax_step
 
 
 @triton.jit
@@ -46,18 +46,29 @@ def _write_kv(row, g, pos, cos, sin, kc_ptr, vc_ptr, S, tmask, NH: tl.constexpr,
     d = tl.arange(0, D)
     k = _load_rope(row + (NH + g) * D, tmask, cos, sin, D)
     v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
+    _store_kv(kc_ptr, vc_ptr, g, S, pos, k, v, tmask, D)
+    tl.debug_barrier()
+
+
+@triton.jit
+def _store_kv(kc_ptr, vc_ptr, g, S, pos, k, v, tmask, D: tl.constexpr):
+    """k, v [BLOCK_T, D] into kv head g's cache slots `positions`."""
+    d = tl.arange(0, D)
     cache = g * S * D + pos[:, None] * D + d[None, :]
     tl.store(kc_ptr + cache, k, mask=tmask)
     tl.store(vc_ptr + cache, v, mask=tmask)
-    tl.debug_barrier()
 
 
 @triton.jit
 def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog,
                NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-               BLOCK_S: tl.constexpr, F32: tl.constexpr):
+               BLOCK_S: tl.constexpr, F32: tl.constexpr, WINDOW: tl.constexpr):
     """Units = query heads j: rope k of kv head g = j // (NH / NKV), write k, v at `positions`
-    (each of g's programs writes the same values), then attend head j's T rows over slots <= pos."""
+    (each of g's programs writes the same values), then attend head j's T rows over slots <= pos.
+    WINDOW: the window's own keys come from registers, not read back from the cache: the cache is
+    read only below positions[0] (those loads wait on nothing this layer wrote), then one softmax
+    step over the T window keys with pos[t'] <= pos[t]. The same keys as the cache read when the
+    positions are consecutive (target_verify's window: anchor_pos + arange(C))."""
     dt = o_ptr.dtype.element_ty
     REP: tl.constexpr = NH // NKV
     W: tl.constexpr = (NH + 2 * NKV) * D
@@ -69,9 +80,20 @@ def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, 
     hi = tl.max(pos, axis=0) + 1
     for j in range(pid, NH, nprog):
         g = j // REP
-        _write_kv(row, g, pos, cos, sin, kc_ptr, vc_ptr, S, tmask, NH, NKV, D)
-        q = _load_rope(row + j * D, tmask, cos, sin, D)
-        out = _attend(q, kc_ptr, vc_ptr, g, S, pos, hi, scale, BLOCK_T, D, BLOCK_S, F32, True)
+        if WINDOW:
+            q = _load_rope(row + j * D, tmask, cos, sin, D)
+            k = _load_rope(row + (NH + g) * D, tmask, cos, sin, D)
+            v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
+            m_i, l_i, acc = _attend_state(q, kc_ptr, vc_ptr, g, S, pos, tl.load(pos_ptr), scale, BLOCK_T, D,
+                                          BLOCK_S, F32, True)
+            window = (t[None, :] < T) & (pos[None, :] <= pos[:, None])  # [BLOCK_T, BLOCK_T]
+            m_i, l_i, acc = _softmax_step(q, k, v, window, m_i, l_i, acc, scale, F32)
+            out = acc / l_i[:, None]
+            _store_kv(kc_ptr, vc_ptr, g, S, pos, k, v, tmask, D)  # read by the next call, not this one
+        else:
+            _write_kv(row, g, pos, cos, sin, kc_ptr, vc_ptr, S, tmask, NH, NKV, D)
+            q = _load_rope(row + j * D, tmask, cos, sin, D)
+            out = _attend(q, kc_ptr, vc_ptr, g, S, pos, hi, scale, BLOCK_T, D, BLOCK_S, F32, True)
         tl.store(o_ptr + t[:, None] * (NH * D) + j * D + d[None, :], out.to(dt), mask=tmask)
 
 

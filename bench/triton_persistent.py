@@ -50,10 +50,14 @@ SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far pas
 # acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
 # this program's first unit of the next product (0: none); attn_block: cache slots per attention step;
 # attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
-# o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel
+# o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel;
+# preload: the products ("qkv", "o", "gate_up", "down", "lm_head") whose first K block is loaded before
+# the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
+# the window's keys from registers (consecutive positions)
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
            "lm_head": (128, 128, 1), "warps": 4, "stages": 4, "per_sm": 1, "poll": "atomic", "prefetch": 0,
-           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False}  # the best of the H200 sweeps (docs/cuda.md)
+           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False,
+           "preload": (), "attn_window": False}  # the best of the H200 sweeps (docs/cuda.md)
 
 
 @triton.jit
@@ -118,14 +122,46 @@ def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
 
 
 @triton.jit
+def _first_block(w_ptr, N, K: tl.constexpr, pid, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                 UP: tl.constexpr, PRE: tl.constexpr):
+    """This program's first unit's first K block of w [BLOCK_N, BLOCK_K] (UP: the rows N + n, SwiGLU's up),
+    loaded before the barrier that precedes the product (weights depend on nothing); zeros unless PRE."""
+    if PRE:
+        tiles = tl.cdiv(N, BLOCK_N)
+        rn = (pid % tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
+        kk = (pid // tiles) * (K // SPLIT) + tl.arange(0, BLOCK_K)
+        if UP:
+            rn = rn + N
+        wmask = (rn < tl.where(pid < tiles * SPLIT, N * (1 + UP), 0))[:, None]  # no unit: nothing loaded
+        return tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=wmask, other=0.0)
+    else:
+        return tl.zeros([BLOCK_N, BLOCK_K], dtype=w_ptr.dtype.element_ty)
+
+
+@triton.jit
+def _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K: tl.constexpr, NORM: tl.constexpr, dt: tl.constexpr):
+    """x[:, kk] [BLOCK_M, BLOCK_K] read through L2 (another SM wrote it); NORM: weight * (x * rstd).to(bf16),
+    rounded as HF."""
+    xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None], other=0.0, cache_modifier=".cg")
+    if NORM:
+        xn = (xt.to(tl.float32) * rstd[:, None]).to(dt)
+        lw = tl.load(lnw_ptr + kk)
+        xt = (lw.to(tl.float32)[None, :] * xn.to(tl.float32)).to(dt)
+    return xt
+
+
+@triton.jit
 def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss_out, M, N, K: tl.constexpr, eps,
              pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr):
-    """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math)."""
+             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr, wpre, wpre_up, PRE: tl.constexpr):
+    """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math). PRE: the
+    first unit's first K block is wpre (wpre_up) [BLOCK_N, BLOCK_K], loaded before the barrier
+    (_first_block); its product is added after the loop (the loop streams the rest at once)."""
     dt = out_ptr.dtype.element_ty
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     mmask = rm < M
+    rstd = tl.zeros([BLOCK_M], dtype=tl.float32)
     if NORM:  # LlamaRMSNorm: the row's sum of squares from its producer's per-tile partials
         slots = tl.arange(0, SS_SLOTS)
         ss = tl.sum(tl.load(ss_in + slots[:, None] * BLOCK_M + rm[None, :], cache_modifier=".cg"), axis=0)
@@ -140,18 +176,23 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
         omask = mmask[:, None] & nmask[None, :]
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in range(ks * k_len, (ks + 1) * k_len, BLOCK_K):
+        k_lo = ks * k_len
+        if PRE:
+            k_lo += tl.where(u == pid, BLOCK_K, 0)  # the first unit's first block came before the barrier
+        for k0 in range(k_lo, (ks + 1) * k_len, BLOCK_K):
             kk = k0 + rk
-            xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None], other=0.0, cache_modifier=".cg")
-            if NORM:  # weight * (x * rstd).to(bf16), rounded as HF
-                xn = (xt.to(tl.float32) * rstd[:, None]).to(dt)
-                lw = tl.load(lnw_ptr + kk)
-                xt = (lw.to(tl.float32)[None, :] * xn.to(tl.float32)).to(dt)
+            xt = _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K, NORM, dt)
             wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
             acc += _dot(xt, tl.trans(wt), F32)
             if EPI == 2:
                 wu = tl.load(w_ptr + (N + rn)[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
                 acc_up += _dot(xt, tl.trans(wu), F32)
+        if PRE:
+            if u == pid:
+                xt = _x_block(x_ptr, lnw_ptr, rstd, rm, ks * k_len + rk, mmask, K, NORM, dt)
+                acc += _dot(xt, tl.trans(wpre), F32)
+                if EPI == 2:
+                    acc_up += _dot(xt, tl.trans(wpre_up), F32)
         if SPLIT == 1:
             y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
             if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
@@ -204,13 +245,17 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
              DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
              F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, AO: tl.constexpr, OPRE: tl.constexpr,
-             NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, times_ptr,
+             NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, PQ: tl.constexpr,
+             PO: tl.constexpr, PG: tl.constexpr, PD: tl.constexpr, PL: tl.constexpr, WIN: tl.constexpr, times_ptr,
              TIMED: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
     AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
     layer (4 with AO, else 5); SSG: the o-proj's column tiles (its sum-of-squares partials for gate_up).
     EMB: hs[0] and its norm partials are gathered here from tok_ptr [T] and emb_ptr [V, H] (one more
-    barrier), not by the caller's embedding and sum-of-squares launches."""
+    barrier), not by the caller's embedding and sum-of-squares launches. PQ, PO, PG, PD, PL: that
+    product's first K block is loaded before the barrier ahead of it (_first_block), so its first
+    bytes stream while the grid waits. WIN: attention takes the window's keys from registers
+    (triton_attention._attention)."""
     pid, nprog = tl.program_id(0), tl.num_programs(0)
     QKV: tl.constexpr = (NH + 2 * NKV) * D
     base = _barrier_base(bar_ptr, nprog)
@@ -222,8 +267,12 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     for lay in range(L):
         li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
         x = hs_ptr + li * T * H
+        wq = _first_block(wqkv_ptr + li * QKV * H, QKV, H, pid, QN, QK, QS, False, PQ)
+        if lay > 0:  # the previous layer's down-proj -> this layer's norm
+            _grid_sync(bar_ptr, base + (lay * NB) * nprog, LOAD_POLL)
+            _stamp(times_ptr, lay * 10 - 1, pid, TIMED)
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
-                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32)
+                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32, wq, wq, PQ)
         if AO > 0:  # attention + o-proj in one phase: 4 barriers a layer
             if OPRE:
                 wpre = _attn_o_weights(wo_ptr + li * H * (NH * D), pid, H, NH * D, AO, (NH // NKV) * D, NKV)
@@ -239,41 +288,44 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)  # slots 2-4 together: no attention barrier, no o phase
             _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
-            _grid_sync(bar_ptr, base + (lay * NB + 2) * nprog, LOAD_POLL)
-            _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         else:
             _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
             _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
             _grid_sync(bar_ptr, base + (lay * NB + 1) * nprog, LOAD_POLL)
             _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
             _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
-                       o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32)
+                       o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN)
+            wo = _first_block(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OK, OS, False, PO)
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
             _grid_sync(bar_ptr, base + (lay * NB + 2) * nprog, LOAD_POLL)
             _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
             _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H,
-                     NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32)
+                     NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32, wo, wo, PO)
             _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
-            _grid_sync(bar_ptr, base + (lay * NB + 3) * nprog, LOAD_POLL)
-            _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
+        wg = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, False, PG)
+        wu = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, True, PG)
+        _grid_sync(bar_ptr, base + (lay * NB + NB - 2) * nprog, LOAD_POLL)
+        _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
-                 ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32)
+                 ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32, wg, wu, PG)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
+        wd = _first_block(wd_ptr + li * H * FF, H, FF, pid, DN, DK, DS, False, PD)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
         _grid_sync(bar_ptr, base + (lay * NB + NB - 1) * nprog, LOAD_POLL)
         _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
-                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32)
+                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32, wd, wd, PD)
         if lay + 1 < L:
             _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
         else:
             _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
         _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * NB + NB) * nprog, LOAD_POLL)
-        _stamp(times_ptr, lay * 10 + 9, pid, TIMED)
+    wl = _first_block(wlm_ptr, V, H, pid, LN, LK, LS, False, PL)
+    _grid_sync(bar_ptr, base + (L * NB) * nprog, LOAD_POLL)  # the last down-proj -> the final norm
+    _stamp(times_ptr, L * 10 - 1, pid, TIMED)
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
-             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32)
+             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL)
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
@@ -316,6 +368,7 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 1
         self.programs = programs or self.sms * self.pconfigs["per_sm"]
         self.resident: int | None = None  # programs per SM the compiled kernel allows (first call)
+        self.kernel_info: dict = {}  # the compiled kernel's registers a thread, spills, shared memory (first call)
         self.times: torch.Tensor | None = None  # set to int64 [10 L + 2] to record phase ends (`phase_us`)
         cfg = target.model.config.get_text_config(decoder=True)
         self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
@@ -393,9 +446,13 @@ class PersistentLlamaForward(TritonLlamaForward):
             LK=c["lm_head"][1], LS=c["lm_head"][2], F32=INTERPRET, LOAD_POLL=c["poll"] == "load",
             PF=0 if INTERPRET else c["prefetch"], AO=c["attn_o"], OPRE=bool(c["o_preload"]),
             NB=self.barriers_per_layer, SSG=ssg_tiles, EMB=bool(c["embed"]), tok_ptr=tokens[0],
+            **{f"P{k[0].upper()}": k in c["preload"] for k in ("qkv", "o", "gate_up", "down", "lm_head")},
+            WIN=bool(c["attn_window"]),
             emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"]))
         if self.resident is None and not INTERPRET:
-            self.resident = resident_per_sm(_forward.warmup(*args[0], grid=(1,), **args[1]), dev)
+            kernel = _forward.warmup(*args[0], grid=(1,), **args[1])
+            self.resident = resident_per_sm(kernel, dev)
+            self.kernel_info = {"registers": kernel.n_regs, "spills": kernel.n_spills, "shared": kernel.metadata.shared}
             if self.programs > self.resident * self.sms:
                 raise ValueError(f"PersistentLlamaForward: {self.programs} programs on {self.sms} SMs, but only "
                                  f"{self.resident} fit an SM at once (registers, shared memory): use per_sm <= "

@@ -170,6 +170,8 @@ class Bench:
         self.target.fast_forward = fw
         self.graphed(name, configs=fw.pconfigs, programs=fw.programs, setup_s=round(time.perf_counter() - t0, 1))
         self.res["rows"][name]["failed_barriers"] = fw.failed_barriers()
+        self.res["rows"][name]["kernel"] = fw.kernel_info
+        print(f"  {name} kernel: {fw.kernel_info}", flush=True)
         fw.times = torch.zeros(10 * len(fw.weights) + 2, device=self.dev, dtype=torch.int64)
         fw(*self.windows[self.ts[0]])  # one timed call (program 0's clock): where the forward's time goes
         self.res["rows"][name]["phase_us"] = fw.phase_us()
