@@ -55,9 +55,9 @@ SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far pas
 # the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
 # the window's keys from registers (consecutive positions)
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
-           "lm_head": (128, 128, 1), "warps": 4, "stages": 4, "per_sm": 1, "poll": "atomic", "prefetch": 0,
+           "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "load", "prefetch": 0,
            "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False,
-           "preload": (), "attn_window": False}  # the best of the H200 sweeps (docs/cuda.md)
+           "preload": (), "attn_window": True}  # the best of the H200 sweeps, sessions 9 and 12 (docs/cuda.md)
 
 
 @triton.jit
@@ -329,6 +329,18 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
+def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False) -> dict:
+    """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
+    intermediate FF, NH query and NKV kv heads of D: shared by the forward and bench/kernel_registers.py."""
+    names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
+    tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
+    return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
+                F32=interpret, LOAD_POLL=c["poll"] == "load", PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
+                OPRE=bool(c["o_preload"]), NB=4 if c["attn_o"] else 5, SSG=H // (c["attn_o"] or c["o"][0]),
+                EMB=bool(c["embed"]), WIN=bool(c["attn_window"]),
+                **{f"P{p}": k in c["preload"] for k, p in names.items()})
+
+
 def resident_per_sm(kernel, device: torch.device) -> int:
     """Programs of a compiled kernel one SM holds at once (registers, shared memory, warps)."""
     kernel._init_handles()  # loads the binary: sets n_regs
@@ -438,17 +450,10 @@ class PersistentLlamaForward(TritonLlamaForward):
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
-            t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(times_ptr=self.times,
-            TIMED=self.times is not None, L=n, H=h, FF=i, NH=self.n_heads,
-            NKV=self.n_kv, D=self.head_dim, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], QN=c["qkv"][0], QK=c["qkv"][1],
-            QS=c["qkv"][2], ON=c["o"][0], OK=c["o"][1], OS=c["o"][2], GN=c["gate_up"][0], GK=c["gate_up"][1],
-            GS=c["gate_up"][2], DN=c["down"][0], DK=c["down"][1], DS=c["down"][2], LN=c["lm_head"][0],
-            LK=c["lm_head"][1], LS=c["lm_head"][2], F32=INTERPRET, LOAD_POLL=c["poll"] == "load",
-            PF=0 if INTERPRET else c["prefetch"], AO=c["attn_o"], OPRE=bool(c["o_preload"]),
-            NB=self.barriers_per_layer, SSG=ssg_tiles, EMB=bool(c["embed"]), tok_ptr=tokens[0],
-            **{f"P{k[0].upper()}": k in c["preload"] for k in ("qkv", "o", "gate_up", "down", "lm_head")},
-            WIN=bool(c["attn_window"]),
-            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"]))
+            t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(
+            times_ptr=self.times, TIMED=self.times is not None, tok_ptr=tokens[0],
+            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"],
+            **constants(c, n, h, i, self.n_heads, self.n_kv, self.head_dim, INTERPRET)))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])
             self.resident = resident_per_sm(kernel, dev)

@@ -55,14 +55,15 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"attn_o": 32, "embed": True}, {"attn_o": 64, "o_preload": False},
                                    {"preload": ("qkv", "o", "gate_up", "down", "lm_head")},
-                                   {"preload": ("qkv", "gate_up"), "attn_o": 32}, {"attn_window": True}],
+                                   {"preload": ("qkv", "gate_up"), "attn_o": 32}, {"attn_window": False}],
                          ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload", "preload-all",
-                              "preload-qkv-gate-up-attn-o", "attention-window-from-registers"])
+                              "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache"])
 def test_persistent_forward_equals_fused_forward_fp32(extra):
     """Two windows through each forward after the same prefill: logits, taps and both caches agree,
     with the five phases a layer and with attention + o-proj as one phase (4 units of 32 columns x 2
     kv groups: more units than the interpreter's one program, so the preloaded block is the first
-    unit's only), and with each product's first K block loaded before its barrier (`preload`)."""
+    unit's only), with each product's first K block loaded before its barrier (`preload`), and with
+    attention reading the window's keys back from the cache (DEFAULT takes them from registers)."""
     base = _tiny_target(torch.float32)
     g = torch.Generator().manual_seed(1)
     prefill, window = torch.randint(0, 96, (1, 9), generator=g), torch.randint(0, 96, (1, 5), generator=g)
