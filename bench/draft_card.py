@@ -23,20 +23,25 @@ from pathlib import Path
 def card(target: str, draft: str, prompts_file: str, device: str, ks: list[int], tokenizer: str | None = None,
          progress=None) -> dict:
     """The card's `k` table for `draft` against `target` (fixtures/card.py measure_dirs)."""
-    from eagle3_check.cli import config_of
-    from eagle3_check.errors import InputError
     from eagle3_check.fixtures.card import measure_dirs
     from eagle3_check.session.draft_train import read_prompt_texts
+
+    tok_path, opts = _world(target, draft, tokenizer)
+    prompts = read_prompt_texts(prompts_file, "card prompt set")
+    return measure_dirs(Path(target), Path(draft), tok_path, prompts, opts, ks, device=device, progress=progress)
+
+
+def _world(target: str, draft: str, tokenizer: str | None):
+    """(tokenizer path, resolved run options) `check --target --draft [--tokenizer]` would use."""
+    from eagle3_check.cli import config_of
+    from eagle3_check.errors import InputError
     from eagle3_check.session.world import request_world, resolved_options
 
     for what, d in (("--target", target), ("--draft", draft)):
         if not (Path(d) / "config.json").is_file():
             raise InputError(f"{what} {d}: no config.json there", "a model directory", f"pass {what} DIR")
     cfg, _ = config_of(["check", "--target", target, "--draft", draft, *(["--tokenizer", tokenizer] if tokenizer else [])])
-    tok_path, _ = request_world(cfg)
-    prompts = read_prompt_texts(prompts_file, "card prompt set")
-    return measure_dirs(Path(target), Path(draft), Path(tok_path), prompts, resolved_options(cfg).options,
-                        ks, device=device, progress=progress)
+    return Path(request_world(cfg)[0]), resolved_options(cfg).options
 
 
 def coverage(target: str, draft: str, prompts_file: str, device: str, tokenizer: str | None = None,
@@ -49,16 +54,12 @@ def coverage(target: str, draft: str, prompts_file: str, device: str, tokenizer:
     import torch
     from safetensors.torch import load_file
 
-    from eagle3_check.cli import config_of
     from eagle3_check.reference.hf import HFReference
     from eagle3_check.run.options import prompt_ids, stop_set
     from eagle3_check.session.draft_train import read_prompt_texts
-    from eagle3_check.session.world import request_world, resolved_options
     from eagle3_check.tokenizer import Tokenizer
 
-    cfg, _ = config_of(["check", "--target", target, "--draft", draft, *(["--tokenizer", tokenizer] if tokenizer else [])])
-    tok_path, _ = request_world(cfg)
-    opts = resolved_options(cfg).options
+    tok_path, opts = _world(target, draft, tokenizer)
     tok = Tokenizer.load(tok_path)
     stops = frozenset(stop_set(tok, SimpleNamespace(eos_ids=()), opts).ids)
     d2t = load_file(str(Path(draft) / "model.safetensors"))["d2t"]  # [Vd]

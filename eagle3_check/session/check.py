@@ -75,9 +75,8 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
                        tie_tolerance=ctx.tolerance.describe(), k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
     from eagle3_check.program.metadata_check import program_gelu_warning
-    from eagle3_check.session import world
 
-    gelu = program_gelu_warning(setup.program, world.request_world(cfg)[1]) if cfg.pte else None
+    gelu = program_gelu_warning(setup.program, ctx.target_dir) if cfg.pte else None
     if gelu:  # a .pte that may run another activation than its target: said where the verdict is read
         report.info["program_warnings"] = [gelu]
     if on_report:

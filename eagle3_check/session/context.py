@@ -95,13 +95,17 @@ class CheckContext:
             return SelfReference(self.program)
         return self.hf_reference()
 
+    @cached_property
+    def target_dir(self):
+        """The target's HF directory: the program's (a .pte's sidecar names it), --target's or the fixture's."""
+        return world.request_world(self.cfg)[1]
+
     def hf_reference(self):
         import torch
 
         from eagle3_check.reference.hf import HFReference
 
-        target_dir = world.request_world(self.cfg)[1]  # the program's (a .pte's sidecar names it)
-        return HFReference(target_dir, self.cfg.device, getattr(torch, self.cfg.dtype))
+        return HFReference(self.target_dir, self.cfg.device, getattr(torch, self.cfg.dtype))
 
     @cached_property
     def runner_name(self) -> str:
