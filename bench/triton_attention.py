@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton_ops import _attend, _attend_state, _dot, _softmax_step
 from triton_splitk import _epilogue
-from triton_verify import _attend, _attend_state, _dot, _rope, _softmax_step
+from triton_verify import _rope
 
 
 @triton.jit

@@ -35,14 +35,9 @@ import torch
 import triton
 import triton.language as tl
 from triton_attention import _attention, _attn_o, _attn_o_weights
+from triton_ops import _dot
 from triton_splitk import _epilogue
-from triton_verify import (
-    BLOCK_M,
-    INTERPRET,
-    TritonLlamaForward,
-    _dot,
-    _prefetch_rows,
-)
+from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _prefetch_rows
 
 SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far past any phase's length
 # per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs

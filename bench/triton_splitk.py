@@ -21,7 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton_verify import BLOCK_M, INTERPRET, NONE, SWIGLU, _dot
+from triton_ops import _dot
+from triton_verify import BLOCK_M, INTERPRET, NONE, SWIGLU
 
 # (BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT): the tuning space (bench/verify_fused.py --splitk)
 SPLITK_CONFIGS = [(16, 256, 4, 4, 2), (16, 256, 4, 4, 4), (16, 512, 4, 3, 2), (16, 512, 4, 4, 4),
