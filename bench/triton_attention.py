@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton_ops import _attend, _attend_state, _dot, _softmax_step
+from triton_ops import _attend, _attend_state, _dot, _softmax_step, _ss_partial
 from triton_splitk import _epilogue
 from triton_verify import _rope
 
@@ -99,13 +99,14 @@ def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, 
 
 
 @triton.jit
-def _attn_o_weights(wo_ptr, pid, N, HK: tl.constexpr, BLOCK_N: tl.constexpr, KG: tl.constexpr, NKV: tl.constexpr):
-    """This program's first attention + o-proj unit's Wo block [BLOCK_N, KG] (rows: its column tile;
-    columns: its kv group's KG = REP * D inputs), loaded before the barrier: it depends on nothing."""
+def _attn_o_weights(wo_ptr, u, N, HK: tl.constexpr, BLOCK_N: tl.constexpr, KG: tl.constexpr, NKV: tl.constexpr):
+    """Attention + o-proj unit u's Wo block [BLOCK_N, KG] (rows: its column tile; columns: its kv
+    group's KG = REP * D inputs). The forward loads a program's first unit (u = pid) before the
+    barrier: it depends on nothing."""
     tiles = tl.cdiv(N, BLOCK_N)
-    rn = (pid % tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = (pid // tiles) * KG + tl.arange(0, KG)
-    wmask = (rn < tl.where(pid < tiles * NKV, N, 0))[:, None]  # a program with no unit loads nothing
+    rn = (u % tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = (u // tiles) * KG + tl.arange(0, KG)
+    wmask = (rn < tl.where(u < tiles * NKV, N, 0))[:, None]  # no such unit (a program without one): nothing
     return tl.load(wo_ptr + rn[:, None].to(tl.int64) * HK + rk[None, :], mask=wmask, other=0.0)
 
 
@@ -149,11 +150,9 @@ def _attn_o(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, wo_ptr, wpre, ou
             if u == pid:
                 wt = wpre
             else:
-                wt = tl.load(wo_ptr + rn[:, None].to(tl.int64) * (NH * D) + g * KG + tl.arange(0, KG)[None, :],
-                             mask=nmask[:, None], other=0.0)
+                wt = _attn_o_weights(wo_ptr, u, N, NH * D, BLOCK_N, KG, NKV)
         else:
-            wt = tl.load(wo_ptr + rn[:, None].to(tl.int64) * (NH * D) + g * KG + tl.arange(0, KG)[None, :],
-                         mask=nmask[:, None], other=0.0)
+            wt = _attn_o_weights(wo_ptr, u, N, NH * D, BLOCK_N, KG, NKV)
         _write_kv(row, g, pos, cos, sin, kc_ptr, vc_ptr, S, tmask, NH, NKV, D)
         q = _load_rope(qkv_ptr + rt[:, None] * W + ((g * REP + rh) * D)[:, None], rmask, rcos, rsin, D)
         o = _attend(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R, D, BLOCK_S, F32, True).to(dt)  # [R, D]: (h, t)
@@ -169,5 +168,4 @@ def _attn_o(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, wo_ptr, wpre, ou
                 acc_o += tl.load(ws_ptr + s * BLOCK_T * N + at, mask=omask, other=0.0, cache_modifier=".cg")
             tl.store(cnt_ptr + tile, 0)
             y = _epilogue(acc_o, acc_o, out_ptr, res_ptr, t, rn, N, omask, 1)
-            yf = tl.where(omask, y.to(tl.float32), 0.0)
-            tl.store(ss_out + tile * BLOCK_T + t, tl.sum(yf * yf, axis=1))
+            _ss_partial(y, omask, ss_out, tile, t, BLOCK_T)

@@ -1,6 +1,6 @@
 """Small Triton helpers the bench's verify kernels share (triton_verify, triton_splitk,
 triton_persistent, triton_attention): the fp32-accumulating dot and the online softmax over a kv
-head's cache. Bench-only: not the library's path.
+head's cache, and a stored tile's sum-of-squares partial (the next RMSNorm's input). Bench-only: not the library's path.
 """
 
 from __future__ import annotations
@@ -63,3 +63,11 @@ def _attend(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R: tl.constexpr, D: tl.con
     """softmax(q k^T * scale) v over kv head g's cache slots s <= rpos, s < hi: q [R, D] -> [R, D] fp32."""
     m_i, l_i, acc = _attend_state(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R, D, BLOCK_S, F32, CG)
     return acc / l_i[:, None]
+
+
+@triton.jit
+def _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M: tl.constexpr):
+    """Store the stored tile y's [BLOCK_M, BLOCK_N] row sums of squares (fp32 of its rounded values,
+    0 outside omask) at ss_out[tile]: a norm downstream sums the tiles' partials."""
+    yf = tl.where(omask, y.to(tl.float32), 0.0)
+    tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))

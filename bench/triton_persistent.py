@@ -13,15 +13,13 @@ program per SM runs every layer: per layer five phases separated by grid-wide ba
   x'    = xm + a @ Wd^T
 then logits = RMSNorm(x; norm) @ Wlm^T. Config `attn_o` merges attention and the o-proj into one
 phase (bench/triton_attention.py: 4 barriers a layer) and `embed` gathers the embedding and the
-first norm's partials in the kernel (one more barrier, ~5 fewer launches around it). A phase's units go round-robin over the programs; a unit
-with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
+first norm's partials in the kernel (one more barrier, ~5 fewer launches around it). A phase's
+units go round-robin over the programs; a unit with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
 reduces them in split order and runs the epilogue (triton_splitk's scheme, deterministic). The
 math and its bf16 rounding are triton_verify's op for op. Activations are read with `.cg` (L2,
-not the SM's L1, which other SMs' writes do not update). The barrier is one arrival count
-that only grows (arrive with one acq_rel add, then poll it with acquire reads until it reaches
-this launch's base + (barrier index + 1) x programs; the base, a multiple of the programs, is read
-at the start), bounded: a program that spins past
-SPIN_LIMIT polls gives up and bumps an error count the forward checks (never a hang).
+not the SM's L1, which other SMs' writes do not update). The barrier (bench/triton_grid.py) is one
+arrival count that only grows, bounded: a program that gives up waiting bumps an error count the
+forward checks (never a hang).
 
 Needs every program resident at once: the grid is the SM count (one program per SM). Weights are
 stacked per kind ([L, N, K] copies, 2 GB on the bench target) and the target's per-layer KV caches
@@ -35,11 +33,11 @@ import torch
 import triton
 import triton.language as tl
 from triton_attention import _attention, _attn_o, _attn_o_weights
-from triton_ops import _dot
+from triton_grid import _barrier_base, _barriers, _grid_sync
+from triton_ops import _dot, _ss_partial
 from triton_splitk import _epilogue
 from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _prefetch_rows
 
-SPIN_LIMIT = tl.constexpr(500_000)  # polls of the barrier's generation: far past any phase's length
 # per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
 # per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
 # acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
@@ -53,34 +51,6 @@ DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "dow
            "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "load", "prefetch": 0,
            "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False,
            "preload": (), "attn_window": True}  # the best of the H200 sweeps, sessions 9 and 12 (docs/cuda.md)
-
-
-@triton.jit
-def _barrier_base(bar_ptr, nprog):
-    """The arrival count this launch starts from: a multiple of nprog (every launch adds barriers x
-    nprog arrivals), read before this program's first arrival, so below base + nprog."""
-    now = tl.atomic_add(bar_ptr, 0, sem="acquire")
-    return now - now % nprog
-
-
-@triton.jit
-def _grid_sync(bar_ptr, target, LOAD_POLL: tl.constexpr):
-    """All programs reach this point before any leaves it: arrive (one acq_rel add on a count that
-    only grows), then wait until the count reaches `target` = base + (barrier index + 1) x nprog."""
-    tl.debug_barrier()
-    cur = tl.atomic_add(bar_ptr, 1, sem="acq_rel") + 1
-    spins = 0
-    while (cur < target) & (spins < SPIN_LIMIT):
-        if LOAD_POLL:
-            cur = tl.load(bar_ptr, volatile=True)
-        else:
-            cur = tl.atomic_add(bar_ptr, 0, sem="acquire")
-        spins += 1
-    if LOAD_POLL:
-        cur = tl.atomic_add(bar_ptr, 0, sem="acquire")  # orders the reads after the barrier
-    if cur < target:
-        tl.atomic_add(bar_ptr + 2, 1)  # gave up: the forward reports it
-    tl.debug_barrier()
 
 
 @triton.jit
@@ -105,15 +75,6 @@ def _stamp(times_ptr, i, pid, TIMED: tl.constexpr):
             now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [pid], dtype=tl.int64,
                                             is_pure=False, pack=1)
             tl.store(times_ptr + i, now)
-
-
-@triton.jit
-def _barriers(bar_ptr, n, LOAD_POLL: tl.constexpr):
-    """n grid barriers and nothing else: what the forward's 5 L of them cost alone."""
-    nprog = tl.num_programs(0)
-    base = _barrier_base(bar_ptr, nprog)
-    for b in range(n):
-        _grid_sync(bar_ptr, base + (b + 1) * nprog, LOAD_POLL)
 
 
 @triton.jit
@@ -191,8 +152,7 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
         if SPLIT == 1:
             y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
             if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
-                yf = tl.where(omask, y.to(tl.float32), 0.0)
-                tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
+                _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
         else:
             part = rm[:, None] * NW + rn[None, :]
             tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
@@ -211,8 +171,7 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
                 tl.store(cnt_ptr + tile, 0)
                 y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
                 if SS_OUT:
-                    yf = tl.where(omask, y.to(tl.float32), 0.0)
-                    tl.store(ss_out + tile * BLOCK_M + rm, tl.sum(yf * yf, axis=1))
+                    _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
 
 
 @triton.jit
@@ -326,7 +285,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
 
 def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False) -> dict:
     """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
-    intermediate FF, NH query and NKV kv heads of D: shared by the forward and bench/kernel_registers.py."""
+    intermediate FF, NH query and NKV kv heads of D (PersistentLlamaForward.consts)."""
     names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
     tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
     return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
@@ -381,8 +340,9 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
         sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
                  (target.model.lm_head.weight.shape[0], "lm_head")]
+        self.consts = constants(self.pconfigs, n, wqkv.shape[2], wd.shape[2], self.n_heads, self.n_kv, self.head_dim,
+                                INTERPRET)
         ao = self.pconfigs["attn_o"]
-        self.barriers_per_layer = 4 if ao else 5
         ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes] + [self.n_kv * BLOCK_M * wo.shape[1]])
         tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
         tiles = max(tiles, triton.cdiv(wo.shape[1], ao) if ao else 0)
@@ -409,6 +369,11 @@ class PersistentLlamaForward(TritonLlamaForward):
         out["lm_head"] = round(float(t[10 * n] - t[10 * n - 1]), 2)
         out["total"] = round(float(t[10 * n] - t[10 * n + 1]), 2)
         return out
+
+    @property
+    def barriers(self) -> int:
+        """Grid barriers one forward launch makes: NB a layer, plus the embedding's with `embed`."""
+        return self.consts["NB"] * len(self.weights) + self.consts["EMB"]
 
     def failed_barriers(self) -> int:
         """How many barrier waits gave up (SPIN_LIMIT) since construction: nonzero = wrong output."""
@@ -440,15 +405,13 @@ class PersistentLlamaForward(TritonLlamaForward):
         else:
             ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
             ssq[0, :t] = hs[0].float().square().sum(-1)
-        ssg_tiles = h // (c["attn_o"] or c["o"][0])
-        ssg = torch.empty(ssg_tiles, BLOCK_M, device=dev, dtype=torch.float32)
+        ssg = torch.empty(self.consts["SSG"], BLOCK_M, device=dev, dtype=torch.float32)
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
             t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(
             times_ptr=self.times, TIMED=self.times is not None, tok_ptr=tokens[0],
-            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"],
-            **constants(c, n, h, i, self.n_heads, self.n_kv, self.head_dim, INTERPRET)))
+            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])
             self.resident = resident_per_sm(kernel, dev)

@@ -177,7 +177,7 @@ class Bench:
         self.res["rows"][name]["phase_us"] = fw.phase_us()
         print(f"  {name} T={self.ts[0]} phases (us a layer): {fw.phase_us()}", flush=True)
         fw.times = None
-        n = fw.barriers_per_layer * len(fw.weights) + bool(fw.pconfigs["embed"])
+        n = fw.barriers
         self.row(f"{name}-barriers-only", {t: triton_persistent.barriers_only_ms(fw, n, gpu_floor._time_graph)
                                            for t in self.ts[:1]}, barriers=n)
 

@@ -28,6 +28,8 @@ from eagle3_check.program.compiled import rms_norm  # noqa: E402
 from eagle3_check.program.target import TargetAdapter  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not tv.INTERPRET, reason="imported without TRITON_INTERPRET=1")
+# product tiles (BLOCK_N, BLOCK_K, SPLIT) that tile the tiny Llama (hidden 128, ffn 256, vocab 96)
+TINY = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1)}
 
 
 @pytest.mark.parametrize("split,epi,norm", [(4, tv.NONE, False), (4, tv.RESIDUAL, False), (2, tv.SWIGLU, True),
@@ -67,8 +69,7 @@ def test_persistent_forward_equals_fused_forward_fp32(extra):
     base = _tiny_target(torch.float32)
     g = torch.Generator().manual_seed(1)
     prefill, window = torch.randint(0, 96, (1, 9), generator=g), torch.randint(0, 96, (1, 5), generator=g)
-    configs = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1),
-               **extra}
+    configs = {**TINY, **extra}
     out = {}
     for kind in ("fused", "persistent"):
         adapter = TargetAdapter(copy.deepcopy(base), [0, 1], 64)
@@ -95,3 +96,11 @@ def test_persistent_forward_refuses_attn_o_tiles_that_do_not_divide_the_columns(
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match="attn_o 48: the o-proj's 128 columns"):
         tp.PersistentLlamaForward(adapter, {"attn_o": 48})
+
+
+@pytest.mark.parametrize("extra,barriers", [({}, 10), ({"attn_o": 32}, 8), ({"attn_o": 32, "embed": True}, 9)],
+                         ids=["five-a-layer", "attn-o-four-a-layer", "attn-o-plus-the-embedding"])
+def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers):
+    """bench/verify_fused.py times `barriers` grid barriers alone: the tiny target's 2 layers."""
+    fw = tp.PersistentLlamaForward(TargetAdapter(_tiny_target(torch.float32), [0, 1], 64), {**TINY, **extra})
+    assert fw.barriers == barriers
