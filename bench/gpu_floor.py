@@ -97,6 +97,28 @@ def matmul_only_ms(layer_weights: list[tuple[torch.Tensor, ...]], lm_head: torch
     return _time_graph(fn)
 
 
+def graph_kernels_us(graphed_program, t: int) -> list[list]:
+    """[name, us] of every kernel in one replay of the program's T-row target_verify graph, in start
+    order, with the gaps: ["(gap)", us] where the GPU ran nothing between two kernels (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graph = next(e.graph for k, e in graphed_program.verify_graphs.entries.items()
+                 if k[0][0] == (1, t) and e.graph is not None)
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    out, end = [], None
+    for e in events:
+        if end is not None and e.time_range.start > end:
+            out.append(["(gap)", round(e.time_range.start - end, 2)])
+        out.append([e.name[:60], round(e.time_range.end - e.time_range.start, 2)])
+        end = max(end or 0, e.time_range.end)
+    return out
+
+
 def verify_replay_ms(graphed_program, t: int) -> float | None:
     """Median ms of one replay of the program's captured T-row target_verify graph, if any."""
     for key, entry in graphed_program.verify_graphs.entries.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton_grid import _wait_count
 from triton_ops import _attend, _attend_state, _dot, _softmax_step, _ss_partial
 from triton_splitk import _epilogue
 from triton_verify import _rope
@@ -61,26 +62,31 @@ def _store_kv(kc_ptr, vc_ptr, g, S, pos, k, v, tmask, D: tl.constexpr):
 
 
 @triton.jit
-def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog,
-               NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-               BLOCK_S: tl.constexpr, F32: tl.constexpr, WINDOW: tl.constexpr):
-    """Units = query heads j: rope k of kv head g = j // (NH / NKV), write k, v at `positions`
-    (each of g's programs writes the same values), then attend head j's T rows over slots <= pos.
-    WINDOW: the window's own keys come from registers, not read back from the cache: the cache is
-    read only below positions[0] (those loads wait on nothing this layer wrote), then one softmax
-    step over the T window keys with pos[t'] <= pos[t]. The same keys as the cache read when the
-    positions are consecutive (target_verify's window: anchor_pos + arange(C))."""
+def _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog, flow_ptr, flow_at,
+               err_ptr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_S: tl.constexpr, F32: tl.constexpr, WINDOW: tl.constexpr, FLOW: tl.constexpr,
+               ATT0: tl.constexpr, POLL: tl.constexpr, O_HEADS: tl.constexpr):
+    """Units = query heads j, from program ATT0 on: rope k of kv head g = j // (NH / NKV), write k, v
+    at `positions` (each of g's programs writes the same values), then attend head j's T rows over
+    slots <= pos; pos [BLOCK_T], cos and sin [BLOCK_T, D]: _rotary's. WINDOW: the window's own keys
+    come from registers, not read back from the cache: the cache is read only below positions[0]
+    (those loads wait on nothing this layer wrote), then one softmax step over the T window keys
+    with pos[t'] <= pos[t]. The same keys as the cache read when the positions are consecutive
+    (target_verify's window: anchor_pos + arange(C)). FLOW: no grid barrier before this phase; each
+    unit first waits for its group's qkv tiles, flow_ptr[g] >= flow_at (triton_grid._wait_count).
+    O_HEADS > 0: each stored head is counted for the o-proj's K slice of O_HEADS heads, flow_ptr[NKV + j // O_HEADS]."""
     dt = o_ptr.dtype.element_ty
     REP: tl.constexpr = NH // NKV
     W: tl.constexpr = (NH + 2 * NKV) * D
     d = tl.arange(0, D)
     t = tl.arange(0, BLOCK_T)
     tmask = (t < T)[:, None]
-    pos, cos, sin = _rotary(pos_ptr, cos_ptr, sin_ptr, T, BLOCK_T, D)
     row = qkv_ptr + t[:, None] * W
     hi = tl.max(pos, axis=0) + 1
-    for j in range(pid, NH, nprog):
+    for j in range((pid + nprog - ATT0) % nprog, NH, nprog):
         g = j // REP
+        if FLOW:
+            _wait_count(flow_ptr + g, flow_at, err_ptr, POLL)
         if WINDOW:
             q = _load_rope(row + j * D, tmask, cos, sin, D)
             k = _load_rope(row + (NH + g) * D, tmask, cos, sin, D)
@@ -96,6 +102,20 @@ def _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, 
             q = _load_rope(row + j * D, tmask, cos, sin, D)
             out = _attend(q, kc_ptr, vc_ptr, g, S, pos, hi, scale, BLOCK_T, D, BLOCK_S, F32, True)
         tl.store(o_ptr + t[:, None] * (NH * D) + j * D + d[None, :], out.to(dt), mask=tmask)
+        if O_HEADS > 0:
+            tl.debug_barrier()
+            tl.atomic_add(flow_ptr + NKV + j // O_HEADS, 1, sem="release")
+
+
+@triton.jit
+def _flow_done(flow_ptr, c, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr):
+    """The qkv column tile from column c is stored: count it for its kv group g (q columns of heads
+    g * REP.., then k and v of head g; a tile lies in one group: BLOCK_N divides D), released after
+    every thread's stores. A group is complete at (REP + 2) * D / BLOCK_N tiles a layer."""
+    REP: tl.constexpr = NH // NKV
+    g = tl.where(c < NH * D, c // (REP * D), tl.where(c < (NH + NKV) * D, (c - NH * D) // D, (c - (NH + NKV) * D) // D))
+    tl.debug_barrier()
+    tl.atomic_add(flow_ptr + g, 1, sem="release")
 
 
 @triton.jit

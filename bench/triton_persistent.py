@@ -32,25 +32,29 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton_attention import _attention, _attn_o, _attn_o_weights
-from triton_grid import _barrier_base, _barriers, _grid_sync
+from triton_attention import _attention, _attn_o, _attn_o_weights, _flow_done, _rotary
+from triton_grid import POLLS, _barrier_base, _barriers, _grid_sync, _wait_count
 from triton_ops import _dot, _ss_partial
 from triton_splitk import _epilogue
 from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _prefetch_rows
 
+FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with counts (FLOW's bits)
+
 # per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
-# per SM (refused where fewer fit); poll: "atomic" (acquire RMW) or "load" (volatile loads, then one
-# acquire); prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of
-# this program's first unit of the next product (0: none); attn_block: cache slots per attention step;
+# per SM (refused where fewer fit); poll: the barrier's wait, "atomic", "load" or "acquire" (triton_grid.POLLS);
+# prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of this program's
+# first unit of the next product (0: none); attn_block: cache slots per attention step;
 # attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
 # o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel;
 # preload: the products ("qkv", "o", "gate_up", "down", "lm_head") whose first K block is loaded before
 # the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
-# the window's keys from registers (consecutive positions)
+# the window's keys from registers (consecutive positions); flow: attention waits for its kv group's qkv
+# tiles (per-group counts) instead of a grid barrier ("attention"), likewise the o-proj for its K slice's
+# heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary tables read before that wait
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
            "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "load", "prefetch": 0,
            "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False,
-           "preload": (), "attn_window": True}  # the best of the H200 sweeps, sessions 9 and 12 (docs/cuda.md)
+           "preload": (), "attn_window": True, "flow": (), "rope_early": False}  # the best of the H200 sweeps, sessions 9 and 12 (docs/cuda.md)
 
 
 @triton.jit
@@ -107,12 +111,29 @@ def _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K: tl.constexpr, NORM: tl.cons
 
 
 @triton.jit
+def _count_tile(flow_ptr, c, DONE: tl.constexpr, DONE_COLS: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr,
+                D: tl.constexpr):
+    """The tile from column c is stored: count it (DONE 1: for its kv group, _flow_done; 2: for its
+    slice of DONE_COLS columns), released after every thread's stores. DONE 0: nothing."""
+    if DONE == 1:
+        _flow_done(flow_ptr, c, NH, NKV, D)
+    elif DONE == 2:
+        tl.debug_barrier()
+        tl.atomic_add(flow_ptr + c // DONE_COLS, 1, sem="release")
+
+
+@triton.jit
 def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss_out, M, N, K: tl.constexpr, eps,
              pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr, wpre, wpre_up, PRE: tl.constexpr):
+             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr, wpre, wpre_up, PRE: tl.constexpr,
+             flow_ptr, DONE: tl.constexpr, DONE_COLS: tl.constexpr, wait_ptr, wait_at, WAIT: tl.constexpr,
+             err_ptr, POLL: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr):
     """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math). PRE: the
     first unit's first K block is wpre (wpre_up) [BLOCK_N, BLOCK_K], loaded before the barrier
-    (_first_block); its product is added after the loop (the loop streams the rest at once)."""
+    (_first_block); its product is added after the loop (the loop streams the rest at once).
+    `flow` (counts in place of grid barriers): DONE 1 counts each stored qkv tile for its kv group
+    (_flow_done), DONE 2 for its slice of DONE_COLS columns (a consumer's K slice); WAIT: unit (tile,
+    ks) first waits for wait_ptr[ks] >= wait_at (its K slice's producers, triton_grid._wait_count)."""
     dt = out_ptr.dtype.element_ty
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
@@ -132,6 +153,8 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
         omask = mmask[:, None] & nmask[None, :]
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        if WAIT:
+            _wait_count(wait_ptr + ks, wait_at, err_ptr, POLL)
         k_lo = ks * k_len
         if PRE:
             k_lo += tl.where(u == pid, BLOCK_K, 0)  # the first unit's first block came before the barrier
@@ -153,6 +176,7 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
             y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
             if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
                 _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
+            _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
         else:
             part = rm[:, None] * NW + rn[None, :]
             tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
@@ -172,6 +196,7 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
                 y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
                 if SS_OUT:
                     _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
+                _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
 
 
 @triton.jit
@@ -198,10 +223,11 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
              DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
-             F32: tl.constexpr, LOAD_POLL: tl.constexpr, PF: tl.constexpr, AO: tl.constexpr, OPRE: tl.constexpr,
+             F32: tl.constexpr, POLL: tl.constexpr, PF: tl.constexpr, AO: tl.constexpr, OPRE: tl.constexpr,
              NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, PQ: tl.constexpr,
              PO: tl.constexpr, PG: tl.constexpr, PD: tl.constexpr, PL: tl.constexpr, WIN: tl.constexpr, times_ptr,
-             TIMED: tl.constexpr):
+             TIMED: tl.constexpr, flow_ptr, FLOW: tl.constexpr, ATT0: tl.constexpr, ROPE_EARLY: tl.constexpr,
+             IA: tl.constexpr, IO: tl.constexpr, IG: tl.constexpr, ID: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
     AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
     layer (4 with AO, else 5); SSG: the o-proj's column tiles (its sum-of-squares partials for gate_up).
@@ -209,31 +235,38 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     barrier), not by the caller's embedding and sum-of-squares launches. PQ, PO, PG, PD, PL: that
     product's first K block is loaded before the barrier ahead of it (_first_block), so its first
     bytes stream while the grid waits. WIN: attention takes the window's keys from registers
-    (triton_attention._attention)."""
+    (triton_attention._attention). FLOW, a bit mask (`flow`): counts in place of the grid barrier
+    before attention (1: each unit waits for its kv group's qkv tiles), the o-proj (2: each unit for
+    its K slice's heads) and the down-proj (4: for its K slice's gate_up tiles); flow_ptr [NKV + OS +
+    DS] holds the counts, zeroed again at the end. Attention runs on the programs from ATT0 on (with
+    flow 1: those with no qkv unit, where enough are left). IA, IO, IG, ID: the layer's barrier
+    indices before attention, o, gate_up and down (those FLOW skips unused); NB a layer in all.
+    ROPE_EARLY: the window's positions, cos and sin are read before the wait that precedes attention."""
     pid, nprog = tl.program_id(0), tl.num_programs(0)
     QKV: tl.constexpr = (NH + 2 * NKV) * D
     base = _barrier_base(bar_ptr, nprog)
     _stamp(times_ptr, 10 * L + 1, pid, TIMED)
     if EMB:
         _embed(tok_ptr, emb_ptr, hs_ptr, ssq_ptr, T, H, pid, nprog, BLOCK_M, DN)
-        _grid_sync(bar_ptr, base + nprog, LOAD_POLL)
+        _grid_sync(bar_ptr, base + nprog, POLL)
         base = base + nprog
     for lay in range(L):
         li = tl.full([], 0, tl.int64) + lay  # int64 offsets (lay is a plain int in the interpreter)
         x = hs_ptr + li * T * H
         wq = _first_block(wqkv_ptr + li * QKV * H, QKV, H, pid, QN, QK, QS, False, PQ)
         if lay > 0:  # the previous layer's down-proj -> this layer's norm
-            _grid_sync(bar_ptr, base + (lay * NB) * nprog, LOAD_POLL)
+            _grid_sync(bar_ptr, base + (lay * NB) * nprog, POLL)
             _stamp(times_ptr, lay * 10 - 1, pid, TIMED)
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
-                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32, wq, wq, PQ)
+                 QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32, wq, wq, PQ,
+                 flow_ptr, FLOW % 2, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
         if AO > 0:  # attention + o-proj in one phase: 4 barriers a layer
             if OPRE:
                 wpre = _attn_o_weights(wo_ptr + li * H * (NH * D), pid, H, NH * D, AO, (NH // NKV) * D, NKV)
             else:
                 wpre = tl.zeros([AO, (NH // NKV) * D], dtype=wo_ptr.dtype.element_ty)
             _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
-            _grid_sync(bar_ptr, base + (lay * NB + 1) * nprog, LOAD_POLL)
+            _grid_sync(bar_ptr, base + (lay * NB + IA) * nprog, POLL)
             _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
             _attn_o(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
                     wo_ptr + li * H * (NH * D), wpre, xm_ptr, x, ws_ptr, cnt_ptr, ssg_ptr, T, S, scale, pid, nprog,
@@ -245,53 +278,86 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         else:
             _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
             _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
-            _grid_sync(bar_ptr, base + (lay * NB + 1) * nprog, LOAD_POLL)
+            if ROPE_EARLY:
+                pos, cos, sin = _rotary(pos_ptr, cos_ptr, sin_ptr, T, BLOCK_M, D)
+            if FLOW % 2 == 0:
+                _grid_sync(bar_ptr, base + (lay * NB + IA) * nprog, POLL)
             _stamp(times_ptr, lay * 10 + 1, pid, TIMED)
-            _attention(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
-                       o_ptr, T, S, scale, pid, nprog, NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN)
+            if not ROPE_EARLY:
+                pos, cos, sin = _rotary(pos_ptr, cos_ptr, sin_ptr, T, BLOCK_M, D)
+            _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
+                       o_ptr, T, S, scale, pid, nprog, flow_ptr, (lay + 1) * ((NH // NKV + 2) * D // QN), bar_ptr + 2,
+                       NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN, FLOW % 2 == 1, ATT0, POLL,
+                       (NH // OS) * (FLOW // 2 % 2))
             wo = _first_block(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OK, OS, False, PO)
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
-            _grid_sync(bar_ptr, base + (lay * NB + 2) * nprog, LOAD_POLL)
+            if FLOW // 2 % 2 == 0:
+                _grid_sync(bar_ptr, base + (lay * NB + IO) * nprog, POLL)
             _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
             _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H,
-                     NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32, wo, wo, PO)
+                     NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32, wo, wo, PO,
+                     flow_ptr, 0, 1, flow_ptr + NKV, (lay + 1) * (NH // OS), FLOW // 2 % 2 == 1, bar_ptr + 2, POLL,
+                     NH, NKV, D)
             _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
         wg = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, False, PG)
         wu = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, True, PG)
-        _grid_sync(bar_ptr, base + (lay * NB + NB - 2) * nprog, LOAD_POLL)
+        _grid_sync(bar_ptr, base + (lay * NB + IG) * nprog, POLL)
         _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
-                 ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32, wg, wu, PG)
+                 ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32, wg, wu, PG,
+                 flow_ptr + NKV + OS, 2 * (FLOW // 4), FF // DS, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
         wd = _first_block(wd_ptr + li * H * FF, H, FF, pid, DN, DK, DS, False, PD)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
-        _grid_sync(bar_ptr, base + (lay * NB + NB - 1) * nprog, LOAD_POLL)
+        if FLOW // 4 == 0:
+            _grid_sync(bar_ptr, base + (lay * NB + ID) * nprog, POLL)
         _stamp(times_ptr, lay * 10 + 7, pid, TIMED)
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
-                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32, wd, wd, PD)
+                 FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32, wd, wd, PD,
+                 flow_ptr, 0, 1, flow_ptr + NKV + OS, (lay + 1) * (FF // DS // GN), FLOW // 4 == 1, bar_ptr + 2, POLL,
+                 NH, NKV, D)
         if lay + 1 < L:
             _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
         else:
             _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
         _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
     wl = _first_block(wlm_ptr, V, H, pid, LN, LK, LS, False, PL)
-    _grid_sync(bar_ptr, base + (L * NB) * nprog, LOAD_POLL)  # the last down-proj -> the final norm
+    _grid_sync(bar_ptr, base + (L * NB) * nprog, POLL)  # the last down-proj -> the final norm
+    if FLOW > 0:  # every waiting unit is past its wait: the next launch counts from 0
+        if pid == 0:
+            for g in range(NKV + OS + DS):
+                tl.store(flow_ptr + g, 0)
     _stamp(times_ptr, L * 10 - 1, pid, TIMED)
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
-             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL)
+             H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL,
+             flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
-def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False) -> dict:
+def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False,
+              programs: int = 1) -> dict:
     """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
-    intermediate FF, NH query and NKV kv heads of D (PersistentLlamaForward.consts)."""
+    intermediate FF, NH query and NKV kv heads of D, launched on `programs` (PersistentLlamaForward.consts).
+    ATT0, with `flow`: the first attention program, past the qkv units where NH programs are left."""
+    qkv_units = -(-(NH + 2 * NKV) * D // c["qkv"][0]) * c["qkv"][2]
+    flow = sum(1 << FLOWS.index(k) for k in c["flow"])
+    att0 = qkv_units if flow & 1 and programs - qkv_units >= NH else 0
+    if c["attn_o"]:  # qkv, (attention + o), gate_up, down
+        ia, io, ig, id_, nb = 1, 1, 2, 3, 4
+    else:  # each barrier `flow` leaves out shifts the later ones down
+        ia = 1 - (flow & 1)
+        io = ia + 1 - (flow >> 1 & 1)
+        ig = io + 1
+        id_ = ig + 1 - (flow >> 2 & 1)
+        nb = id_ + 1
     names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
     tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
     return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
-                F32=interpret, LOAD_POLL=c["poll"] == "load", PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
-                OPRE=bool(c["o_preload"]), NB=4 if c["attn_o"] else 5, SSG=H // (c["attn_o"] or c["o"][0]),
-                EMB=bool(c["embed"]), WIN=bool(c["attn_window"]),
+                F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]], PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
+                OPRE=bool(c["o_preload"]), NB=nb, IA=ia, IO=io, IG=ig, ID=id_, SSG=H // (c["attn_o"] or c["o"][0]),
+                EMB=bool(c["embed"]), WIN=bool(c["attn_window"]), FLOW=flow, ATT0=att0,
+                ROPE_EARLY=bool(c["rope_early"]),
                 **{f"P{p}": k in c["preload"] for k, p in names.items()})
 
 
@@ -311,7 +377,7 @@ def barriers_only_ms(fw: PersistentLlamaForward, n: int, time_graph) -> float:
     bar = torch.zeros(4, device=fw.ws.device, dtype=torch.int64)
 
     def fn():
-        _barriers[(fw.programs,)](bar, n, LOAD_POLL=fw.pconfigs["poll"] == "load", num_warps=fw.pconfigs["warps"])
+        _barriers[(fw.programs,)](bar, n, POLL=fw.consts["POLL"], num_warps=fw.pconfigs["warps"])
     return time_graph(fn)
 
 
@@ -321,6 +387,9 @@ class PersistentLlamaForward(TritonLlamaForward):
     def __init__(self, target: torch.nn.Module, configs: dict | None = None, programs: int | None = None):
         super().__init__(target)
         self.pconfigs = {**DEFAULT, **(configs or {})}
+        if self.pconfigs["poll"] not in POLLS:
+            raise ValueError(f"PersistentLlamaForward: poll {self.pconfigs['poll']!r} is not one of {sorted(POLLS)}; "
+                             "pick one of them")
         ln1, wqkv, wo, ln2, wgu, wd = (torch.stack(ws).contiguous() for ws in zip(*self.weights))
         self.stacked = ln1, wqkv, wo, ln2, wgu, wd
         n = len(self.weights)
@@ -340,9 +409,12 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
         sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
                  (target.model.lm_head.weight.shape[0], "lm_head")]
-        self.consts = constants(self.pconfigs, n, wqkv.shape[2], wd.shape[2], self.n_heads, self.n_kv, self.head_dim,
-                                INTERPRET)
         ao = self.pconfigs["attn_o"]
+        self._check_flow(ao, wd.shape[2])
+        self.consts = constants(self.pconfigs, n, wqkv.shape[2], wd.shape[2], self.n_heads, self.n_kv, self.head_dim,
+                                INTERPRET, self.programs)
+        self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
+                                dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
         ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes] + [self.n_kv * BLOCK_M * wo.shape[1]])
         tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
         tiles = max(tiles, triton.cdiv(wo.shape[1], ao) if ao else 0)
@@ -357,6 +429,21 @@ class PersistentLlamaForward(TritonLlamaForward):
             if kk % (bk * split):
                 raise ValueError(f"PersistentLlamaForward: {k} config {self.pconfigs[k]}: K = {kk} is not a "
                                  "multiple of BLOCK_K * SPLIT; pick another")
+
+    def _check_flow(self, attn_o: int, ffn: int):
+        """Refuse a `flow` these tiles cannot count exactly (each count needs whole tiles or heads)."""
+        c, flow = self.pconfigs, list(self.pconfigs["flow"])
+        bad = [k for k in flow if k not in FLOWS]
+        if bad:
+            raise ValueError(f"PersistentLlamaForward: flow {flow}: {bad} not among {list(FLOWS)}; pick from them")
+        need = [(flow and attn_o, f"attn_o 0 (not {attn_o})"),
+                ("attention" in flow and self.head_dim % c["qkv"][0], f"a qkv BLOCK_N that divides head_dim {self.head_dim}"),
+                ("o" in flow and self.n_heads % c["o"][2], f"an o SPLIT that divides the {self.n_heads} heads"),
+                ("down" in flow and (ffn // c["down"][2]) % c["gate_up"][0],
+                 "a gate_up BLOCK_N that divides the down-proj's K slice")]
+        for failed, what in need:
+            if failed:
+                raise ValueError(f"PersistentLlamaForward: flow {flow} needs {what}; change the tiles or the flow")
 
     def phase_us(self) -> dict:
         """Mean us per layer of each phase (and its barrier) from the last timed call (self.times)."""
@@ -411,7 +498,7 @@ class PersistentLlamaForward(TritonLlamaForward):
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
             t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(
             times_ptr=self.times, TIMED=self.times is not None, tok_ptr=tokens[0],
-            emb_ptr=model.model.embed_tokens.weight, num_warps=c["warps"], num_stages=c["stages"], **self.consts))
+            emb_ptr=model.model.embed_tokens.weight, flow_ptr=self.flow, num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])
             self.resident = resident_per_sm(kernel, dev)

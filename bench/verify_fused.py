@@ -130,6 +130,7 @@ class Bench:
         graphs = GraphedProgram(self.plain, "cuda")
         same = {t: bool(torch.equal(graphs.target_verify(*self.windows[t])[0], self.want[t])) for t in self.ts}
         self.row(name, {t: gpu_floor.verify_replay_ms(graphs, t) for t in self.ts}, same, **extra)
+        return graphs
 
     def triton(self):
         t0 = time.perf_counter()
@@ -168,7 +169,13 @@ class Bench:
         t0 = time.perf_counter()
         fw = triton_persistent.PersistentLlamaForward(self.target, configs)
         self.target.fast_forward = fw
-        self.graphed(name, configs=fw.pconfigs, programs=fw.programs, setup_s=round(time.perf_counter() - t0, 1))
+        graphs = self.graphed(name, configs=fw.pconfigs, programs=fw.programs,
+                              setup_s=round(time.perf_counter() - t0, 1))
+        if self.a.profile:  # every kernel of one T-row verify replay: what runs around the persistent kernel
+            self.res["rows"][name]["graph_kernels"] = {
+                t: gpu_floor.graph_kernels_us(graphs, t) for t in self.ts}
+            print(f"  {name} graph kernels T={self.ts[0]}: {self.res['rows'][name]['graph_kernels'][self.ts[0]]}",
+                  flush=True)
         self.res["rows"][name]["failed_barriers"] = fw.failed_barriers()
         self.res["rows"][name]["kernel"] = fw.kernel_info
         print(f"  {name} kernel: {fw.kernel_info}", flush=True)
@@ -268,6 +275,8 @@ def main() -> int:
     p.add_argument("--retune", action="store_true", help="tune the PDL + prefetch variant again")
     p.add_argument("--persistent", default="[{}]",
                    help="JSON list of triton_persistent config overrides, one row each ([{}]: its DEFAULT)")
+    p.add_argument("--profile", action="store_true",
+                   help="persistent rows: list every kernel of one verify graph replay with its time (torch.profiler)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))

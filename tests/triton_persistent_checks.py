@@ -57,9 +57,13 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"attn_o": 32, "embed": True}, {"attn_o": 64, "o_preload": False},
                                    {"preload": ("qkv", "o", "gate_up", "down", "lm_head")},
-                                   {"preload": ("qkv", "gate_up"), "attn_o": 32}, {"attn_window": False}],
+                                   {"preload": ("qkv", "gate_up"), "attn_o": 32}, {"attn_window": False},
+                                   {"flow": ["attention", "o", "down"], "rope_early": True, "poll": "red"},
+                                   {"flow": ["attention"], "attn_window": False, "poll": "acquire"},
+                                   {"flow": ["o", "down"]}],
                          ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload", "preload-all",
-                              "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache"])
+                              "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache",
+                              "flow-all-rope-early", "flow-attention-window-from-the-cache", "flow-o-down"])
 def test_persistent_forward_equals_fused_forward_fp32(extra):
     """Two windows through each forward after the same prefill: logits, taps and both caches agree,
     with the five phases a layer and with attention + o-proj as one phase (4 units of 32 columns x 2
@@ -81,6 +85,7 @@ def test_persistent_forward_equals_fused_forward_fp32(extra):
         out[kind] = logits, taps, adapter.k_cache_1.clone(), adapter.v_cache_0.clone()
         if kind == "persistent":
             assert fw.failed_barriers() == 0 and int(fw.cnt.abs().sum()) == 0
+            assert int(fw.flow.abs().sum()) == 0  # the flow counts zeroed at the end of each launch
     for got, want in zip(out["persistent"], out["fused"]):
         assert got.shape == want.shape
         assert rel(got, want) < 1e-5  # fp32: summation order only
@@ -98,8 +103,24 @@ def test_persistent_forward_refuses_attn_o_tiles_that_do_not_divide_the_columns(
         tp.PersistentLlamaForward(adapter, {"attn_o": 48})
 
 
-@pytest.mark.parametrize("extra,barriers", [({}, 10), ({"attn_o": 32}, 8), ({"attn_o": 32, "embed": True}, 9)],
-                         ids=["five-a-layer", "attn-o-four-a-layer", "attn-o-plus-the-embedding"])
+def test_persistent_forward_refuses_flow_with_attn_o():
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match="needs attn_o 0 \\(not 32\\)"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["attention"], "attn_o": 32})
+    with pytest.raises(ValueError, match="\\['gate'\\] not among"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["gate"]})
+
+
+def test_persistent_forward_refuses_an_unknown_poll():
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match="poll 'spin' is not one of"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "poll": "spin"})
+
+
+@pytest.mark.parametrize("extra,barriers", [({}, 10), ({"attn_o": 32}, 8), ({"attn_o": 32, "embed": True}, 9),
+                                            ({"flow": ["attention"]}, 8), ({"flow": ["attention", "o", "down"]}, 4)],
+                         ids=["five-a-layer", "attn-o-four-a-layer", "attn-o-plus-the-embedding", "flow-four-a-layer",
+                              "flow-all-two-a-layer"])
 def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers):
     """bench/verify_fused.py times `barriers` grid barriers alone: the tiny target's 2 layers."""
     fw = tp.PersistentLlamaForward(TargetAdapter(_tiny_target(torch.float32), [0, 1], 64), {**TINY, **extra})
