@@ -14,7 +14,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from triton_grid import _wait_count
-from triton_ops import _attend, _attend_state, _dot, _softmax_step, _ss_partial
+from triton_ops import (
+    _attend,
+    _attend_from,
+    _attend_state,
+    _cache_block,
+    _dot,
+    _softmax_step,
+    _ss_partial,
+)
 from triton_splitk import _epilogue
 from triton_verify import _rope
 
@@ -65,7 +73,7 @@ def _store_kv(kc_ptr, vc_ptr, g, S, pos, k, v, tmask, D: tl.constexpr):
 def _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, scale, pid, nprog, flow_ptr, flow_at,
                err_ptr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
                BLOCK_S: tl.constexpr, F32: tl.constexpr, WINDOW: tl.constexpr, FLOW: tl.constexpr,
-               ATT0: tl.constexpr, POLL: tl.constexpr, O_HEADS: tl.constexpr):
+               ATT0: tl.constexpr, POLL: tl.constexpr, O_HEADS: tl.constexpr, KV_EARLY: tl.constexpr):
     """Units = query heads j, from program ATT0 on: rope k of kv head g = j // (NH / NKV), write k, v
     at `positions` (each of g's programs writes the same values), then attend head j's T rows over
     slots <= pos; pos [BLOCK_T], cos and sin [BLOCK_T, D]: _rotary's. WINDOW: the window's own keys
@@ -74,6 +82,8 @@ def _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, sca
     with pos[t'] <= pos[t]. The same keys as the cache read when the positions are consecutive
     (target_verify's window: anchor_pos + arange(C)). FLOW: no grid barrier before this phase; each
     unit first waits for its group's qkv tiles, flow_ptr[g] >= flow_at (triton_grid._wait_count).
+    KV_EARLY (with WINDOW): the cache's first BLOCK_S slots are loaded before the wait (they wait on
+    nothing this layer writes), so their bytes arrive while the qkv tiles are still being stored.
     O_HEADS > 0: each stored head is counted for the o-proj's K slice of O_HEADS heads, flow_ptr[NKV + j // O_HEADS]."""
     dt = o_ptr.dtype.element_ty
     REP: tl.constexpr = NH // NKV
@@ -85,14 +95,27 @@ def _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, sca
     hi = tl.max(pos, axis=0) + 1
     for j in range((pid + nprog - ATT0) % nprog, NH, nprog):
         g = j // REP
+        if KV_EARLY:
+            s = tl.arange(0, BLOCK_S)
+            kt0, vt0 = _cache_block(kc_ptr, vc_ptr, g, S, s, D, True)
         if FLOW:
             _wait_count(flow_ptr + g, flow_at, err_ptr, POLL)
         if WINDOW:
             q = _load_rope(row + j * D, tmask, cos, sin, D)
             k = _load_rope(row + (NH + g) * D, tmask, cos, sin, D)
             v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
-            m_i, l_i, acc = _attend_state(q, kc_ptr, vc_ptr, g, S, pos, tl.load(pos_ptr), scale, BLOCK_T, D,
-                                          BLOCK_S, F32, True)
+            lo = tl.load(pos_ptr)  # the window's first position: the cache is read below it
+            if KV_EARLY:
+                m_i = tl.full([BLOCK_T], -1.0e30, tl.float32)
+                l_i = tl.zeros([BLOCK_T], dtype=tl.float32)
+                acc = tl.zeros([BLOCK_T, D], dtype=tl.float32)
+                valid = (s[None, :] <= pos[:, None]) & (s[None, :] < lo)
+                m_i, l_i, acc = _softmax_step(q, kt0, vt0, valid, m_i, l_i, acc, scale, F32)
+                m_i, l_i, acc = _attend_from(q, kc_ptr, vc_ptr, g, S, pos, BLOCK_S, lo, scale, m_i, l_i, acc, D,
+                                             BLOCK_S, F32, True)
+            else:
+                m_i, l_i, acc = _attend_state(q, kc_ptr, vc_ptr, g, S, pos, lo, scale, BLOCK_T, D, BLOCK_S, F32,
+                                              True)
             window = (t[None, :] < T) & (pos[None, :] <= pos[:, None])  # [BLOCK_T, BLOCK_T]
             m_i, l_i, acc = _softmax_step(q, k, v, window, m_i, l_i, acc, scale, F32)
             out = acc / l_i[:, None]

@@ -38,23 +38,37 @@ def _attend_state(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R: tl.constexpr, D: 
     """Online softmax of q [R, D] over kv head g's cache slots s < hi with s <= rpos (each row's
     position), in blocks of BLOCK_S; returns (max [R], sum [R], acc [R, D]), fp32. CG: read the
     cache through L2 only (.cg: other SMs wrote it, as in triton_persistent)."""
-    d = tl.arange(0, D)
     m_i = tl.full([R], -1.0e30, tl.float32)
     l_i = tl.zeros([R], dtype=tl.float32)
     acc = tl.zeros([R, D], dtype=tl.float32)
-    for s0 in range(0, hi, BLOCK_S):
+    return _attend_from(q, kc_ptr, vc_ptr, g, S, rpos, 0, hi, scale, m_i, l_i, acc, D, BLOCK_S, F32, CG)
+
+
+@triton.jit
+def _attend_from(q, kc_ptr, vc_ptr, g, S, rpos, lo, hi, scale, m_i, l_i, acc, D: tl.constexpr,
+                 BLOCK_S: tl.constexpr, F32: tl.constexpr, CG: tl.constexpr):
+    """_attend_state's loop from slot lo on, continuing the state (m_i [R], l_i [R], acc [R, D])."""
+    for s0 in range(lo, hi, BLOCK_S):
         s = s0 + tl.arange(0, BLOCK_S)
-        kv_at = g * S * D + s[:, None] * D + d[None, :]
-        smask = (s < S)[:, None]
-        if CG:
-            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
-            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
-        else:
-            kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0)
-            vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0)
+        kt, vt = _cache_block(kc_ptr, vc_ptr, g, S, s, D, CG)
         valid = (s[None, :] <= rpos[:, None]) & (s[None, :] < hi)
         m_i, l_i, acc = _softmax_step(q, kt, vt, valid, m_i, l_i, acc, scale, F32)
     return m_i, l_i, acc
+
+
+@triton.jit
+def _cache_block(kc_ptr, vc_ptr, g, S, s, D: tl.constexpr, CG: tl.constexpr):
+    """kv head g's cached k and v at slots s [BLOCK_S] -> [BLOCK_S, D] each (0 past S)."""
+    d = tl.arange(0, D)
+    kv_at = g * S * D + s[:, None] * D + d[None, :]
+    smask = (s < S)[:, None]
+    if CG:
+        kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+        vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0, cache_modifier=".cg")
+    else:
+        kt = tl.load(kc_ptr + kv_at, mask=smask, other=0.0)
+        vt = tl.load(vc_ptr + kv_at, mask=smask, other=0.0)
+    return kt, vt
 
 
 @triton.jit

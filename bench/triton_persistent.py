@@ -11,7 +11,10 @@ program per SM runs every layer: per layer five phases separated by grid-wide ba
   xm    = x + o @ Wo^T
   a     = silu(g) * u, [g | u] = RMSNorm(xm; ln2) @ [Wg | Wu]^T
   x'    = xm + a @ Wd^T
-then logits = RMSNorm(x; norm) @ Wlm^T. Config `attn_o` merges attention and the o-proj into one
+then logits = RMSNorm(x; norm) @ Wlm^T. Config `flow` replaces the barrier before attention (and
+the down-proj, or the o-proj) with counts of the producer tiles a unit needs (bench/triton_grid.py's
+_wait_count); `verify` (PersistentLlamaForward.verify) adds the argmax and the draft's fc, so a
+target_verify is one launch (bench/triton_outputs.py). Config `attn_o` merges attention and the o-proj into one
 phase (bench/triton_attention.py: 4 barriers a layer) and `embed` gathers the embedding and the
 first norm's partials in the kernel (one more barrier, ~5 fewer launches around it). A phase's
 units go round-robin over the programs; a unit with SPLIT > 1 sums its K slice into an fp32 workspace and the last of a tile's SPLIT programs
@@ -35,6 +38,7 @@ import triton.language as tl
 from triton_attention import _attention, _attn_o, _attn_o_weights, _flow_done, _rotary
 from triton_grid import POLLS, _barrier_base, _barriers, _grid_sync, _wait_count
 from triton_ops import _dot, _ss_partial
+from triton_outputs import _argmax_tile, _tap_rows
 from triton_splitk import _epilogue
 from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _prefetch_rows
 
@@ -50,11 +54,15 @@ FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with 
 # the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
 # the window's keys from registers (consecutive positions); flow: attention waits for its kv group's qkv
 # tiles (per-group counts) instead of a grid barrier ("attention"), likewise the o-proj for its K slice's
-# heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary tables read before that wait
+# heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary
+# tables read before that wait; fc: the draft fc's tiles in `verify` (PersistentLlamaForward.verify); fc_early: that fc in the last layer's
+# attention phase, on the programs attention leaves idle (else after the lm_head); kv_early: with
+# attn_window, attention's first cache block loaded before its wait
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
-           "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "load", "prefetch": 0,
-           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": False,
-           "preload": (), "attn_window": True, "flow": (), "rope_early": False}  # the best of the H200 sweeps, sessions 9 and 12 (docs/cuda.md)
+           "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "acquire", "prefetch": 0,
+           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": True, "preload": (), "attn_window": True,
+           "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4), "fc_early": False,
+           "kv_early": False}  # the best of the H200 sweeps, sessions 9, 12 and 13 (docs/cuda.md)
 
 
 @triton.jit
@@ -127,13 +135,17 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
              pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr, wpre, wpre_up, PRE: tl.constexpr,
              flow_ptr, DONE: tl.constexpr, DONE_COLS: tl.constexpr, wait_ptr, wait_at, WAIT: tl.constexpr,
-             err_ptr, POLL: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr):
+             err_ptr, POLL: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr,
+             TAPS: tl.constexpr, A0: tl.constexpr, A1: tl.constexpr, A2: tl.constexpr, am_v, am_i, am_n, ids_ptr,
+             AM: tl.constexpr):
     """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math). PRE: the
     first unit's first K block is wpre (wpre_up) [BLOCK_N, BLOCK_K], loaded before the barrier
     (_first_block); its product is added after the loop (the loop streams the rest at once).
     `flow` (counts in place of grid barriers): DONE 1 counts each stored qkv tile for its kv group
     (_flow_done), DONE 2 for its slice of DONE_COLS columns (a consumer's K slice); WAIT: unit (tile,
-    ks) first waits for wait_ptr[ks] >= wait_at (its K slice's producers, triton_grid._wait_count)."""
+    ks) first waits for wait_ptr[ks] >= wait_at (its K slice's producers, triton_grid._wait_count).
+    `verify` (bench/triton_outputs.py): TAPS = H: x is the taps hs[A0 | A1 | A2] of hs [L + 1, M, H]
+    (the draft's fc); AM > 0: the argmax of each row into ids_ptr (AM: a power of 2 >= the tiles)."""
     dt = out_ptr.dtype.element_ty
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
@@ -160,7 +172,11 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
             k_lo += tl.where(u == pid, BLOCK_K, 0)  # the first unit's first block came before the barrier
         for k0 in range(k_lo, (ks + 1) * k_len, BLOCK_K):
             kk = k0 + rk
-            xt = _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K, NORM, dt)
+            if TAPS > 0:
+                xb, kc = _tap_rows(x_ptr, k0, M, TAPS, A0, A1, A2)
+                xt = _x_block(xb, lnw_ptr, rstd, rm, kk - kc, mmask, TAPS, NORM, dt)
+            else:
+                xt = _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K, NORM, dt)
             wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
             acc += _dot(xt, tl.trans(wt), F32)
             if EPI == 2:
@@ -177,6 +193,8 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
             if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
                 _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
             _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
+            if AM > 0:
+                _argmax_tile(y, omask, rn, tile, tiles, rm, mmask, am_v, am_i, am_n, ids_ptr, BLOCK_M, AM)
         else:
             part = rm[:, None] * NW + rn[None, :]
             tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
@@ -197,6 +215,21 @@ def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss
                 if SS_OUT:
                     _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
                 _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
+                if AM > 0:
+                    _argmax_tile(y, omask, rn, tile, tiles, rm, mmask, am_v, am_i, am_n, ids_ptr, BLOCK_M, AM)
+
+
+@triton.jit
+def _fc(hs_ptr, wfc_ptr, feat_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_ptr, T, FCN, eps, pid, nprog, H: tl.constexpr,
+        NTAP: tl.constexpr, BLOCK_M: tl.constexpr, FN: tl.constexpr, FK: tl.constexpr, FS: tl.constexpr,
+        F32: tl.constexpr, flow_ptr, bar_ptr, POLL: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr,
+        D: tl.constexpr, A0: tl.constexpr, A1: tl.constexpr, A2: tl.constexpr, am_v, am_i, am_n, ids_ptr):
+    """feature [T, FCN] = taps @ wfc^T, taps = hs[A0 | A1 | A2] (never concatenated), `verify`'s fc."""
+    wz = tl.zeros([FN, FK], dtype=wfc_ptr.dtype.element_ty)
+    _product(hs_ptr, wfc_ptr, feat_ptr, feat_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_ptr, ss_ptr, T, FCN, NTAP * H, eps,
+             pid, nprog, 1, False, False, 0, BLOCK_M, FN, FK, FS, F32, wz, wz, False,
+             flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
+             H, A0, A1, A2, am_v, am_i, am_n, ids_ptr, 0)
 
 
 @triton.jit
@@ -227,7 +260,10 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, PQ: tl.constexpr,
              PO: tl.constexpr, PG: tl.constexpr, PD: tl.constexpr, PL: tl.constexpr, WIN: tl.constexpr, times_ptr,
              TIMED: tl.constexpr, flow_ptr, FLOW: tl.constexpr, ATT0: tl.constexpr, ROPE_EARLY: tl.constexpr,
-             IA: tl.constexpr, IO: tl.constexpr, IG: tl.constexpr, ID: tl.constexpr):
+             IA: tl.constexpr, IO: tl.constexpr, IG: tl.constexpr, ID: tl.constexpr, am_v, am_i, am_n, ids_ptr,
+             AM: tl.constexpr, wfc_ptr, feat_ptr, FCN, VERIFY: tl.constexpr, NTAP: tl.constexpr, A0: tl.constexpr,
+             A1: tl.constexpr, A2: tl.constexpr, FN: tl.constexpr, FK: tl.constexpr, FS: tl.constexpr,
+             FC_EARLY: tl.constexpr, KV_EARLY: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
     AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
     layer (4 with AO, else 5); SSG: the o-proj's column tiles (its sum-of-squares partials for gate_up).
@@ -259,7 +295,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _stamp(times_ptr, lay * 10 - 1, pid, TIMED)
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
                  QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32, wq, wq, PQ,
-                 flow_ptr, FLOW % 2, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
+                 flow_ptr, FLOW % 2, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
+                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
         if AO > 0:  # attention + o-proj in one phase: 4 barriers a layer
             if OPRE:
                 wpre = _attn_o_weights(wo_ptr + li * H * (NH * D), pid, H, NH * D, AO, (NH // NKV) * D, NKV)
@@ -288,7 +325,12 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
                        o_ptr, T, S, scale, pid, nprog, flow_ptr, (lay + 1) * ((NH // NKV + 2) * D // QN), bar_ptr + 2,
                        NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN, FLOW % 2 == 1, ATT0, POLL,
-                       (NH // OS) * (FLOW // 2 % 2))
+                       (NH // OS) * (FLOW // 2 % 2), KV_EARLY)
+            if VERIFY and FC_EARLY:  # the last layer's attention window: the fc on the programs it leaves idle
+                if lay == L - 1:
+                    _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP,
+                        BLOCK_M, FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n,
+                        ids_ptr)
             wo = _first_block(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OK, OS, False, PO)
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
             if FLOW // 2 % 2 == 0:
@@ -297,7 +339,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H,
                      NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32, wo, wo, PO,
                      flow_ptr, 0, 1, flow_ptr + NKV, (lay + 1) * (NH // OS), FLOW // 2 % 2 == 1, bar_ptr + 2, POLL,
-                     NH, NKV, D)
+                     NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
             _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
         wg = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, False, PG)
@@ -306,7 +348,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _stamp(times_ptr, lay * 10 + 5, pid, TIMED)
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
                  ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32, wg, wu, PG,
-                 flow_ptr + NKV + OS, 2 * (FLOW // 4), FF // DS, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
+                 flow_ptr + NKV + OS, 2 * (FLOW // 4), FF // DS, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
+                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
         _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
         wd = _first_block(wd_ptr + li * H * FF, H, FF, pid, DN, DK, DS, False, PD)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
@@ -316,7 +359,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
                  FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32, wd, wd, PD,
                  flow_ptr, 0, 1, flow_ptr + NKV + OS, (lay + 1) * (FF // DS // GN), FLOW // 4 == 1, bar_ptr + 2, POLL,
-                 NH, NKV, D)
+                 NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
         if lay + 1 < L:
             _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
         else:
@@ -331,12 +374,16 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     _stamp(times_ptr, L * 10 - 1, pid, TIMED)
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
              H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL,
-             flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D)
+             flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
+             0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, AM * VERIFY)
+    if VERIFY and not FC_EARLY:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
+        _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP, BLOCK_M,
+            FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n, ids_ptr)
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
 def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False,
-              programs: int = 1) -> dict:
+              programs: int = 1, vocab: int = 1) -> dict:
     """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
     intermediate FF, NH query and NKV kv heads of D, launched on `programs` (PersistentLlamaForward.consts).
     ATT0, with `flow`: the first attention program, past the qkv units where NH programs are left."""
@@ -357,7 +404,8 @@ def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, inter
                 F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]], PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
                 OPRE=bool(c["o_preload"]), NB=nb, IA=ia, IO=io, IG=ig, ID=id_, SSG=H // (c["attn_o"] or c["o"][0]),
                 EMB=bool(c["embed"]), WIN=bool(c["attn_window"]), FLOW=flow, ATT0=att0,
-                ROPE_EARLY=bool(c["rope_early"]),
+                ROPE_EARLY=bool(c["rope_early"]), KV_EARLY=bool(c["kv_early"]) and bool(c["attn_window"]), AM=triton.next_power_of_2(-(-vocab // c["lm_head"][0])),
+                FN=c["fc"][0], FK=c["fc"][1], FS=c["fc"][2],
                 **{f"P{p}": k in c["preload"] for k, p in names.items()})
 
 
@@ -412,11 +460,16 @@ class PersistentLlamaForward(TritonLlamaForward):
         ao = self.pconfigs["attn_o"]
         self._check_flow(ao, wd.shape[2])
         self.consts = constants(self.pconfigs, n, wqkv.shape[2], wd.shape[2], self.n_heads, self.n_kv, self.head_dim,
-                                INTERPRET, self.programs)
+                                INTERPRET, self.programs, target.model.lm_head.weight.shape[0])
+        lm_tiles = triton.cdiv(target.model.lm_head.weight.shape[0], self.pconfigs["lm_head"][0])
+        self.am_v = torch.empty(lm_tiles, BLOCK_M, device=dev, dtype=torch.float32)  # `verify`'s argmax partials
+        self.am_i = torch.empty(lm_tiles, BLOCK_M, device=dev, dtype=torch.int32)
+        self.am_n = torch.zeros(1, device=dev, dtype=torch.int32)
         self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
                                 dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
-        ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes] + [self.n_kv * BLOCK_M * wo.shape[1]])
-        tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes)
+        sizes_fc = sizes + [(wqkv.shape[2], "fc")]  # `verify`'s fc: a draft of the target's hidden size
+        ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes_fc] + [self.n_kv * BLOCK_M * wo.shape[1]])
+        tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes_fc)
         tiles = max(tiles, triton.cdiv(wo.shape[1], ao) if ao else 0)
         if ao and wo.shape[1] % ao:
             raise ValueError(f"PersistentLlamaForward: attn_o {ao}: the o-proj's {wo.shape[1]} columns are not a "
@@ -440,7 +493,9 @@ class PersistentLlamaForward(TritonLlamaForward):
                 ("attention" in flow and self.head_dim % c["qkv"][0], f"a qkv BLOCK_N that divides head_dim {self.head_dim}"),
                 ("o" in flow and self.n_heads % c["o"][2], f"an o SPLIT that divides the {self.n_heads} heads"),
                 ("down" in flow and (ffn // c["down"][2]) % c["gate_up"][0],
-                 "a gate_up BLOCK_N that divides the down-proj's K slice")]
+                 "a gate_up BLOCK_N that divides the down-proj's K slice"),
+                (c["fc_early"] and "o" in flow, "fc_early off (the fc and the o-proj would share the split-K "
+                 "workspace with no barrier between them)")]
         for failed, what in need:
             if failed:
                 raise ValueError(f"PersistentLlamaForward: flow {flow} needs {what}; change the tiles or the flow")
@@ -473,6 +528,32 @@ class PersistentLlamaForward(TritonLlamaForward):
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*H]
         if tokens.shape[1] > self.max_rows:
             return self.fallback(tokens, positions)
+        logits, hs, _, _ = self._launch(tokens, positions, None)
+        taps = torch.cat([hs[k] for k in self.target.aux_layer_ids], dim=-1)
+        return logits[None], taps[None]
+
+    def verify(
+        self,
+        tokens: torch.Tensor,  # [1, T] int64
+        positions: torch.Tensor,  # [T] int64
+        fc: torch.Tensor,  # [Hd, n_taps*H] the draft's fc weight (no norm before it)
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # verify_ids [1, T], feature [1, T, Hd]
+        """target_verify's outputs from one launch: the logits' argmax and the draft's fc over the taps
+        computed in the kernel (bench/triton_outputs.py), where the library would launch both after it."""
+        h, (_, fk, fs) = self.stacked[1].shape[2], self.pconfigs["fc"]
+        n_taps = len(self.target.aux_layer_ids)
+        if tokens.shape[1] > self.max_rows or n_taps > 3 or tuple(fc.shape) != (h, n_taps * h):
+            raise ValueError(f"PersistentLlamaForward.verify: {tokens.shape[1]} rows, {n_taps} taps, fc {tuple(fc.shape)}; "
+                             f"it takes <= {self.max_rows} rows, <= 3 taps and an fc of ({h}, {n_taps * h}): call the "
+                             "forward and fuse the taps instead")
+        if h % fk or (n_taps * h) % (fk * fs):
+            raise ValueError(f"PersistentLlamaForward.verify: fc config {self.pconfigs['fc']}: BLOCK_K must divide the "
+                             f"hidden size {h} and BLOCK_K * SPLIT the fc's K = {n_taps * h}; pick another")
+        _, _, ids, feature = self._launch(tokens, positions, fc)
+        return ids[None], feature[None]
+
+    def _launch(self, tokens, positions, fc):  # [1, T], [T], [Hd, n_taps*H] or None
+        """One launch of _forward: (logits [T, V], hs [L + 1, T, H], ids [T] | None, feature [T, Hd] | None)."""
         model = self.target.model
         ln1, wqkv, wo, ln2, wgu, wd = self.stacked
         n, t, h = wqkv.shape[0], tokens.shape[1], wqkv.shape[2]
@@ -493,12 +574,21 @@ class PersistentLlamaForward(TritonLlamaForward):
             ssq = torch.zeros(h // c["down"][0], BLOCK_M, device=dev, dtype=torch.float32)
             ssq[0, :t] = hs[0].float().square().sum(-1)
         ssg = torch.empty(self.consts["SSG"], BLOCK_M, device=dev, dtype=torch.float32)
+        ids = torch.empty(t, device=dev, dtype=torch.int64) if fc is not None else None
+        feature = torch.empty(t, fc.shape[0], device=dev, dtype=dt) if fc is not None else None
+        aux = list(self.target.aux_layer_ids)
+        aux = (aux + aux[-1:] * 3)[:3]
         args = ((
             hs, qkv, o, xm, a, logits, ln1, wqkv, wo, ln2, wgu, wd, model.model.norm.weight, model.lm_head.weight,
             self.cos, self.sin, positions, self.k_stacked, self.v_stacked, self.ws, self.cnt, self.bar, ssq, ssg,
             t, self.k_stacked.shape[2], v, self.eps, self.head_dim**-0.5), dict(
             times_ptr=self.times, TIMED=self.times is not None, tok_ptr=tokens[0],
-            emb_ptr=model.model.embed_tokens.weight, flow_ptr=self.flow, num_warps=c["warps"], num_stages=c["stages"], **self.consts))
+            emb_ptr=model.model.embed_tokens.weight, flow_ptr=self.flow, am_v=self.am_v, am_i=self.am_i,
+            am_n=self.am_n, ids_ptr=ids if fc is not None else self.am_n, wfc_ptr=fc if fc is not None else wd,
+            feat_ptr=feature if fc is not None else xm, FCN=fc.shape[0] if fc is not None else 0,
+            VERIFY=fc is not None, NTAP=len(self.target.aux_layer_ids), A0=aux[0], A1=aux[1], A2=aux[2],
+            FC_EARLY=bool(c["fc_early"]) and max(aux) < n and c["attn_o"] == 0,
+            num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])
             self.resident = resident_per_sm(kernel, dev)
@@ -508,5 +598,4 @@ class PersistentLlamaForward(TritonLlamaForward):
                                  f"{self.resident} fit an SM at once (registers, shared memory): use per_sm <= "
                                  f"{self.resident}")
         _forward[(self.programs,)](*args[0], **args[1])
-        taps = torch.cat([hs[k] for k in self.target.aux_layer_ids], dim=-1)
-        return logits[None], taps[None]
+        return logits, hs, ids, feature

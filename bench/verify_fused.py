@@ -85,7 +85,9 @@ class Bench:
                     "transformers": transformers.__version__, "shape": vars(args) | {"max_seq": self.max_seq},
                     "ts": self.ts, "rows": {}, "errors": {}}
         hf = GraphedProgram(self.plain, "cuda")
-        self.want = {t: hf.target_verify(*self.windows[t])[0].clone() for t in self.ts}
+        out = {t: hf.target_verify(*self.windows[t]) for t in self.ts}
+        self.want = {t: ids.clone() for t, (ids, _) in out.items()}
+        self.want_feature = {t: feature.clone() for t, (_, feature) in out.items()}
         self.row("hf-forward", {t: gpu_floor.verify_replay_ms(hf, t) for t in self.ts}, {t: True for t in self.ts})
 
     def save(self):
@@ -127,9 +129,14 @@ class Bench:
         self.row("matmul-floor-cublas", ms)
 
     def graphed(self, name, **extra):
+        """A row for the program's captured target_verify: replay ms, ids against the HF forward's, and
+        the feature's largest difference from the HF path's (`feature_max_abs`: summation order)."""
         graphs = GraphedProgram(self.plain, "cuda")
-        same = {t: bool(torch.equal(graphs.target_verify(*self.windows[t])[0], self.want[t])) for t in self.ts}
-        self.row(name, {t: gpu_floor.verify_replay_ms(graphs, t) for t in self.ts}, same, **extra)
+        out = {t: graphs.target_verify(*self.windows[t]) for t in self.ts}
+        same = {t: bool(torch.equal(ids, self.want[t])) for t, (ids, _) in out.items()}
+        diff = {t: float((f.float() - self.want_feature[t].float()).abs().max()) for t, (_, f) in out.items()}
+        self.row(name, {t: gpu_floor.verify_replay_ms(graphs, t) for t in self.ts}, same, feature_max_abs=diff,
+                 **extra)
         return graphs
 
     def triton(self):
@@ -165,12 +172,25 @@ class Bench:
                      setup_s=round(time.perf_counter() - t0, 1))
 
     def persistent(self, name, configs):
-        """The whole forward as one persistent kernel (triton_persistent) with these configs."""
+        """The whole forward as one persistent kernel (triton_persistent) with these configs; with
+        "verify": true in them, target_verify is that kernel's one-launch verify (the argmax and the
+        draft's fc inside it: PersistentLlamaForward.verify) in place of forward + argmax + fuse."""
         t0 = time.perf_counter()
+        configs = dict(configs)
+        one_launch = configs.pop("verify", False)
         fw = triton_persistent.PersistentLlamaForward(self.target, configs)
         self.target.fast_forward = fw
-        graphs = self.graphed(name, configs=fw.pconfigs, programs=fw.programs,
-                              setup_s=round(time.perf_counter() - t0, 1))
+        spec, fc = self.plain.module, self.plain.module.draft.fc.weight
+        if one_launch:
+            if spec.draft.input_norm is not None or spec.draft.fc_norm is not None:
+                raise ValueError("verify: the bench draft has a norm before its fc; the kernel's fc has none")
+            spec.target_verify = lambda tokens, positions: fw.verify(tokens, positions, fc)
+        try:
+            graphs = self.graphed(name, configs=fw.pconfigs | {"verify": one_launch}, programs=fw.programs,
+                                  setup_s=round(time.perf_counter() - t0, 1))
+        finally:
+            if one_launch:
+                del spec.target_verify
         if self.a.profile:  # every kernel of one T-row verify replay: what runs around the persistent kernel
             self.res["rows"][name]["graph_kernels"] = {
                 t: gpu_floor.graph_kernels_us(graphs, t) for t in self.ts}
@@ -180,7 +200,10 @@ class Bench:
         self.res["rows"][name]["kernel"] = fw.kernel_info
         print(f"  {name} kernel: {fw.kernel_info}", flush=True)
         fw.times = torch.zeros(10 * len(fw.weights) + 2, device=self.dev, dtype=torch.int64)
-        fw(*self.windows[self.ts[0]])  # one timed call (program 0's clock): where the forward's time goes
+        if one_launch:  # one timed call (program 0's clock): where the forward's time goes
+            fw.verify(*self.windows[self.ts[0]], fc)
+        else:
+            fw(*self.windows[self.ts[0]])
         self.res["rows"][name]["phase_us"] = fw.phase_us()
         print(f"  {name} T={self.ts[0]} phases (us a layer): {fw.phase_us()}", flush=True)
         fw.times = None

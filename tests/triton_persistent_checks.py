@@ -55,15 +55,19 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{}, {"attn_o": 32, "embed": True}, {"attn_o": 64, "o_preload": False},
+@pytest.mark.parametrize("extra", [{"flow": (), "embed": False, "rope_early": False, "poll": "load"},
+                                   {"attn_o": 32, "embed": True, "flow": ()},
+                                   {"attn_o": 64, "o_preload": False, "flow": ()},
                                    {"preload": ("qkv", "o", "gate_up", "down", "lm_head")},
-                                   {"preload": ("qkv", "gate_up"), "attn_o": 32}, {"attn_window": False},
+                                   {"preload": ("qkv", "gate_up"), "attn_o": 32, "flow": ()}, {"attn_window": False},
                                    {"flow": ["attention", "o", "down"], "rope_early": True, "poll": "red"},
                                    {"flow": ["attention"], "attn_window": False, "poll": "acquire"},
-                                   {"flow": ["o", "down"]}],
+                                   {"flow": ["o", "down"]}, {"flow": ["attention"], "kv_early": True, "attn_block": 4},
+                                   {}],
                          ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload", "preload-all",
                               "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache",
-                              "flow-all-rope-early", "flow-attention-window-from-the-cache", "flow-o-down"])
+                              "flow-all-rope-early", "flow-attention-window-from-the-cache", "flow-o-down",
+                              "kv-early-first-block-then-the-loop", "default"])
 def test_persistent_forward_equals_fused_forward_fp32(extra):
     """Two windows through each forward after the same prefill: logits, taps and both caches agree,
     with the five phases a layer and with attention + o-proj as one phase (4 units of 32 columns x 2
@@ -94,13 +98,13 @@ def test_persistent_forward_equals_fused_forward_fp32(extra):
 def test_persistent_forward_refuses_a_config_that_does_not_tile_k():
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match="not a multiple of BLOCK_K \\* SPLIT"):
-        tp.PersistentLlamaForward(adapter, {"down": (16, 256, 4)})
+        tp.PersistentLlamaForward(adapter, {"down": (16, 256, 4), "flow": ()})
 
 
 def test_persistent_forward_refuses_attn_o_tiles_that_do_not_divide_the_columns():
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match="attn_o 48: the o-proj's 128 columns"):
-        tp.PersistentLlamaForward(adapter, {"attn_o": 48})
+        tp.PersistentLlamaForward(adapter, {"attn_o": 48, "flow": ()})
 
 
 def test_persistent_forward_refuses_flow_with_attn_o():
@@ -109,6 +113,8 @@ def test_persistent_forward_refuses_flow_with_attn_o():
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["attention"], "attn_o": 32})
     with pytest.raises(ValueError, match="\\['gate'\\] not among"):
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["gate"]})
+    with pytest.raises(ValueError, match="needs fc_early off"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["o"], "fc_early": True})
 
 
 def test_persistent_forward_refuses_an_unknown_poll():
@@ -117,11 +123,37 @@ def test_persistent_forward_refuses_an_unknown_poll():
         tp.PersistentLlamaForward(adapter, {**TINY, "poll": "spin"})
 
 
-@pytest.mark.parametrize("extra,barriers", [({}, 10), ({"attn_o": 32}, 8), ({"attn_o": 32, "embed": True}, 9),
-                                            ({"flow": ["attention"]}, 8), ({"flow": ["attention", "o", "down"]}, 4)],
+@pytest.mark.parametrize("extra,barriers", [({"flow": (), "embed": False}, 10),
+                                            ({"attn_o": 32, "flow": (), "embed": False}, 8),
+                                            ({"attn_o": 32, "flow": ()}, 9),
+                                            ({"flow": ["attention"], "embed": False}, 8),
+                                            ({"flow": ["attention", "o", "down"], "embed": False}, 4), ({}, 7)],
                          ids=["five-a-layer", "attn-o-four-a-layer", "attn-o-plus-the-embedding", "flow-four-a-layer",
-                              "flow-all-two-a-layer"])
+                              "flow-all-two-a-layer", "default-three-a-layer-plus-the-embedding"])
 def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers):
     """bench/verify_fused.py times `barriers` grid barriers alone: the tiny target's 2 layers."""
     fw = tp.PersistentLlamaForward(TargetAdapter(_tiny_target(torch.float32), [0, 1], 64), {**TINY, **extra})
     assert fw.barriers == barriers
+
+
+@pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"]},
+                                   {"flow": ["attention"], "fc_early": True}, {}],
+                         ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default"])
+def test_persistent_verify_returns_the_argmax_and_the_fc_of_the_taps(extra):
+    """`verify`: the ids and the draft's fc over the taps from the one launch equal the forward's
+    logits.argmax and fc(cat(taps)), for a T = 5 window then T = 1 (the argmax count reset between)."""
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    g = torch.Generator().manual_seed(2)
+    fc = torch.randn(128, 256, generator=g) / 16  # [H, n_taps * H]
+    with torch.no_grad():
+        adapter(torch.randint(0, 96, (1, 9), generator=g), torch.arange(9))
+        fw = tp.PersistentLlamaForward(adapter, {**TINY, "fc": (16, 32, 2), **extra})
+        for tokens, positions in ((torch.randint(0, 96, (1, 5), generator=g), torch.arange(9, 14)),
+                                  (torch.randint(0, 96, (1, 1), generator=g), torch.arange(14, 15))):
+            logits, taps = fw(tokens, positions)  # verify rewrites the same k, v at the same slots
+            ids, feature = fw.verify(tokens, positions, fc)
+            assert ids.shape == tokens.shape and torch.equal(ids, logits.argmax(-1))
+            assert rel(feature, taps @ fc.T) < 1e-5  # fp32: summation order only
+            assert int(fw.am_n.item()) == 0
+    with pytest.raises(ValueError, match="an fc of \\(128, 256\\)"):
+        fw.verify(tokens, positions, fc[:, :128])
