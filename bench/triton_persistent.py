@@ -35,48 +35,13 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton_attention import _attention, _attn_o, _attn_o_weights, _flow_done, _rotary
-from triton_grid import POLLS, _barrier_base, _barriers, _grid_sync, _wait_count
-from triton_ops import _dot, _ss_partial
-from triton_outputs import _argmax_tile, _tap_rows
-from triton_splitk import _epilogue
-from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward, _prefetch_rows
+from persistent_config import DEFAULT, check_config, constants, resident_per_sm
+from triton_attention import _attention, _attn_o, _attn_o_weights, _rotary
+from triton_grid import _barrier_base, _barriers, _grid_sync
+from triton_product import _first_block, _prefetch, _product
+from triton_verify import BLOCK_M, INTERPRET, TritonLlamaForward
 
-FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with counts (FLOW's bits)
-
-# per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
-# per SM (refused where fewer fit); poll: the barrier's wait, "atomic", "load" or "acquire" (triton_grid.POLLS);
-# prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of this program's
-# first unit of the next product (0: none); attn_block: cache slots per attention step;
-# attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
-# o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel;
-# preload: the products ("qkv", "o", "gate_up", "down", "lm_head") whose first K block is loaded before
-# the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
-# the window's keys from registers (consecutive positions); flow: attention waits for its kv group's qkv
-# tiles (per-group counts) instead of a grid barrier ("attention"), likewise the o-proj for its K slice's
-# heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary
-# tables read before that wait; fc: the draft fc's tiles in `verify` (PersistentLlamaForward.verify); fc_early: that fc in the last layer's
-# attention phase, on the programs attention leaves idle (else after the lm_head); kv_early: with
-# attn_window, attention's first cache block loaded before its wait
-DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
-           "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "acquire", "prefetch": 0,
-           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": True, "preload": (), "attn_window": True,
-           "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4), "fc_early": False,
-           "kv_early": False}  # the best of the H200 sweeps, sessions 9, 12 and 13 (docs/cuda.md)
-
-
-@triton.jit
-def _prefetch(w_ptr, N, K, pid, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EPI: tl.constexpr, COLS: tl.constexpr):
-    """L2 prefetch of the first COLS K columns of this program's first unit's weight rows (a hint)."""
-    if COLS > 0:
-        tiles = tl.cdiv(N, BLOCK_N)
-        if pid < tiles * SPLIT:
-            tile, ks = pid % tiles, pid // tiles
-            rn = tl.minimum(tile * BLOCK_N + tl.arange(0, BLOCK_N), N - 1).to(tl.int64)
-            cols = tl.minimum(K // SPLIT, COLS)
-            _prefetch_rows(w_ptr + rn * K + ks * (K // SPLIT), cols * 2, BLOCK_N)
-            if EPI == 2:
-                _prefetch_rows(w_ptr + (N + rn) * K + ks * (K // SPLIT), cols * 2, BLOCK_N)
+__all__ = ["DEFAULT", "PersistentLlamaForward", "barriers_only_ms", "constants"]
 
 
 @triton.jit
@@ -87,136 +52,6 @@ def _stamp(times_ptr, i, pid, TIMED: tl.constexpr):
             now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer; // $1", "=l,r", [pid], dtype=tl.int64,
                                             is_pure=False, pack=1)
             tl.store(times_ptr + i, now)
-
-
-@triton.jit
-def _first_block(w_ptr, N, K: tl.constexpr, pid, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-                 UP: tl.constexpr, PRE: tl.constexpr):
-    """This program's first unit's first K block of w [BLOCK_N, BLOCK_K] (UP: the rows N + n, SwiGLU's up),
-    loaded before the barrier that precedes the product (weights depend on nothing); zeros unless PRE."""
-    if PRE:
-        tiles = tl.cdiv(N, BLOCK_N)
-        rn = (pid % tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
-        kk = (pid // tiles) * (K // SPLIT) + tl.arange(0, BLOCK_K)
-        if UP:
-            rn = rn + N
-        wmask = (rn < tl.where(pid < tiles * SPLIT, N * (1 + UP), 0))[:, None]  # no unit: nothing loaded
-        return tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=wmask, other=0.0)
-    else:
-        return tl.zeros([BLOCK_N, BLOCK_K], dtype=w_ptr.dtype.element_ty)
-
-
-@triton.jit
-def _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K: tl.constexpr, NORM: tl.constexpr, dt: tl.constexpr):
-    """x[:, kk] [BLOCK_M, BLOCK_K] read through L2 (another SM wrote it); NORM: weight * (x * rstd).to(bf16),
-    rounded as HF."""
-    xt = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None], other=0.0, cache_modifier=".cg")
-    if NORM:
-        xn = (xt.to(tl.float32) * rstd[:, None]).to(dt)
-        lw = tl.load(lnw_ptr + kk)
-        xt = (lw.to(tl.float32)[None, :] * xn.to(tl.float32)).to(dt)
-    return xt
-
-
-@triton.jit
-def _count_tile(flow_ptr, c, DONE: tl.constexpr, DONE_COLS: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr,
-                D: tl.constexpr):
-    """The tile from column c is stored: count it (DONE 1: for its kv group, _flow_done; 2: for its
-    slice of DONE_COLS columns), released after every thread's stores. DONE 0: nothing."""
-    if DONE == 1:
-        _flow_done(flow_ptr, c, NH, NKV, D)
-    elif DONE == 2:
-        tl.debug_barrier()
-        tl.atomic_add(flow_ptr + c // DONE_COLS, 1, sem="release")
-
-
-@triton.jit
-def _product(x_ptr, w_ptr, out_ptr, res_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_in, ss_out, M, N, K: tl.constexpr, eps,
-             pid, nprog, SS_SLOTS: tl.constexpr, SS_OUT: tl.constexpr, NORM: tl.constexpr, EPI: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, F32: tl.constexpr, wpre, wpre_up, PRE: tl.constexpr,
-             flow_ptr, DONE: tl.constexpr, DONE_COLS: tl.constexpr, wait_ptr, wait_at, WAIT: tl.constexpr,
-             err_ptr, POLL: tl.constexpr, NH: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr,
-             TAPS: tl.constexpr, A0: tl.constexpr, A1: tl.constexpr, A2: tl.constexpr, am_v, am_i, am_n, ids_ptr,
-             AM: tl.constexpr):
-    """out[M, N] = epi(prologue(x) @ w^T) over this program's units (triton_splitk's math). PRE: the
-    first unit's first K block is wpre (wpre_up) [BLOCK_N, BLOCK_K], loaded before the barrier
-    (_first_block); its product is added after the loop (the loop streams the rest at once).
-    `flow` (counts in place of grid barriers): DONE 1 counts each stored qkv tile for its kv group
-    (_flow_done), DONE 2 for its slice of DONE_COLS columns (a consumer's K slice); WAIT: unit (tile,
-    ks) first waits for wait_ptr[ks] >= wait_at (its K slice's producers, triton_grid._wait_count).
-    `verify` (bench/triton_outputs.py): TAPS = H: x is the taps hs[A0 | A1 | A2] of hs [L + 1, M, H]
-    (the draft's fc); AM > 0: the argmax of each row into ids_ptr (AM: a power of 2 >= the tiles)."""
-    dt = out_ptr.dtype.element_ty
-    rm = tl.arange(0, BLOCK_M)
-    rk = tl.arange(0, BLOCK_K)
-    mmask = rm < M
-    rstd = tl.zeros([BLOCK_M], dtype=tl.float32)
-    if NORM:  # LlamaRMSNorm: the row's sum of squares from its producer's per-tile partials
-        slots = tl.arange(0, SS_SLOTS)
-        ss = tl.sum(tl.load(ss_in + slots[:, None] * BLOCK_M + rm[None, :], cache_modifier=".cg"), axis=0)
-        rstd = tl.rsqrt(ss / K + eps)
-    tiles = tl.cdiv(N, BLOCK_N)
-    k_len = K // SPLIT
-    NW = N * 2 if EPI == 2 else N
-    for u in range(pid, tiles * SPLIT, nprog):
-        tile, ks = u % tiles, u // tiles
-        rn = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        nmask = rn < N
-        omask = mmask[:, None] & nmask[None, :]
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        if WAIT:
-            _wait_count(wait_ptr + ks, wait_at, err_ptr, POLL)
-        k_lo = ks * k_len
-        if PRE:
-            k_lo += tl.where(u == pid, BLOCK_K, 0)  # the first unit's first block came before the barrier
-        for k0 in range(k_lo, (ks + 1) * k_len, BLOCK_K):
-            kk = k0 + rk
-            if TAPS > 0:
-                xb, kc = _tap_rows(x_ptr, k0, M, TAPS, A0, A1, A2)
-                xt = _x_block(xb, lnw_ptr, rstd, rm, kk - kc, mmask, TAPS, NORM, dt)
-            else:
-                xt = _x_block(x_ptr, lnw_ptr, rstd, rm, kk, mmask, K, NORM, dt)
-            wt = tl.load(w_ptr + rn[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
-            acc += _dot(xt, tl.trans(wt), F32)
-            if EPI == 2:
-                wu = tl.load(w_ptr + (N + rn)[:, None] * K + kk[None, :], mask=nmask[:, None], other=0.0)
-                acc_up += _dot(xt, tl.trans(wu), F32)
-        if PRE:
-            if u == pid:
-                xt = _x_block(x_ptr, lnw_ptr, rstd, rm, ks * k_len + rk, mmask, K, NORM, dt)
-                acc += _dot(xt, tl.trans(wpre), F32)
-                if EPI == 2:
-                    acc_up += _dot(xt, tl.trans(wpre_up), F32)
-        if SPLIT == 1:
-            y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
-            if SS_OUT:  # this tile's partial sum of squares of the stored (bf16) rows, for the next norm
-                _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
-            _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
-            if AM > 0:
-                _argmax_tile(y, omask, rn, tile, tiles, rm, mmask, am_v, am_i, am_n, ids_ptr, BLOCK_M, AM)
-        else:
-            part = rm[:, None] * NW + rn[None, :]
-            tl.store(ws_ptr + ks * BLOCK_M * NW + part, acc, mask=omask)
-            if EPI == 2:
-                tl.store(ws_ptr + ks * BLOCK_M * NW + part + N, acc_up, mask=omask)
-            tl.debug_barrier()
-            arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
-            if arrived == SPLIT - 1:  # the tile's last split: reduce in split order, then the epilogue
-                acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-                acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-                for s in tl.static_range(SPLIT):
-                    acc += tl.load(ws_ptr + s * BLOCK_M * NW + part, mask=omask, other=0.0, cache_modifier=".cg")
-                    if EPI == 2:
-                        acc_up += tl.load(ws_ptr + s * BLOCK_M * NW + part + N, mask=omask, other=0.0,
-                                          cache_modifier=".cg")
-                tl.store(cnt_ptr + tile, 0)
-                y = _epilogue(acc, acc_up, out_ptr, res_ptr, rm, rn, N, omask, EPI)
-                if SS_OUT:
-                    _ss_partial(y, omask, ss_out, tile, rm, BLOCK_M)
-                _count_tile(flow_ptr, tile * BLOCK_N, DONE, DONE_COLS, NH, NKV, D)
-                if AM > 0:
-                    _argmax_tile(y, omask, rn, tile, tiles, rm, mmask, am_v, am_i, am_n, ids_ptr, BLOCK_M, AM)
 
 
 @triton.jit
@@ -382,44 +217,6 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     _stamp(times_ptr, 10 * L, pid, TIMED)
 
 
-def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False,
-              programs: int = 1, vocab: int = 1) -> dict:
-    """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
-    intermediate FF, NH query and NKV kv heads of D, launched on `programs` (PersistentLlamaForward.consts).
-    ATT0, with `flow`: the first attention program, past the qkv units where NH programs are left."""
-    qkv_units = -(-(NH + 2 * NKV) * D // c["qkv"][0]) * c["qkv"][2]
-    flow = sum(1 << FLOWS.index(k) for k in c["flow"])
-    att0 = qkv_units if flow & 1 and programs - qkv_units >= NH else 0
-    if c["attn_o"]:  # qkv, (attention + o), gate_up, down
-        ia, io, ig, id_, nb = 1, 1, 2, 3, 4
-    else:  # each barrier `flow` leaves out shifts the later ones down
-        ia = 1 - (flow & 1)
-        io = ia + 1 - (flow >> 1 & 1)
-        ig = io + 1
-        id_ = ig + 1 - (flow >> 2 & 1)
-        nb = id_ + 1
-    names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
-    tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
-    return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
-                F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]], PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
-                OPRE=bool(c["o_preload"]), NB=nb, IA=ia, IO=io, IG=ig, ID=id_, SSG=H // (c["attn_o"] or c["o"][0]),
-                EMB=bool(c["embed"]), WIN=bool(c["attn_window"]), FLOW=flow, ATT0=att0,
-                ROPE_EARLY=bool(c["rope_early"]), KV_EARLY=bool(c["kv_early"]) and bool(c["attn_window"]), AM=triton.next_power_of_2(-(-vocab // c["lm_head"][0])),
-                FN=c["fc"][0], FK=c["fc"][1], FS=c["fc"][2],
-                **{f"P{p}": k in c["preload"] for k, p in names.items()})
-
-
-def resident_per_sm(kernel, device: torch.device) -> int:
-    """Programs of a compiled kernel one SM holds at once (registers, shared memory, warps)."""
-    kernel._init_handles()  # loads the binary: sets n_regs
-    props = torch.cuda.get_device_properties(device)
-    threads = kernel.metadata.num_warps * 32
-    regs = getattr(props, "regs_per_multiprocessor", 65536) // max(1, kernel.n_regs * threads)
-    smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // max(1, kernel.metadata.shared + 1024)
-    warps = getattr(props, "max_threads_per_multi_processor", 2048) // threads
-    return max(0, min(regs, smem, warps))
-
-
 def barriers_only_ms(fw: PersistentLlamaForward, n: int, time_graph) -> float:
     """Median ms of one launch of fw's grid doing n grid barriers and nothing else (a CUDA graph)."""
     bar = torch.zeros(4, device=fw.ws.device, dtype=torch.int64)
@@ -435,9 +232,10 @@ class PersistentLlamaForward(TritonLlamaForward):
     def __init__(self, target: torch.nn.Module, configs: dict | None = None, programs: int | None = None):
         super().__init__(target)
         self.pconfigs = {**DEFAULT, **(configs or {})}
-        if self.pconfigs["poll"] not in POLLS:
-            raise ValueError(f"PersistentLlamaForward: poll {self.pconfigs['poll']!r} is not one of {sorted(POLLS)}; "
-                             "pick one of them")
+        cfg = target.model.config.get_text_config(decoder=True)
+        qkv_rows, ffn = self.weights[0][1].shape[0], self.weights[0][5].shape[1]
+        self.n_kv, self.head_dim = cfg.num_key_value_heads, qkv_rows // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
+        check_config(self.pconfigs, self.head_dim, self.n_heads, ffn)  # before the target's caches are rebound
         ln1, wqkv, wo, ln2, wgu, wd = (torch.stack(ws).contiguous() for ws in zip(*self.weights))
         self.stacked = ln1, wqkv, wo, ln2, wgu, wd
         n = len(self.weights)
@@ -453,12 +251,9 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.resident: int | None = None  # programs per SM the compiled kernel allows (first call)
         self.kernel_info: dict = {}  # the compiled kernel's registers a thread, spills, shared memory (first call)
         self.times: torch.Tensor | None = None  # set to int64 [10 L + 2] to record phase ends (`phase_us`)
-        cfg = target.model.config.get_text_config(decoder=True)
-        self.n_kv, self.head_dim = cfg.num_key_value_heads, wqkv.shape[1] // (cfg.num_attention_heads + 2 * cfg.num_key_value_heads)
         sizes = [(wqkv.shape[1], "qkv"), (wo.shape[1], "o"), (wgu.shape[1], "gate_up"), (wd.shape[1], "down"),
                  (target.model.lm_head.weight.shape[0], "lm_head")]
         ao = self.pconfigs["attn_o"]
-        self._check_flow(ao, wd.shape[2])
         self.consts = constants(self.pconfigs, n, wqkv.shape[2], wd.shape[2], self.n_heads, self.n_kv, self.head_dim,
                                 INTERPRET, self.programs, target.model.lm_head.weight.shape[0])
         lm_tiles = triton.cdiv(target.model.lm_head.weight.shape[0], self.pconfigs["lm_head"][0])
@@ -482,23 +277,6 @@ class PersistentLlamaForward(TritonLlamaForward):
             if kk % (bk * split):
                 raise ValueError(f"PersistentLlamaForward: {k} config {self.pconfigs[k]}: K = {kk} is not a "
                                  "multiple of BLOCK_K * SPLIT; pick another")
-
-    def _check_flow(self, attn_o: int, ffn: int):
-        """Refuse a `flow` these tiles cannot count exactly (each count needs whole tiles or heads)."""
-        c, flow = self.pconfigs, list(self.pconfigs["flow"])
-        bad = [k for k in flow if k not in FLOWS]
-        if bad:
-            raise ValueError(f"PersistentLlamaForward: flow {flow}: {bad} not among {list(FLOWS)}; pick from them")
-        need = [(flow and attn_o, f"attn_o 0 (not {attn_o})"),
-                ("attention" in flow and self.head_dim % c["qkv"][0], f"a qkv BLOCK_N that divides head_dim {self.head_dim}"),
-                ("o" in flow and self.n_heads % c["o"][2], f"an o SPLIT that divides the {self.n_heads} heads"),
-                ("down" in flow and (ffn // c["down"][2]) % c["gate_up"][0],
-                 "a gate_up BLOCK_N that divides the down-proj's K slice"),
-                (c["fc_early"] and "o" in flow, "fc_early off (the fc and the o-proj would share the split-K "
-                 "workspace with no barrier between them)")]
-        for failed, what in need:
-            if failed:
-                raise ValueError(f"PersistentLlamaForward: flow {flow} needs {what}; change the tiles or the flow")
 
     def phase_us(self) -> dict:
         """Mean us per layer of each phase (and its barrier) from the last timed call (self.times)."""

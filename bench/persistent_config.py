@@ -1,0 +1,93 @@
+"""The configuration of bench/triton_persistent.py's one-kernel verify forward: DEFAULT (every
+knob, the best of the H200 sweeps), the refusals of configs the kernel cannot run exactly, and
+constants(): the kernel's constexpr arguments for a config on a target. Bench-only.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton_grid import POLLS
+from triton_verify import BLOCK_M
+
+FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with counts (FLOW's bits)
+
+# per product (BLOCK_N, BLOCK_K, SPLIT); num_warps / num_stages are one per kernel; per_sm: programs
+# per SM (refused where fewer fit); poll: the barrier's wait, "atomic", "load" or "acquire" (triton_grid.POLLS);
+# prefetch: before each barrier, bulk-prefetch into L2 the first `prefetch` K columns of this program's
+# first unit of the next product (0: none); attn_block: cache slots per attention step;
+# attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
+# o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel;
+# preload: the products ("qkv", "o", "gate_up", "down", "lm_head") whose first K block is loaded before
+# the barrier ahead of them; attn_window: attention reads the cache only below positions[0] and takes
+# the window's keys from registers (consecutive positions); flow: attention waits for its kv group's qkv
+# tiles (per-group counts) instead of a grid barrier ("attention"), likewise the o-proj for its K slice's
+# heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary
+# tables read before that wait; fc: the draft fc's tiles in `verify` (PersistentLlamaForward.verify);
+# fc_early: that fc in the last layer's attention phase, on the programs attention leaves idle (else after
+# the lm_head); kv_early: with attn_window, attention's first cache block loaded before its wait
+DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
+           "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "acquire", "prefetch": 0,
+           "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": True, "preload": (), "attn_window": True,
+           "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4), "fc_early": False,
+           "kv_early": False}  # the best of the H200 sweeps, sessions 9, 12 and 13 (docs/cuda.md)
+
+
+def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
+    """Refuse a config (DEFAULT's keys) the kernel cannot run exactly on a target of head_dim, n_heads
+    and intermediate size ffn: an unknown poll, or a `flow` whose counts would need partial tiles or
+    heads, or one that would share the split-K workspace with no barrier."""
+    if c["poll"] not in POLLS:
+        raise ValueError(f"PersistentLlamaForward: poll {c['poll']!r} is not one of {sorted(POLLS)}; pick one of them")
+    flow, attn_o = list(c["flow"]), c["attn_o"]
+    bad = [k for k in flow if k not in FLOWS]
+    if bad:
+        raise ValueError(f"PersistentLlamaForward: flow {flow}: {bad} not among {list(FLOWS)}; pick from them")
+    need = [(flow and attn_o, f"attn_o 0 (not {attn_o})"),
+            ("attention" in flow and head_dim % c["qkv"][0], f"a qkv BLOCK_N that divides head_dim {head_dim}"),
+            ("o" in flow and n_heads % c["o"][2], f"an o SPLIT that divides the {n_heads} heads"),
+            ("down" in flow and (ffn // c["down"][2]) % c["gate_up"][0],
+             "a gate_up BLOCK_N that divides the down-proj's K slice"),
+            (c["fc_early"] and "o" in flow, "fc_early off (the fc and the o-proj would share the split-K "
+             "workspace with no barrier between them)")]
+    for failed, what in need:
+        if failed:
+            raise ValueError(f"PersistentLlamaForward: flow {flow} needs {what}; change the tiles or the flow")
+
+
+def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, interpret: bool = False,
+              programs: int = 1, vocab: int = 1) -> dict:
+    """_forward's constexpr arguments for config c (DEFAULT's keys) on a target of L layers, hidden H,
+    intermediate FF, NH query and NKV kv heads of D, launched on `programs` (PersistentLlamaForward.consts).
+    ATT0, with `flow`: the first attention program, past the qkv units where NH programs are left."""
+    qkv_units = -(-(NH + 2 * NKV) * D // c["qkv"][0]) * c["qkv"][2]
+    flow = sum(1 << FLOWS.index(k) for k in c["flow"])
+    att0 = qkv_units if flow & 1 and programs - qkv_units >= NH else 0
+    if c["attn_o"]:  # qkv, (attention + o), gate_up, down
+        ia, io, ig, id_, nb = 1, 1, 2, 3, 4
+    else:  # each barrier `flow` leaves out shifts the later ones down
+        ia = 1 - (flow & 1)
+        io = ia + 1 - (flow >> 1 & 1)
+        ig = io + 1
+        id_ = ig + 1 - (flow >> 2 & 1)
+        nb = id_ + 1
+    names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
+    tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
+    return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
+                F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]], PF=0 if interpret else c["prefetch"], AO=c["attn_o"],
+                OPRE=bool(c["o_preload"]), NB=nb, IA=ia, IO=io, IG=ig, ID=id_, SSG=H // (c["attn_o"] or c["o"][0]),
+                EMB=bool(c["embed"]), WIN=bool(c["attn_window"]), FLOW=flow, ATT0=att0,
+                ROPE_EARLY=bool(c["rope_early"]), KV_EARLY=bool(c["kv_early"]) and bool(c["attn_window"]), AM=triton.next_power_of_2(-(-vocab // c["lm_head"][0])),
+                FN=c["fc"][0], FK=c["fc"][1], FS=c["fc"][2],
+                **{f"P{p}": k in c["preload"] for k, p in names.items()})
+
+
+def resident_per_sm(kernel, device: torch.device) -> int:
+    """Programs of a compiled kernel one SM holds at once (registers, shared memory, warps)."""
+    kernel._init_handles()  # loads the binary: sets n_regs
+    props = torch.cuda.get_device_properties(device)
+    threads = kernel.metadata.num_warps * 32
+    regs = getattr(props, "regs_per_multiprocessor", 65536) // max(1, kernel.n_regs * threads)
+    smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // max(1, kernel.metadata.shared + 1024)
+    warps = getattr(props, "max_threads_per_multi_processor", 2048) // threads
+    return max(0, min(regs, smem, warps))
