@@ -25,12 +25,13 @@ FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with 
 # heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary
 # tables read before that wait; fc: the draft fc's tiles in `verify` (PersistentLlamaForward.verify);
 # fc_early: that fc in the last layer's attention phase, on the programs attention leaves idle (else after
-# the lm_head); kv_early: with attn_window, attention's first cache block loaded before its wait
+# the lm_head); kv_early: with attn_window, attention's first cache block loaded before its wait;
+# fc_spread: the fc's units spread over the attention phases of that many last layers (fc_schedule)
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
            "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "acquire", "prefetch": 0,
            "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": True, "preload": (), "attn_window": True,
            "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4), "fc_early": False,
-           "kv_early": False}  # the best of the H200 sweeps, sessions 9, 12 and 13 (docs/cuda.md)
+           "kv_early": False, "fc_spread": 0}  # the best of the H200 sweeps, sessions 9, 12 and 13 (docs/cuda.md)
 
 
 def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
@@ -91,3 +92,33 @@ def resident_per_sm(kernel, device: torch.device) -> int:
     smem = getattr(props, "shared_memory_per_multiprocessor", 233472) // max(1, kernel.metadata.shared + 1024)
     warps = getattr(props, "max_threads_per_multi_processor", 2048) // threads
     return max(0, min(regs, smem, warps))
+
+
+def fc_schedule(c: dict, L: int, aux: list[int], fc_rows: int, att0: int) -> dict:
+    """_forward's FC_SPREAD, FC_PER, FC_W for config c's `fc_spread` on L layers with taps hs[a], a in
+    aux, and an fc of fc_rows rows (0: no fc in this launch). The fc's units, ks-major (unit u = tile
+    + tiles * ks, K slice ks of the taps' concatenation), go FC_PER a layer to the last fc_spread
+    layers' attention phases; a unit runs only once its tap is stored: hs[a] is layer a - 1's output,
+    so unit u at layer L - fc_spread + u // FC_PER needs a <= that layer. Worked example, the bench
+    target (L 16, aux 2, 8, 13, fc (64, 256, 12): 32 tiles x 12 = 384 units, 4 K slices a tap) with
+    fc_spread 4: FC_PER 96; unit 256, the first of tap 2 (hs[13]), runs at layer 12 + 256 // 96 = 14 >= 13."""
+    spread = c["fc_spread"]
+    if not spread or not fc_rows:
+        return dict(FC_SPREAD=0, FC_PER=1, FC_W=0)
+    fn, _, fs = c["fc"]
+    tiles = -(-fc_rows // fn)
+    units = tiles * fs
+    per = -(-units // spread)
+    problem = None
+    if spread > L or fs % len(aux):
+        problem = f"the fc SPLIT {fs} must be a multiple of the {len(aux)} taps and fc_spread at most {L}"
+    else:
+        for u in range(units):
+            tap, layer = (u // tiles) // (fs // len(aux)), L - spread + u // per
+            if aux[tap] > layer:
+                problem = f"unit {u} reads hs[{aux[tap]}], stored only at layer {aux[tap]}, but would run at layer {layer}"
+                break
+    if problem:
+        raise ValueError(f"PersistentLlamaForward: fc_spread {spread} with fc {tuple(c['fc'])} over taps {aux} on "
+                         f"{L} layers: {problem}; spread over fewer layers or change the fc SPLIT")
+    return dict(FC_SPREAD=spread, FC_PER=per, FC_W=att0)

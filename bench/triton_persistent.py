@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from persistent_config import DEFAULT, check_config, constants, resident_per_sm
+from persistent_config import DEFAULT, check_config, constants, fc_schedule, resident_per_sm
 from triton_attention import _attention, _attn_o, _attn_o_weights, _rotary
 from triton_grid import _barrier_base, _barriers, _grid_sync
 from triton_product import _first_block, _prefetch, _product
@@ -98,7 +98,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              IA: tl.constexpr, IO: tl.constexpr, IG: tl.constexpr, ID: tl.constexpr, am_v, am_i, am_n, ids_ptr,
              AM: tl.constexpr, wfc_ptr, feat_ptr, FCN, VERIFY: tl.constexpr, NTAP: tl.constexpr, A0: tl.constexpr,
              A1: tl.constexpr, A2: tl.constexpr, FN: tl.constexpr, FK: tl.constexpr, FS: tl.constexpr,
-             FC_EARLY: tl.constexpr, KV_EARLY: tl.constexpr):
+             FC_EARLY: tl.constexpr, KV_EARLY: tl.constexpr, wsf_ptr, cntf_ptr, FC_SPREAD: tl.constexpr,
+             FC_PER: tl.constexpr, FC_W: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
     AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
     layer (4 with AO, else 5); SSG: the o-proj's column tiles (its sum-of-squares partials for gate_up).
@@ -161,6 +162,16 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
                        o_ptr, T, S, scale, pid, nprog, flow_ptr, (lay + 1) * ((NH // NKV + 2) * D // QN), bar_ptr + 2,
                        NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN, FLOW % 2 == 1, ATT0, POLL,
                        (NH // OS) * (FLOW // 2 % 2), KV_EARLY)
+            if VERIFY and FC_SPREAD > 0:  # this layer's share of the fc's units
+                if lay >= L - FC_SPREAD:
+                    lo = (lay - (L - FC_SPREAD)) * FC_PER
+                    workers = FC_W if FC_W > 0 else nprog
+                    units = (FCN // FN) * FS
+                    if pid < workers:
+                        for u in range(lo + pid, tl.minimum(lo + FC_PER, units), workers):
+                            _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, wsf_ptr, cntf_ptr, ssq_ptr, T, FCN, eps, u, units,
+                                H, NTAP, BLOCK_M, FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2,
+                                am_v, am_i, am_n, ids_ptr)
             if VERIFY and FC_EARLY:  # the last layer's attention window: the fc on the programs it leaves idle
                 if lay == L - 1:
                     _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP,
@@ -211,7 +222,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL,
              flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
              0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, AM * VERIFY)
-    if VERIFY and not FC_EARLY:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
+    if VERIFY and not FC_EARLY and FC_SPREAD == 0:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
         _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP, BLOCK_M,
             FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n, ids_ptr)
     _stamp(times_ptr, 10 * L, pid, TIMED)
@@ -260,6 +271,10 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.am_v = torch.empty(lm_tiles, BLOCK_M, device=dev, dtype=torch.float32)  # `verify`'s argmax partials
         self.am_i = torch.empty(lm_tiles, BLOCK_M, device=dev, dtype=torch.int32)
         self.am_n = torch.zeros(1, device=dev, dtype=torch.int32)
+        fn, _, fs = self.pconfigs["fc"]  # fc_spread's own split-K workspace (the layers' products use ws)
+        self.wsf = torch.empty(fs * BLOCK_M * wqkv.shape[2] if self.pconfigs["fc_spread"] else 1, device=dev,
+                               dtype=torch.float32)
+        self.cntf = torch.zeros(triton.cdiv(wqkv.shape[2], fn), device=dev, dtype=torch.int32)
         self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
                                 dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
         sizes_fc = sizes + [(wqkv.shape[2], "fc")]  # `verify`'s fc: a draft of the target's hidden size
@@ -365,7 +380,9 @@ class PersistentLlamaForward(TritonLlamaForward):
             am_n=self.am_n, ids_ptr=ids if fc is not None else self.am_n, wfc_ptr=fc if fc is not None else wd,
             feat_ptr=feature if fc is not None else xm, FCN=fc.shape[0] if fc is not None else 0,
             VERIFY=fc is not None, NTAP=len(self.target.aux_layer_ids), A0=aux[0], A1=aux[1], A2=aux[2],
-            FC_EARLY=bool(c["fc_early"]) and max(aux) < n and c["attn_o"] == 0,
+            FC_EARLY=bool(c["fc_early"]) and max(aux) < n and c["attn_o"] == 0, wsf_ptr=self.wsf, cntf_ptr=self.cntf,
+            **fc_schedule(c, n, aux[:len(self.target.aux_layer_ids)], fc.shape[0] if fc is not None else 0,
+                          self.consts["ATT0"]),
             num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])

@@ -137,8 +137,10 @@ def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers
 
 
 @pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"]},
-                                   {"flow": ["attention"], "fc_early": True}, {}],
-                         ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default"])
+                                   {"flow": ["attention"], "fc_early": True}, {}, {"fc_spread": 2},
+                                   {"fc_spread": 1, "flow": ()}],
+                         ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default",
+                              "fc-spread-over-both-layers", "fc-spread-over-the-last-layer"])
 def test_persistent_verify_returns_the_argmax_and_the_fc_of_the_taps(extra):
     """`verify`: the ids and the draft's fc over the taps from the one launch equal the forward's
     logits.argmax and fc(cat(taps)), for a T = 5 window then T = 1 (the argmax count reset between)."""
@@ -154,6 +156,17 @@ def test_persistent_verify_returns_the_argmax_and_the_fc_of_the_taps(extra):
             ids, feature = fw.verify(tokens, positions, fc)
             assert ids.shape == tokens.shape and torch.equal(ids, logits.argmax(-1))
             assert rel(feature, taps @ fc.T) < 1e-5  # fp32: summation order only
-            assert int(fw.am_n.item()) == 0
+            assert int(fw.am_n.item()) == 0 and int(fw.cntf.abs().sum()) == 0  # counts reset for the next launch
     with pytest.raises(ValueError, match="an fc of \\(128, 256\\)"):
         fw.verify(tokens, positions, fc[:, :128])
+
+
+def test_persistent_verify_refuses_an_fc_spread_that_reads_a_tap_before_it_is_stored():
+    """Taps hs[1] then hs[0] of 2 layers, spread over both: the first units (tap hs[1], layer 0's
+    output) would run in layer 0's attention phase, before hs[1] exists (persistent_config.fc_schedule)."""
+    adapter = TargetAdapter(_tiny_target(torch.float32), [1, 0], 64)
+    with torch.no_grad():
+        adapter(torch.randint(0, 96, (1, 9)), torch.arange(9))
+        fw = tp.PersistentLlamaForward(adapter, {**TINY, "fc": (16, 32, 2), "fc_spread": 2})
+        with pytest.raises(ValueError, match="unit 0 reads hs\\[1\\], stored only at layer 1, but would run at layer 0"):
+            fw.verify(torch.randint(0, 96, (1, 5)), torch.arange(9, 14), torch.randn(128, 256))
