@@ -77,3 +77,11 @@ def metadata(program):
 @pytest.fixture(scope="session")
 def hf_reference(fixture):
     return HFReference(fixture.target_dir)
+
+
+@pytest.fixture
+def warm(program, hf_reference):
+    """tests/test_pytest_plugin*.py: their inline runs load the fixture's program and HF reference.
+    pytester drops the modules an inline run imported when it ends, and torch refuses to register its
+    operator libraries twice: so every module they need is imported here first (the session's own
+    program and reference)."""
