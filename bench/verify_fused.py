@@ -11,10 +11,13 @@ step), in one process:
   triton-fused     triton_verify.TritonLlamaForward (five fused kernels a layer), tuned, captured
   triton-fused-splitk  the same with triton_splitk's split-K products, tuned over SPLITK_CONFIGS
   triton-persistent-i  triton_persistent: the whole forward as one persistent kernel, one row per
-                   --persistent config (its phase times in the JSON), then its barriers alone
+                   --persistent config (its phase times in the JSON), then its barriers alone; a
+                   config with "verify": true makes target_verify the kernel's one-launch verify
+                   (argmax and the draft's fc inside it); --profile lists every kernel of a replay
   gpt-fast         gpt-fast's own model.py (--gpt-fast PATH, read from its repository into an
                    ignored directory) on the same weights, compiled (default mode), captured
-Every forward's ids are checked against the HF forward's on the same window. All times are the
+Every forward's ids are checked against the HF forward's on the same window, and its feature's
+largest difference from the HF path's is recorded (`feature_max_abs`). All times are the
 median replay of one CUDA graph (gpu_floor.replay_graph_ms). The JSON is rewritten after each
 section, so a run cut short keeps what it measured.
 
