@@ -42,7 +42,7 @@ import gpu_floor  # noqa: E402
 import triton_persistent  # noqa: E402
 import triton_splitk  # noqa: E402
 import triton_verify  # noqa: E402
-from gpu_bench import build_program, build_target  # noqa: E402
+from bench_targets import build_program, build_target  # noqa: E402
 from gpu_bench import parse_args as bench_args  # noqa: E402
 from gpu_draft import init_head, random_prompts  # noqa: E402
 from verify_variants import VARIANTS  # noqa: E402

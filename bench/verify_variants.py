@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpu_floor  # noqa: E402
-from gpu_bench import build_program, build_target  # noqa: E402
+from bench_targets import build_program, build_target  # noqa: E402
 from gpu_bench import parse_args as bench_args  # noqa: E402
 from gpu_draft import init_head, random_prompts  # noqa: E402
 
