@@ -102,8 +102,7 @@ def graph_kernels_us(graphed_program, t: int) -> list[list]:
     order, with the gaps: ["(gap)", us] where the GPU ran nothing between two kernels (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    graph = next(e.graph for k, e in graphed_program.verify_graphs.entries.items()
-                 if k[0][0] == (1, t) and e.graph is not None)
+    graph = verify_graph(graphed_program, t)
     graph.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -119,9 +118,15 @@ def graph_kernels_us(graphed_program, t: int) -> list[list]:
     return out
 
 
-def verify_replay_ms(graphed_program, t: int) -> float | None:
-    """Median ms of one replay of the program's captured T-row target_verify graph, if any."""
+def verify_graph(graphed_program, t: int):
+    """The program's captured T-row target_verify graph, or None where it holds none."""
     for key, entry in graphed_program.verify_graphs.entries.items():
         if key[0][0] == (1, t) and entry.graph is not None:
-            return replay_graph_ms(entry.graph)
+            return entry.graph
     return None
+
+
+def verify_replay_ms(graphed_program, t: int) -> float | None:
+    """Median ms of one replay of the program's captured T-row target_verify graph, if any."""
+    graph = verify_graph(graphed_program, t)
+    return replay_graph_ms(graph) if graph is not None else None

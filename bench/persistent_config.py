@@ -110,7 +110,9 @@ def fc_schedule(c: dict, L: int, aux: list[int], fc_rows: int, att0: int) -> dic
     units = tiles * fs
     per = -(-units // spread)
     problem = None
-    if spread > L or fs % len(aux):
+    if c["attn_o"]:
+        problem = f"attn_o {c['attn_o']} merges attention into the o-proj: no attention phase takes the pieces"
+    elif spread > L or fs % len(aux):
         problem = f"the fc SPLIT {fs} must be a multiple of the {len(aux)} taps and fc_spread at most {L}"
     else:
         for u in range(units):
@@ -120,5 +122,5 @@ def fc_schedule(c: dict, L: int, aux: list[int], fc_rows: int, att0: int) -> dic
                 break
     if problem:
         raise ValueError(f"PersistentLlamaForward: fc_spread {spread} with fc {tuple(c['fc'])} over taps {aux} on "
-                         f"{L} layers: {problem}; spread over fewer layers or change the fc SPLIT")
+                         f"{L} layers: {problem}; spread over fewer layers, change the fc SPLIT or set fc_spread 0")
     return dict(FC_SPREAD=spread, FC_PER=per, FC_W=att0)

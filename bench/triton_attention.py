@@ -20,6 +20,7 @@ from triton_ops import (
     _attend_state,
     _cache_block,
     _dot,
+    _softmax_init,
     _softmax_step,
     _ss_partial,
 )
@@ -106,9 +107,7 @@ def _attention(qkv_ptr, pos, cos, sin, pos_ptr, kc_ptr, vc_ptr, o_ptr, T, S, sca
             v = tl.load(row + (NH + NKV + g) * D + d[None, :], mask=tmask, other=0.0, cache_modifier=".cg")
             lo = tl.load(pos_ptr)  # the window's first position: the cache is read below it
             if KV_EARLY:
-                m_i = tl.full([BLOCK_T], -1.0e30, tl.float32)
-                l_i = tl.zeros([BLOCK_T], dtype=tl.float32)
-                acc = tl.zeros([BLOCK_T, D], dtype=tl.float32)
+                m_i, l_i, acc = _softmax_init(BLOCK_T, D)
                 valid = (s[None, :] <= pos[:, None]) & (s[None, :] < lo)
                 m_i, l_i, acc = _softmax_step(q, kt0, vt0, valid, m_i, l_i, acc, scale, F32)
                 m_i, l_i, acc = _attend_from(q, kc_ptr, vc_ptr, g, S, pos, BLOCK_S, lo, scale, m_i, l_i, acc, D,

@@ -8,7 +8,8 @@ than "load" after the count is reached; "red" arrives with one thread's `red.rel
 back, so polling starts at once) and polls as "acquire" (the interpreter, which runs no PTX, takes
 "load" for both). The base, a multiple of the programs, is read at the start. Bounded: a program
 that spins past SPIN_LIMIT polls gives up and bumps an error count (bar_ptr + 2) the forward checks,
-never a hang. _wait_count: the same wait on any count (triton_persistent's dataflow counters). Needs every program resident at once. Bench-only: not the library's path.
+never a hang. _wait_count: the same wait (_wait_from) on any count (triton_persistent's dataflow
+counters). Needs every program resident at once. Bench-only: not the library's path.
 """
 
 from __future__ import annotations
@@ -51,15 +52,21 @@ def _poll(ptr, POLL: tl.constexpr):
 def _wait_count(ptr, target, err_ptr, POLL: tl.constexpr):
     """Wait until the count *ptr (int64, only grows) reaches target; reads after it see what its
     adders released. Bounded like _grid_sync: a give-up bumps *err_ptr."""
-    cur = _poll(ptr, POLL)
+    _wait_from(ptr, _poll(ptr, POLL), target, err_ptr, POLL)
+
+
+@triton.jit
+def _wait_from(ptr, cur, target, err_ptr, POLL: tl.constexpr):
+    """The wait both use, from a first reading cur of *ptr: poll until it reaches target (at most
+    SPIN_LIMIT polls; a give-up bumps *err_ptr), then order the later reads after it."""
     spins = 0
     while (cur < target) & (spins < SPIN_LIMIT):
         cur = _poll(ptr, POLL)
         spins += 1
     if POLL == 1:
-        cur = tl.atomic_add(ptr, 0, sem="acquire")
+        cur = tl.atomic_add(ptr, 0, sem="acquire")  # orders the reads after the wait
     if cur < target:
-        tl.atomic_add(err_ptr, 1)
+        tl.atomic_add(err_ptr, 1)  # gave up: the forward reports it
     tl.debug_barrier()
 
 
@@ -84,15 +91,7 @@ def _grid_sync(bar_ptr, target, POLL: tl.constexpr):
         cur = tl.atomic_add(bar_ptr, 1, sem="release") + 1
     else:
         cur = tl.atomic_add(bar_ptr, 1, sem="acq_rel") + 1
-    spins = 0
-    while (cur < target) & (spins < SPIN_LIMIT):
-        cur = _poll(bar_ptr, POLL)
-        spins += 1
-    if POLL == 1:
-        cur = tl.atomic_add(bar_ptr, 0, sem="acquire")  # orders the reads after the barrier
-    if cur < target:
-        tl.atomic_add(bar_ptr + 2, 1)  # gave up: the forward reports it
-    tl.debug_barrier()
+    _wait_from(bar_ptr, cur, target, bar_ptr + 2, POLL)
 
 
 @triton.jit

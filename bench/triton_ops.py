@@ -38,10 +38,14 @@ def _attend_state(q, kc_ptr, vc_ptr, g, S, rpos, hi, scale, R: tl.constexpr, D: 
     """Online softmax of q [R, D] over kv head g's cache slots s < hi with s <= rpos (each row's
     position), in blocks of BLOCK_S; returns (max [R], sum [R], acc [R, D]), fp32. CG: read the
     cache through L2 only (.cg: other SMs wrote it, as in triton_persistent)."""
-    m_i = tl.full([R], -1.0e30, tl.float32)
-    l_i = tl.zeros([R], dtype=tl.float32)
-    acc = tl.zeros([R, D], dtype=tl.float32)
+    m_i, l_i, acc = _softmax_init(R, D)
     return _attend_from(q, kc_ptr, vc_ptr, g, S, rpos, 0, hi, scale, m_i, l_i, acc, D, BLOCK_S, F32, CG)
+
+
+@triton.jit
+def _softmax_init(R: tl.constexpr, D: tl.constexpr):
+    """An online softmax before any key: max [R] (-1e30, not -inf: exp(m - m_new) stays finite), sum [R], acc [R, D]."""
+    return tl.full([R], -1.0e30, tl.float32), tl.zeros([R], dtype=tl.float32), tl.zeros([R, D], dtype=tl.float32)
 
 
 @triton.jit

@@ -274,6 +274,7 @@ class PersistentLlamaForward(TritonLlamaForward):
         fn, _, fs = self.pconfigs["fc"]  # fc_spread's own split-K workspace (the layers' products use ws)
         self.wsf = torch.empty(fs * BLOCK_M * wqkv.shape[2] if self.pconfigs["fc_spread"] else 1, device=dev,
                                dtype=torch.float32)
+        self._fc_schedules: dict = {}  # fc rows -> _fc_schedule's constexprs
         self.cntf = torch.zeros(triton.cdiv(wqkv.shape[2], fn), device=dev, dtype=torch.int32)
         self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
                                 dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
@@ -345,6 +346,13 @@ class PersistentLlamaForward(TritonLlamaForward):
         _, _, ids, feature = self._launch(tokens, positions, fc)
         return ids[None], feature[None]
 
+    def _fc_schedule(self, fc_rows: int) -> dict:
+        """fc_schedule's constexprs for an fc of fc_rows rows, computed once per size (not per launch)."""
+        if fc_rows not in self._fc_schedules:
+            self._fc_schedules[fc_rows] = fc_schedule(self.pconfigs, len(self.weights),
+                                                      list(self.target.aux_layer_ids), fc_rows, self.consts["ATT0"])
+        return self._fc_schedules[fc_rows]
+
     def _launch(self, tokens, positions, fc):  # [1, T], [T], [Hd, n_taps*H] or None
         """One launch of _forward: (logits [T, V], hs [L + 1, T, H], ids [T] | None, feature [T, Hd] | None)."""
         model = self.target.model
@@ -381,8 +389,7 @@ class PersistentLlamaForward(TritonLlamaForward):
             feat_ptr=feature if fc is not None else xm, FCN=fc.shape[0] if fc is not None else 0,
             VERIFY=fc is not None, NTAP=len(self.target.aux_layer_ids), A0=aux[0], A1=aux[1], A2=aux[2],
             FC_EARLY=bool(c["fc_early"]) and max(aux) < n and c["attn_o"] == 0, wsf_ptr=self.wsf, cntf_ptr=self.cntf,
-            **fc_schedule(c, n, aux[:len(self.target.aux_layer_ids)], fc.shape[0] if fc is not None else 0,
-                          self.consts["ATT0"]),
+            **self._fc_schedule(fc.shape[0] if fc is not None else 0),
             num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:
             kernel = _forward.warmup(*args[0], grid=(1,), **args[1])

@@ -163,10 +163,17 @@ def test_persistent_verify_returns_the_argmax_and_the_fc_of_the_taps(extra):
 
 def test_persistent_verify_refuses_an_fc_spread_that_reads_a_tap_before_it_is_stored():
     """Taps hs[1] then hs[0] of 2 layers, spread over both: the first units (tap hs[1], layer 0's
-    output) would run in layer 0's attention phase, before hs[1] exists (persistent_config.fc_schedule)."""
+    output) would run in layer 0's attention phase, before hs[1] exists (persistent_config.fc_schedule);
+    and fc_spread with attn_o, which has no attention phase of its own."""
     adapter = TargetAdapter(_tiny_target(torch.float32), [1, 0], 64)
     with torch.no_grad():
         adapter(torch.randint(0, 96, (1, 9)), torch.arange(9))
         fw = tp.PersistentLlamaForward(adapter, {**TINY, "fc": (16, 32, 2), "fc_spread": 2})
         with pytest.raises(ValueError, match="unit 0 reads hs\\[1\\], stored only at layer 1, but would run at layer 0"):
+            fw.verify(torch.randint(0, 96, (1, 5)), torch.arange(9, 14), torch.randn(128, 256))
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with torch.no_grad():  # attn_o leaves no attention phase: the fc would run nowhere, so refused
+        adapter(torch.randint(0, 96, (1, 9)), torch.arange(9))
+        fw = tp.PersistentLlamaForward(adapter, {**TINY, "fc": (16, 32, 2), "fc_spread": 1, "attn_o": 32, "flow": ()})
+        with pytest.raises(ValueError, match="attn_o 32 merges attention into the o-proj"):
             fw.verify(torch.randint(0, 96, (1, 5)), torch.arange(9, 14), torch.randn(128, 256))
