@@ -274,8 +274,8 @@ class PersistentLlamaForward(TritonLlamaForward):
         fn, _, fs = self.pconfigs["fc"]  # fc_spread's own split-K workspace (the layers' products use ws)
         self.wsf = torch.empty(fs * BLOCK_M * wqkv.shape[2] if self.pconfigs["fc_spread"] else 1, device=dev,
                                dtype=torch.float32)
-        self._fc_schedules: dict = {}  # fc rows -> _fc_schedule's constexprs
         self.cntf = torch.zeros(triton.cdiv(wqkv.shape[2], fn), device=dev, dtype=torch.int32)
+        self._fc_schedules: dict = {}  # fc rows -> _fc_schedule's constexprs
         self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
                                 dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
         sizes_fc = sizes + [(wqkv.shape[2], "fc")]  # `verify`'s fc: a draft of the target's hidden size
