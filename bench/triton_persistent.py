@@ -64,7 +64,7 @@ def _fc(hs_ptr, wfc_ptr, feat_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_ptr, T, FCN, eps
     _product(hs_ptr, wfc_ptr, feat_ptr, feat_ptr, lnw_ptr, ws_ptr, cnt_ptr, ss_ptr, ss_ptr, T, FCN, NTAP * H, eps,
              pid, nprog, 1, False, False, 0, BLOCK_M, FN, FK, FS, F32, wz, wz, False,
              flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
-             H, A0, A1, A2, am_v, am_i, am_n, ids_ptr, 0)
+             H, A0, A1, A2, am_v, am_i, am_n, ids_ptr, 0, 0)
 
 
 @triton.jit
@@ -91,7 +91,10 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              QN: tl.constexpr, QK: tl.constexpr, QS: tl.constexpr, ON: tl.constexpr, OK: tl.constexpr,
              OS: tl.constexpr, GN: tl.constexpr, GK: tl.constexpr, GS: tl.constexpr, DN: tl.constexpr,
              DK: tl.constexpr, DS: tl.constexpr, LN: tl.constexpr, LK: tl.constexpr, LS: tl.constexpr,
-             F32: tl.constexpr, POLL: tl.constexpr, PF: tl.constexpr, AO: tl.constexpr, OPRE: tl.constexpr,
+             F32: tl.constexpr, POLL: tl.constexpr, PFQ: tl.constexpr, PFO: tl.constexpr, PFG: tl.constexpr,
+             PFD: tl.constexpr, PFL: tl.constexpr, PFLINES: tl.constexpr, PFATT: tl.constexpr, AO: tl.constexpr,
+             OPRE: tl.constexpr, STQ: tl.constexpr, STO: tl.constexpr, STG: tl.constexpr, STD: tl.constexpr,
+             STL: tl.constexpr,
              NB: tl.constexpr, SSG: tl.constexpr, EMB: tl.constexpr, tok_ptr, emb_ptr, PQ: tl.constexpr,
              PO: tl.constexpr, PG: tl.constexpr, PD: tl.constexpr, PL: tl.constexpr, WIN: tl.constexpr, times_ptr,
              TIMED: tl.constexpr, flow_ptr, FLOW: tl.constexpr, ATT0: tl.constexpr, ROPE_EARLY: tl.constexpr,
@@ -132,7 +135,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _product(x, wqkv_ptr + li * QKV * H, qkv_ptr, x, ln1_ptr + li * H, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T,
                  QKV, H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, QN, QK, QS, F32, wq, wq, PQ,
                  flow_ptr, FLOW % 2, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
-                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
+                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0, STQ)
         if AO > 0:  # attention + o-proj in one phase: 4 barriers a layer
             if OPRE:
                 wpre = _attn_o_weights(wo_ptr + li * H * (NH * D), pid, H, NH * D, AO, (NH // NKV) * D, NKV)
@@ -144,12 +147,16 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _attn_o(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr + li * NKV * S * D, vc_ptr + li * NKV * S * D,
                     wo_ptr + li * H * (NH * D), wpre, xm_ptr, x, ws_ptr, cnt_ptr, ssg_ptr, T, S, scale, pid, nprog,
                     H, NH, NKV, D, BLOCK_M, BLOCK_S, AO, F32, OPRE)
-            _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
+            _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PFG, PFLINES)
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)  # slots 2-4 together: no attention barrier, no o phase
             _stamp(times_ptr, lay * 10 + 3, pid, TIMED)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
         else:
-            _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PF)
+            attends = (pid + nprog - ATT0) % nprog < NH  # this program has an attention unit
+            if not PFATT or not attends:  # PFATT: o's and gate_up's prefetch in the attention window
+                _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PFO, PFLINES)
+                if PFATT:
+                    _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PFG, PFLINES)
             _stamp(times_ptr, lay * 10 + 0, pid, TIMED)
             if ROPE_EARLY:
                 pos, cos, sin = _rotary(pos_ptr, cos_ptr, sin_ptr, T, BLOCK_M, D)
@@ -162,6 +169,9 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
                        o_ptr, T, S, scale, pid, nprog, flow_ptr, (lay + 1) * ((NH // NKV + 2) * D // QN), bar_ptr + 2,
                        NH, NKV, D, BLOCK_M, BLOCK_S, F32, WIN, FLOW % 2 == 1, ATT0, POLL,
                        (NH // OS) * (FLOW // 2 % 2), KV_EARLY)
+            if PFATT and attends:  # after its attention unit, which the prefetch would have delayed
+                _prefetch(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OS, 1, PFO, PFLINES)
+                _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PFG, PFLINES)
             if VERIFY and FC_SPREAD > 0:  # this layer's share of the fc's units
                 if lay >= L - FC_SPREAD:
                     lo = (lay - (L - FC_SPREAD)) * FC_PER
@@ -185,8 +195,9 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
             _product(o_ptr, wo_ptr + li * H * (NH * D), xm_ptr, x, x, ws_ptr, cnt_ptr, ssg_ptr, ssg_ptr, T, H,
                      NH * D, eps, pid, nprog, H // ON, True, False, 1, BLOCK_M, ON, OK, OS, F32, wo, wo, PO,
                      flow_ptr, 0, 1, flow_ptr + NKV, (lay + 1) * (NH // OS), FLOW // 2 % 2 == 1, bar_ptr + 2, POLL,
-                     NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
-            _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PF)
+                     NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0, STO)
+            if not PFATT:
+                _prefetch(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GS, 2, PFG, PFLINES)
             _stamp(times_ptr, lay * 10 + 4, pid, TIMED)
         wg = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, False, PG)
         wu = _first_block(wgu_ptr + li * 2 * FF * H, FF, H, pid, GN, GK, GS, True, PG)
@@ -195,8 +206,8 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _product(xm_ptr, wgu_ptr + li * 2 * FF * H, a_ptr, xm_ptr, ln2_ptr + li * H, ws_ptr, cnt_ptr, ssg_ptr,
                  ssg_ptr, T, FF, H, eps, pid, nprog, SSG, False, True, 2, BLOCK_M, GN, GK, GS, F32, wg, wu, PG,
                  flow_ptr + NKV + OS, 2 * (FLOW // 4), FF // DS, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
-                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
-        _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PF)
+                 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0, STG)
+        _prefetch(wd_ptr + li * H * FF, H, FF, pid, DN, DS, 1, PFD, PFLINES)
         wd = _first_block(wd_ptr + li * H * FF, H, FF, pid, DN, DK, DS, False, PD)
         _stamp(times_ptr, lay * 10 + 6, pid, TIMED)
         if FLOW // 4 == 0:
@@ -205,11 +216,11 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
         _product(a_ptr, wd_ptr + li * H * FF, x + T * H, xm_ptr, a_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, H,
                  FF, eps, pid, nprog, H // DN, True, False, 1, BLOCK_M, DN, DK, DS, F32, wd, wd, PD,
                  flow_ptr, 0, 1, flow_ptr + NKV + OS, (lay + 1) * (FF // DS // GN), FLOW // 4 == 1, bar_ptr + 2, POLL,
-                 NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0)
+                 NH, NKV, D, 0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, 0, STD)
         if lay + 1 < L:
-            _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PF)
+            _prefetch(wqkv_ptr + (li + 1) * QKV * H, QKV, H, pid, QN, QS, 0, PFQ, PFLINES)
         else:
-            _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PF)
+            _prefetch(wlm_ptr, V, H, pid, LN, LS, 0, PFL, PFLINES)
         _stamp(times_ptr, lay * 10 + 8, pid, TIMED)
     wl = _first_block(wlm_ptr, V, H, pid, LN, LK, LS, False, PL)
     _grid_sync(bar_ptr, base + (L * NB) * nprog, POLL)  # the last down-proj -> the final norm
@@ -221,7 +232,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
     _product(hs_ptr + L * T * H, wlm_ptr, logits_ptr, logits_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, ssq_ptr, T, V,
              H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL,
              flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
-             0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, AM * VERIFY)
+             0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, AM * VERIFY, STL)
     if VERIFY and not FC_EARLY and FC_SPREAD == 0:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
         _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP, BLOCK_M,
             FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n, ids_ptr)
@@ -279,7 +290,11 @@ class PersistentLlamaForward(TritonLlamaForward):
         self.flow = torch.zeros(self.n_kv + self.pconfigs["o"][2] + self.pconfigs["down"][2], device=dev,
                                 dtype=torch.int64)  # `flow`'s counts: per kv group, o K slice, down K slice
         sizes_fc = sizes + [(wqkv.shape[2], "fc")]  # `verify`'s fc: a draft of the target's hidden size
-        ws = max([self.pconfigs[k][2] * BLOCK_M * n_ for n_, k in sizes_fc] + [self.n_kv * BLOCK_M * wo.shape[1]])
+        ks = dict(zip(("qkv", "o", "gate_up", "down", "lm_head", "fc"), (wqkv.shape[2], wo.shape[2], wgu.shape[2],
+                                                                         wd.shape[2], ln1.shape[1], 0)))
+        slots = {k: ks[k] // self.pconfigs[k][1] if k in self.pconfigs["stream"] else self.pconfigs[k][2]
+                 for _, k in sizes_fc}  # stream: a slot a K block (triton_product._stream), else a split
+        ws = max([slots[k] * BLOCK_M * n_ for n_, k in sizes_fc] + [self.n_kv * BLOCK_M * wo.shape[1]])
         tiles = max(triton.cdiv(n_ if k != "gate_up" else n_ // 2, self.pconfigs[k][0]) for n_, k in sizes_fc)
         tiles = max(tiles, triton.cdiv(wo.shape[1], ao) if ao else 0)
         if ao and wo.shape[1] % ao:

@@ -19,7 +19,11 @@ if importlib.util.find_spec("triton") is None:
     pytest.skip("triton not installed: the persistent verify kernels need it", allow_module_level=True)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import persistent_config  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 import triton_persistent as tp  # noqa: E402
+import triton_product as tp_product  # noqa: E402
 import triton_splitk as sk  # noqa: E402
 import triton_verify as tv  # noqa: E402
 from triton_verify_checks import _one_thread, _tiny_target, rel  # noqa: E402, F401 (_one_thread: the autouse fixture)
@@ -55,6 +59,57 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
 
 
 @pytest.mark.slow
+@triton.jit
+def _stream_kernel(x_ptr, w_ptr, out_ptr, res_ptr, ws_ptr, cnt_ptr, M, N, K: tl.constexpr, EPI: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, MAXC: tl.constexpr):
+    """triton_product._product with STREAM on a grid of programs and no barrier: the interpreter runs
+    them one after another, so each tile's last contributor is its last program."""
+    wz = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    tp_product._product(x_ptr, w_ptr, out_ptr, res_ptr, x_ptr, ws_ptr, cnt_ptr, x_ptr, x_ptr, M, N, K, 1e-5,
+                        tl.program_id(0), tl.num_programs(0), 1, False, False, EPI, tv.BLOCK_M, BLOCK_N, BLOCK_K, 1,
+                        True, wz, wz, False, cnt_ptr, 0, 1, cnt_ptr, 0, False, cnt_ptr, 0, 1, 1, 1, 0, 0, 0, 0,
+                        x_ptr, cnt_ptr, cnt_ptr, cnt_ptr, 0, MAXC)
+
+
+def test_stream_contributors_bounds_every_tile():
+    """The bound against the ranges themselves, over tile counts, blocks a tile and programs: never
+    under a tile's real contributor count (the unrolled reduction would drop a partial)."""
+    for tiles in (1, 3, 4, 48):
+        for kb in (1, 2, 8, 16, 32):
+            for programs in (1, 5, 7, 13, 40, 132):
+                nb = tiles * kb
+                p = min(programs, nb)
+                owner = [((b + 1) * p - 1) // nb for b in range(nb)]
+                worst = max(owner[t * kb + kb - 1] - owner[t * kb] + 1 for t in range(tiles))
+                bound = persistent_config.stream_contributors(tiles * 16, kb * 32, 16, 32, programs)
+                assert worst <= bound <= kb, (tiles, kb, programs, worst, bound)
+    assert persistent_config.stream_contributors(3072, 2048, 64, 256, 132) == 5  # the docstring's qkv
+    assert max(((8 * t + 8) * 132 - 1) // 384 - ((8 * t + 1) * 132 - 1) // 384 + 1 for t in range(48)) == 4
+
+
+@pytest.mark.parametrize("programs,epi", [(1, tv.NONE), (5, tv.NONE), (7, tv.RESIDUAL), (13, tv.SWIGLU),
+                                          (40, tv.NONE)],
+                         ids=["one-program-whole-tiles", "five-programs-ranges-cross-tiles",
+                              "seven-programs-residual", "thirteen-programs-swiglu", "more-programs-than-blocks"])
+def test_stream_k_product_matches_torch(programs, epi):
+    """4 column tiles x 8 K blocks = 32 blocks cut into `programs` ranges (triton_product._stream's
+    worked example, small): with 5 programs, [0, 6), [6, 12), [12, 19), [19, 25), [25, 32), so tile 0
+    (blocks 0-7) sums programs 0 and 1's partials, tile 2 (16-23) programs 2 and 3's; with 40, the
+    ranges are cut for 32 (one block each) and programs 32-39 take none."""
+    g = torch.Generator().manual_seed(programs * 3 + epi)
+    n = 128 if epi == tv.SWIGLU else 64  # SwiGLU: gate rows then up rows, 64 output columns either way
+    x, w, res = torch.randn(5, 256, generator=g), torch.randn(n, 256, generator=g), torch.randn(5, 64, generator=g)
+    y = x @ w.T  # [5, n]
+    want = torch.nn.functional.silu(y[:, :64]) * y[:, 64:] if epi == tv.SWIGLU else y + res * (epi == tv.RESIDUAL)
+    out = torch.empty(5, 64)
+    ws, cnt = torch.zeros(8 * tv.BLOCK_M * n), torch.zeros(4, dtype=torch.int32)
+    for _ in range(2):  # the second launch starts from the counters the first one left
+        _stream_kernel[(programs,)](x, w, out, res, ws, cnt, 5, 64, 256, epi, 16, 32,
+                                    persistent_config.stream_contributors(64, 256, 16, 32, programs))
+        assert rel(out, want) < 1e-5  # fp32: summation order only
+        assert int(cnt.abs().sum()) == 0  # every shared tile's counter reset by its last contributor
+
+
 @pytest.mark.parametrize("extra", [{"flow": (), "embed": False, "rope_early": False, "poll": "load"},
                                    {"attn_o": 32, "embed": True, "flow": ()},
                                    {"attn_o": 64, "o_preload": False, "flow": ()},
@@ -63,11 +118,14 @@ def test_splitk_linear_refuses_a_split_that_does_not_tile_k():
                                    {"flow": ["attention", "o", "down"], "rope_early": True, "poll": "red"},
                                    {"flow": ["attention"], "attn_window": False, "poll": "acquire"},
                                    {"flow": ["o", "down"]}, {"flow": ["attention"], "kv_early": True, "attn_block": 4},
-                                   {}],
+                                   {"prefetch_at": "attention", "prefetch": {"o": 512, "gate_up": 256},
+                                    "prefetch_op": "line"}, {"stream": ["qkv", "o", "down"]},
+                                   {"stream": ["gate_up", "lm_head"], "flow": ["attention"], "fc_early": True}, {}],
                          ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload", "preload-all",
                               "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache",
                               "flow-all-rope-early", "flow-attention-window-from-the-cache", "flow-o-down",
-                              "kv-early-first-block-then-the-loop", "default"])
+                              "kv-early-first-block-then-the-loop", "prefetch-in-the-attention-window",
+                              "stream-qkv-o-down", "stream-gate-up-lm-head", "default"])
 def test_persistent_forward_equals_fused_forward_fp32(extra):
     """Two windows through each forward after the same prefill: logits, taps and both caches agree,
     with the five phases a layer and with attention + o-proj as one phase (4 units of 32 columns x 2
@@ -117,6 +175,44 @@ def test_persistent_forward_refuses_flow_with_attn_o():
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["o"], "fc_early": True})
 
 
+@pytest.mark.parametrize("prefetch,want", [(0, (0, 0, 0, 0, 0)), (256, (256,) * 5),
+                                           ({"o": 512, "qkv": 1024}, (1024, 512, 0, 0, 0))],
+                         ids=["none", "every-product", "o-and-qkv-only"])
+def test_prefetch_columns_per_product(prefetch, want):
+    """`prefetch` as _forward's PFQ, PFO, PFG, PFD, PFL (in that order); the interpreter gets none."""
+    got = persistent_config.prefetch_columns(prefetch)
+    assert tuple(got[k] for k in ("PFQ", "PFO", "PFG", "PFD", "PFL")) == want
+    assert set(persistent_config.prefetch_columns(prefetch, interpret=True).values()) == {0}
+    assert persistent_config.prefetch_columns(prefetch, op="line")["PFLINES"] is True
+
+
+def test_persistent_forward_refuses_a_prefetch_it_cannot_read():
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match="prefetch \\{'attention': 64\\}: \\{'attention': 64\\} is not a column count"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "prefetch": {"attention": 64}})
+    with pytest.raises(ValueError, match="\\{'o': -1\\} is not a column count"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "prefetch": {"o": -1}})
+    with pytest.raises(ValueError, match="prefetch_op 'line' prefetches 64 columns a line: \\{'o': 96\\}"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "prefetch": {"o": 96}, "prefetch_op": "line"})
+    with pytest.raises(ValueError, match="prefetch_op 'lines' is not 'bulk' or 'line'"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "prefetch_op": "lines"})
+    with pytest.raises(ValueError, match="prefetch_at 'attention' with attn_o 32: expected"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "prefetch_at": "attention", "attn_o": 32, "flow": ()})
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"stream": ["attention"]}, "stream products among"),
+    ({"stream": ["qkv"], "preload": ["qkv"]}, "no product both in stream and in preload"),
+    ({"stream": ["gate_up"]}, "gate_up out of stream \\(with flow \"down\""),
+    ({"stream": ["o"], "flow": ["o"]}, "qkv and o out of stream"),
+    ({"stream": ["lm_head"]}, "fc_spread or fc_early with lm_head in stream")],
+    ids=["not-a-product", "stream-and-preload", "gate-up-with-flow-down", "o-with-flow-o", "lm-head-before-the-fc"])
+def test_persistent_forward_refuses_a_stream_that_would_share_its_workspace(extra, match):
+    adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
+    with pytest.raises(ValueError, match=match):
+        tp.PersistentLlamaForward(adapter, {**TINY, **extra})
+
+
 def test_persistent_forward_refuses_an_unknown_poll():
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match="poll 'spin' is not one of"):
@@ -138,9 +234,10 @@ def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers
 
 @pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"]},
                                    {"flow": ["attention"], "fc_early": True}, {}, {"fc_spread": 2},
-                                   {"fc_spread": 1, "flow": ()}],
+                                   {"fc_spread": 1, "flow": ()}, {"fc_spread": 2, "stream": ["qkv", "lm_head"]}],
                          ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default",
-                              "fc-spread-over-both-layers", "fc-spread-over-the-last-layer"])
+                              "fc-spread-over-both-layers", "fc-spread-over-the-last-layer",
+                              "stream-qkv-lm-head-argmax"])
 def test_persistent_verify_returns_the_argmax_and_the_fc_of_the_taps(extra):
     """`verify`: the ids and the draft's fc over the taps from the one launch equal the forward's
     logits.argmax and fc(cat(taps)), for a T = 5 window then T = 1 (the argmax count reset between)."""
