@@ -67,8 +67,9 @@ def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
              (set(stream) & set(c["preload"]), "no product both in stream and in preload (stream has no first unit)"),
              ("gate_up" in stream and "down" in flow, "gate_up out of stream (with flow \"down\" its workspace "
               "and counters would be shared with the down-proj's with no barrier between them)"),
-             ({"qkv", "o"} & set(stream) and "o" in flow, "qkv and o out of stream (with flow \"o\" their "
-              "workspace would be shared with no barrier between them)"),
+             ("o" in flow and (c["qkv"][2] > 1 or "qkv" in stream), "a qkv with no split-K workspace, SPLIT 1 "
+              "and out of stream (with flow \"o\" the o-proj's partials and tile counts would share it with qkv's "
+              "last reductions, no barrier between them)"),
              ("lm_head" in stream and not (c["fc_spread"] or c["fc_early"]), "fc_spread or fc_early with lm_head in "
               "stream (verify's fc after the lm_head would share its workspace with no barrier between them)")]
     for failed, what in need:

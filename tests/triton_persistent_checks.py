@@ -34,6 +34,7 @@ from eagle3_check.program.target import TargetAdapter  # noqa: E402
 pytestmark = pytest.mark.skipif(not tv.INTERPRET, reason="imported without TRITON_INTERPRET=1")
 # product tiles (BLOCK_N, BLOCK_K, SPLIT) that tile the tiny Llama (hidden 128, ffn 256, vocab 96)
 TINY = {"qkv": (16, 32, 2), "o": (16, 32, 2), "gate_up": (16, 64, 1), "down": (32, 32, 4), "lm_head": (32, 64, 1)}
+Q1 = (16, 32, 1)  # qkv without split-K workspace: what flow "o" needs (persistent_config.check_config)
 
 
 @pytest.mark.parametrize("split,epi,norm", [(4, tv.NONE, False), (4, tv.RESIDUAL, False), (2, tv.SWIGLU, True),
@@ -115,9 +116,9 @@ def test_stream_k_product_matches_torch(programs, epi):
                                    {"attn_o": 64, "o_preload": False, "flow": ()},
                                    {"preload": ("qkv", "o", "gate_up", "down", "lm_head")},
                                    {"preload": ("qkv", "gate_up"), "attn_o": 32, "flow": ()}, {"attn_window": False},
-                                   {"flow": ["attention", "o", "down"], "rope_early": True, "poll": "red"},
+                                   {"flow": ["attention", "o", "down"], "rope_early": True, "poll": "red", "qkv": Q1},
                                    {"flow": ["attention"], "attn_window": False, "poll": "acquire"},
-                                   {"flow": ["o", "down"]}, {"flow": ["attention"], "kv_early": True, "attn_block": 4},
+                                   {"flow": ["o", "down"], "qkv": Q1}, {"flow": ["attention"], "kv_early": True, "attn_block": 4},
                                    {"prefetch_at": "attention", "prefetch": {"o": 512, "gate_up": 256},
                                     "prefetch_op": "line"}, {"stream": ["qkv", "o", "down"]},
                                    {"stream": ["gate_up", "lm_head"], "flow": ["attention"], "fc_early": True}, {}],
@@ -172,7 +173,7 @@ def test_persistent_forward_refuses_flow_with_attn_o():
     with pytest.raises(ValueError, match="\\['gate'\\] not among"):
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["gate"]})
     with pytest.raises(ValueError, match="needs fc_early off"):
-        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["o"], "fc_early": True})
+        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["o"], "fc_early": True, "qkv": Q1})
 
 
 @pytest.mark.parametrize("prefetch,want", [(0, (0, 0, 0, 0, 0)), (256, (256,) * 5),
@@ -204,9 +205,11 @@ def test_persistent_forward_refuses_a_prefetch_it_cannot_read():
     ({"stream": ["attention"]}, "stream products among"),
     ({"stream": ["qkv"], "preload": ["qkv"]}, "no product both in stream and in preload"),
     ({"stream": ["gate_up"]}, "gate_up out of stream \\(with flow \"down\""),
-    ({"stream": ["o"], "flow": ["o"]}, "qkv and o out of stream"),
+    ({"stream": ["qkv"], "flow": ["o"], "qkv": Q1}, "with flow \"o\" the o-proj's partials"),
+    ({"flow": ["o"]}, "a qkv with no split-K workspace, SPLIT 1"),
     ({"stream": ["lm_head"]}, "fc_spread or fc_early with lm_head in stream")],
-    ids=["not-a-product", "stream-and-preload", "gate-up-with-flow-down", "o-with-flow-o", "lm-head-before-the-fc"])
+    ids=["not-a-product", "stream-and-preload", "gate-up-with-flow-down", "qkv-stream-with-flow-o",
+         "qkv-split-with-flow-o", "lm-head-before-the-fc"])
 def test_persistent_forward_refuses_a_stream_that_would_share_its_workspace(extra, match):
     adapter = TargetAdapter(_tiny_target(torch.float32), [0, 1], 64)
     with pytest.raises(ValueError, match=match):
@@ -223,7 +226,7 @@ def test_persistent_forward_refuses_an_unknown_poll():
                                             ({"attn_o": 32, "flow": (), "embed": False}, 8),
                                             ({"attn_o": 32, "flow": ()}, 9),
                                             ({"flow": ["attention"], "embed": False}, 8),
-                                            ({"flow": ["attention", "o", "down"], "embed": False}, 4), ({}, 7)],
+                                            ({"flow": ["attention", "o", "down"], "embed": False, "qkv": Q1}, 4), ({}, 7)],
                          ids=["five-a-layer", "attn-o-four-a-layer", "attn-o-plus-the-embedding", "flow-four-a-layer",
                               "flow-all-two-a-layer", "default-three-a-layer-plus-the-embedding"])
 def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers):
@@ -232,7 +235,7 @@ def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers
     assert fw.barriers == barriers
 
 
-@pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"]},
+@pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"], "qkv": Q1},
                                    {"flow": ["attention"], "fc_early": True}, {}, {"fc_spread": 2},
                                    {"fc_spread": 1, "flow": ()}, {"fc_spread": 2, "stream": ["qkv", "lm_head"]}],
                          ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default",
