@@ -33,7 +33,8 @@ def _prefetch(w_ptr, N, K, pid, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, EPI:
             for half in tl.static_range(1 + (EPI == 2)):  # SwiGLU's gate rows, then its up rows N + n
                 rows = w_ptr + (half * N + rn) * K + ks * (K // SPLIT)  # [BLOCK_N]
                 if LINES:
-                    lines = tl.minimum(tl.arange(0, COLS // 64) * 64, cols - 64)  # [COLS / 64]: 64 bf16 a line
+                    # [COLS / 64]: 64 bf16 a line, none past the unit's K slice (nor before the row, where it is short)
+                    lines = tl.maximum(tl.minimum(tl.arange(0, COLS // 64) * 64, cols - 64), 0)
                     _prefetch_lines(rows[:, None] + lines[None, :])
                 else:
                     _prefetch_rows(rows, cols * 2, BLOCK_N)
