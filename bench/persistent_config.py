@@ -20,7 +20,8 @@ FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with 
 # {"o": 512}: the o-proj's whole unit, issued before attention); prefetch_op: "bulk" (one
 # cp.async.bulk.prefetch a weight row) or "line" (one prefetch.global.L2 a 128-byte line; columns a power
 # of two >= 64); prefetch_at: "barrier" (each product's before its barrier) or "attention" (o's and
-# gate_up's in the attention window: programs with no attention unit right after qkv, the others after it); attn_block: cache slots per attention step;
+# gate_up's in the attention window: programs with no attention unit right after qkv, the others after
+# it); attn_block: cache slots per attention step;
 # attn_o: 0, or attention and the o-proj as one phase with column tiles of attn_o (o's config unused),
 # o_preload: its first Wo block loaded before the barrier; embed: the embedding gathered in the kernel;
 # preload: the products ("qkv", "o", "gate_up", "down", "lm_head") whose first K block is loaded before
@@ -99,8 +100,8 @@ def constants(c: dict, L: int, H: int, FF: int, NH: int, NKV: int, D: int, inter
     names = {"qkv": "Q", "o": "O", "gate_up": "G", "down": "D", "lm_head": "L"}
     tiles = {f"{p}{x}": c[k][j] for k, p in names.items() for j, x in enumerate("NKS")}
     return dict(L=L, H=H, FF=FF, NH=NH, NKV=NKV, D=D, BLOCK_M=BLOCK_M, BLOCK_S=c["attn_block"], **tiles,
-                F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]], **prefetch_columns(c["prefetch"], interpret, c["prefetch_op"]),
-                PFATT=c["prefetch_at"] == "attention", AO=c["attn_o"],
+                F32=interpret, POLL=min(POLLS[c["poll"]], 1) if interpret else POLLS[c["poll"]],
+                **prefetch_columns(c["prefetch"], interpret, c["prefetch_op"]), PFATT=c["prefetch_at"] == "attention", AO=c["attn_o"],
                 OPRE=bool(c["o_preload"]), NB=nb, IA=ia, IO=io, IG=ig, ID=id_, SSG=H // (c["attn_o"] or c["o"][0]),
                 EMB=bool(c["embed"]), WIN=bool(c["attn_window"]), FLOW=flow, ATT0=att0,
                 ROPE_EARLY=bool(c["rope_early"]), KV_EARLY=bool(c["kv_early"]) and bool(c["attn_window"]), AM=triton.next_power_of_2(-(-vocab // c["lm_head"][0])),
