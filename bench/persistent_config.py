@@ -30,16 +30,16 @@ FLOWS = ("attention", "o", "down")  # the grid barriers `flow` can replace with 
 # tiles (per-group counts) instead of a grid barrier ("attention"), likewise the o-proj for its K slice's
 # heads ("o") and the down-proj for its K slice's gate_up tiles ("down"): FLOWS; rope_early: the rotary
 # tables read before that wait; fc: the draft fc's tiles in `verify` (PersistentLlamaForward.verify);
-# fc_early: that fc in the last layer's attention phase, on the programs attention leaves idle (else after
-# the lm_head); kv_early: with attn_window, attention's first cache block loaded before its wait;
-# fc_spread: the fc's units spread over the attention phases of that many last layers (fc_schedule);
+# kv_early: with attn_window, attention's first cache block loaded before its wait; fc_spread: the fc's
+# units spread over the attention phases of that many last layers (fc_schedule; 0: after the lm_head;
+# 1 replaced session 13's fc_early, the fc in the last layer's attention phase);
 # stream: the products run as stream-K (triton_product._stream: every program the same blocks of BLOCK_K
 # columns; SPLIT only slices `flow`'s counts), the others as (tile, split) units
 DEFAULT = {"qkv": (64, 256, 2), "o": (64, 128, 4), "gate_up": (64, 256, 1), "down": (64, 256, 4),
            "lm_head": (256, 64, 1), "warps": 4, "stages": 3, "per_sm": 1, "poll": "acquire", "prefetch": 0,
            "prefetch_op": "bulk", "prefetch_at": "barrier",
            "attn_block": 64, "attn_o": 0, "o_preload": True, "embed": True, "preload": (), "attn_window": True,
-           "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4), "fc_early": False,
+           "flow": ("attention", "down"), "rope_early": True, "fc": (64, 256, 4),
            "kv_early": False, "fc_spread": 0, "stream": ()}  # the best of the H200 sweeps, sessions 9 and 12-14 (docs/cuda.md)
 
 
@@ -47,6 +47,10 @@ def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
     """Refuse a config (DEFAULT's keys) the kernel cannot run exactly on a target of head_dim, n_heads
     and intermediate size ffn: an unknown poll, or a `flow` whose counts would need partial tiles or
     heads, or one that would share the split-K workspace with no barrier."""
+    unknown = sorted(set(c) - set(DEFAULT))
+    if unknown:
+        raise ValueError(f"PersistentLlamaForward: config keys {unknown} are not knobs of the kernel; pick from "
+                         f"{sorted(DEFAULT)} (bench/persistent_config.py DEFAULT)")
     if c["poll"] not in POLLS:
         raise ValueError(f"PersistentLlamaForward: poll {c['poll']!r} is not one of {sorted(POLLS)}; pick one of them")
     if c["prefetch_at"] not in ("barrier", "attention") or (c["prefetch_at"] == "attention" and c["attn_o"]):
@@ -60,9 +64,7 @@ def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
             ("attention" in flow and head_dim % c["qkv"][0], f"a qkv BLOCK_N that divides head_dim {head_dim}"),
             ("o" in flow and n_heads % c["o"][2], f"an o SPLIT that divides the {n_heads} heads"),
             ("down" in flow and (ffn // c["down"][2]) % c["gate_up"][0],
-             "a gate_up BLOCK_N that divides the down-proj's K slice"),
-            (c["fc_early"] and "o" in flow, "fc_early off (the fc and the o-proj would share the split-K "
-             "workspace with no barrier between them)")]
+             "a gate_up BLOCK_N that divides the down-proj's K slice")]
     stream = list(c["stream"])
     need += [(set(stream) - set(PRODUCTS), f"stream products among {list(PRODUCTS)} (not {stream})"),
              (set(stream) & set(c["preload"]), "no product both in stream and in preload (stream has no first unit)"),
@@ -71,8 +73,8 @@ def check_config(c: dict, head_dim: int, n_heads: int, ffn: int):
              ("o" in flow and (c["qkv"][2] > 1 or "qkv" in stream), "a qkv with no split-K workspace, SPLIT 1 "
               "and out of stream (with flow \"o\" the o-proj's partials and tile counts would share it with qkv's "
               "last reductions, no barrier between them)"),
-             ("lm_head" in stream and not (c["fc_spread"] or c["fc_early"]), "fc_spread or fc_early with lm_head in "
-              "stream (verify's fc after the lm_head would share its workspace with no barrier between them)")]
+             ("lm_head" in stream and not c["fc_spread"], "fc_spread with lm_head in stream (verify's fc after the "
+              "lm_head would share its workspace with no barrier between them)")]
     for failed, what in need:
         if failed:
             raise ValueError(f"PersistentLlamaForward: flow {flow} with stream {stream} needs {what}; change the "

@@ -101,7 +101,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              IA: tl.constexpr, IO: tl.constexpr, IG: tl.constexpr, ID: tl.constexpr, am_v, am_i, am_n, ids_ptr,
              AM: tl.constexpr, wfc_ptr, feat_ptr, FCN, VERIFY: tl.constexpr, NTAP: tl.constexpr, A0: tl.constexpr,
              A1: tl.constexpr, A2: tl.constexpr, FN: tl.constexpr, FK: tl.constexpr, FS: tl.constexpr,
-             FC_EARLY: tl.constexpr, KV_EARLY: tl.constexpr, wsf_ptr, cntf_ptr, FC_SPREAD: tl.constexpr,
+             KV_EARLY: tl.constexpr, wsf_ptr, cntf_ptr, FC_SPREAD: tl.constexpr,
              FC_PER: tl.constexpr, FC_W: tl.constexpr):
     """The whole forward, one program per SM; hs [L + 1, T, H]: the embedding, then each layer's output.
     AO > 0: attention and the o-proj are one phase (_attn_o, column tiles of AO); NB: grid barriers a
@@ -182,11 +182,6 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
                             _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, wsf_ptr, cntf_ptr, ssq_ptr, T, FCN, eps, u, units,
                                 H, NTAP, BLOCK_M, FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2,
                                 am_v, am_i, am_n, ids_ptr)
-            if VERIFY and FC_EARLY:  # the last layer's attention window: the fc on the programs it leaves idle
-                if lay == L - 1:
-                    _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP,
-                        BLOCK_M, FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n,
-                        ids_ptr)
             wo = _first_block(wo_ptr + li * H * (NH * D), H, NH * D, pid, ON, OK, OS, False, PO)
             _stamp(times_ptr, lay * 10 + 2, pid, TIMED)
             if FLOW // 2 % 2 == 0:
@@ -233,7 +228,7 @@ def _forward(hs_ptr, qkv_ptr, o_ptr, xm_ptr, a_ptr, logits_ptr, ln1_ptr, wqkv_pt
              H, eps, pid, nprog, H // DN, False, True, 0, BLOCK_M, LN, LK, LS, F32, wl, wl, PL,
              flow_ptr, 0, 1, flow_ptr, 0, False, bar_ptr + 2, POLL, NH, NKV, D,
              0, 0, 0, 0, am_v, am_i, am_n, ids_ptr, AM * VERIFY, STL)
-    if VERIFY and not FC_EARLY and FC_SPREAD == 0:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
+    if VERIFY and FC_SPREAD == 0:  # the draft's fc over the taps: they were stored layers ago, no barrier needed
         _fc(hs_ptr, wfc_ptr, feat_ptr, lnf_ptr, ws_ptr, cnt_ptr, ssq_ptr, T, FCN, eps, pid, nprog, H, NTAP, BLOCK_M,
             FN, FK, FS, F32, flow_ptr, bar_ptr, POLL, NH, NKV, D, A0, A1, A2, am_v, am_i, am_n, ids_ptr)
     _stamp(times_ptr, 10 * L, pid, TIMED)
@@ -403,7 +398,7 @@ class PersistentLlamaForward(TritonLlamaForward):
             am_n=self.am_n, ids_ptr=ids if fc is not None else self.am_n, wfc_ptr=fc if fc is not None else wd,
             feat_ptr=feature if fc is not None else xm, FCN=fc.shape[0] if fc is not None else 0,
             VERIFY=fc is not None, NTAP=len(self.target.aux_layer_ids), A0=aux[0], A1=aux[1], A2=aux[2],
-            FC_EARLY=bool(c["fc_early"]) and max(aux) < n and c["attn_o"] == 0, wsf_ptr=self.wsf, cntf_ptr=self.cntf,
+            wsf_ptr=self.wsf, cntf_ptr=self.cntf,
             **self._fc_schedule(fc.shape[0] if fc is not None else 0),
             num_warps=c["warps"], num_stages=c["stages"], **self.consts))
         if self.resident is None and not INTERPRET:

@@ -122,7 +122,7 @@ def test_stream_k_product_matches_torch(programs, epi):
                                    {"flow": ["attention"], "kv_early": True, "attn_block": 4},
                                    {"prefetch_at": "attention", "prefetch": {"o": 512, "gate_up": 256},
                                     "prefetch_op": "line"}, {"stream": ["qkv", "o", "down"]},
-                                   {"stream": ["gate_up", "lm_head"], "flow": ["attention"], "fc_early": True}, {}],
+                                   {"stream": ["gate_up", "lm_head"], "flow": ["attention"], "fc_spread": 1}, {}],
                          ids=["five-phases", "attn-o-32-embed-in-kernel", "attn-o-64-no-preload", "preload-all",
                               "preload-qkv-gate-up-attn-o", "attention-reads-the-window-back-from-the-cache",
                               "flow-all-rope-early", "flow-attention-window-from-the-cache", "flow-o-down",
@@ -173,8 +173,8 @@ def test_persistent_forward_refuses_flow_with_attn_o():
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["attention"], "attn_o": 32})
     with pytest.raises(ValueError, match="\\['gate'\\] not among"):
         tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["gate"]})
-    with pytest.raises(ValueError, match="needs fc_early off"):
-        tp.PersistentLlamaForward(adapter, {**TINY, "flow": ["o"], "fc_early": True, "qkv": Q1})
+    with pytest.raises(ValueError, match="config keys \\['fc_early'\\] are not knobs of the kernel"):
+        tp.PersistentLlamaForward(adapter, {**TINY, "fc_early": True})
 
 
 @pytest.mark.parametrize("prefetch,want", [(0, (0, 0, 0, 0, 0)), (256, (256,) * 5),
@@ -208,7 +208,7 @@ def test_persistent_forward_refuses_a_prefetch_it_cannot_read():
     ({"stream": ["gate_up"]}, "gate_up out of stream \\(with flow \"down\""),
     ({"stream": ["qkv"], "flow": ["o"], "qkv": Q1}, "with flow \"o\" the o-proj's partials"),
     ({"flow": ["o"]}, "a qkv with no split-K workspace, SPLIT 1"),
-    ({"stream": ["lm_head"]}, "fc_spread or fc_early with lm_head in stream")],
+    ({"stream": ["lm_head"]}, "fc_spread with lm_head in stream")],
     ids=["not-a-product", "stream-and-preload", "gate-up-with-flow-down", "qkv-stream-with-flow-o",
          "qkv-split-with-flow-o", "lm-head-before-the-fc"])
 def test_persistent_forward_refuses_a_stream_that_would_share_its_workspace(extra, match):
@@ -237,7 +237,7 @@ def test_persistent_forward_counts_the_barriers_one_launch_makes(extra, barriers
 
 
 @pytest.mark.parametrize("extra", [{"flow": (), "embed": False}, {"flow": ["attention", "o", "down"], "qkv": Q1},
-                                   {"flow": ["attention"], "fc_early": True}, {}, {"fc_spread": 2},
+                                   {"flow": ["attention"], "fc_spread": 1}, {}, {"fc_spread": 2},
                                    {"fc_spread": 1, "flow": ()}, {"fc_spread": 2, "stream": ["qkv", "lm_head"]}],
                          ids=["five-phases", "flow-all", "fc-in-the-last-attention-phase", "default",
                               "fc-spread-over-both-layers", "fc-spread-over-the-last-layer",
