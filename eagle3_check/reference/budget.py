@@ -97,3 +97,18 @@ def allowed(budget: float | BinomialBudget, n: int) -> int:
     if isinstance(budget, BinomialBudget):
         return budget.allowed(n)
     return int(budget * n + 1e-9)
+
+
+def share_text(budget: float | BinomialBudget, n: int, unit: str = " positions") -> str:
+    """How the allowed ties were decided, for a report line: '7.0% of 818 positions' or the bound's source."""
+    if isinstance(budget, BinomialBudget):
+        return (f"binomial bound on {n} positions at a correct runner's rate <= {budget.rate:.4g}, "
+                f"false-fail chance {ALPHA:g}: {budget.source}")
+    return f"{budget:.1%} of {n}{unit}"
+
+
+def budget_json(budget: float | BinomialBudget) -> dict:
+    """The budget in a JSON report: {"share": x} (flat), or the calibrated rate and its source."""
+    if isinstance(budget, BinomialBudget):
+        return {"kind": "binomial", "rate": budget.rate, "alpha": ALPHA, "source": budget.source}
+    return {"share": budget}

@@ -101,9 +101,10 @@ def q99(xs: list[float]) -> float:
 
 
 def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[int], n_new: int, device: str,
-              kernels: str = "eager"):
+              key=None):
     """The Calibration of an eager program's target (`program.module.target`) against `reference`
-    (an HFReference: its `model`), measured on `prompts` (token ids as the runner encodes them)."""
+    (an HFReference: its `model`), measured on `prompts` (token ids as the runner encodes them);
+    `key` (a CalibrationKey) names it, else the target's parameter digest on `device`, eager kernels."""
     import time
 
     from eagle3_check.errors import InputError
@@ -114,7 +115,7 @@ def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[i
         raise InputError("a calibration on this program", "an eager program (its target's logits are measured)",
                          "calibrate on the eager program of the same target (--target DIR), then judge this one")
     dtype = str(next(target.parameters()).dtype).removeprefix("torch.")
-    key = CalibrationKey(weights_digest(target.model), dtype, device.split(":")[0], kernels)
+    key = key or CalibrationKey(weights_digest(target.model), dtype, device.split(":")[0], "eager")
     t0 = time.perf_counter()
 
     def reference_logits(ids: list[int]) -> torch.Tensor:  # [len(ids), V]
