@@ -102,7 +102,7 @@ def q99(xs: list[float]) -> float:
 
 def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[int], n_new: int, device: str,
               key=None):
-    """The Calibration of an eager program's target (`program.module.target`) against `reference`
+    """The Calibration of an eager program's target (its module's `target`) against `reference`
     (an HFReference: its `model`), measured on `prompts` (token ids as the runner encodes them);
     `key` (a CalibrationKey) names it, else the target's parameter digest on `device`, eager kernels."""
     import time

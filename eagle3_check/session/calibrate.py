@@ -19,7 +19,7 @@ def calibration_key(ctx):
     from eagle3_check.report.provenance import file_record
 
     digest = file_record(ctx.target_dir)["sha256"]
-    kernels = "compiled" if getattr(ctx.cfg, "compile", False) else "eager"
+    kernels = "compiled" if getattr(ctx.cfg, "compile", "off") not in (None, "off") else "eager"
     return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
 
 
