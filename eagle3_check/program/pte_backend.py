@@ -108,6 +108,38 @@ def load_program(path: str | Path, data_path: str | Path | None = None):
                          expected, fix) from None
 
 
+# the runtime's log line when a method's delegate has no backend in this build (executorch's method.cpp)
+_UNREGISTERED = re.compile(r"Backend (\S+?)\.? is not registered")
+# what each backend a speculator program may be lowered for needs at run time (docs/pte.md)
+BACKEND_RUNTIME = {
+    "CudaBackend": "an executorch runtime built with the CUDA backend for this machine's torch and CUDA (the PyPI "
+                   "wheel registers XnnpackBackend, QnnBackend and OpenvinoBackend only), on a machine with the GPU "
+                   "the program was compiled for, and the program's .ptd (--data-path)",
+}
+
+
+def unregistered_backend(log: str) -> str | None:
+    """The delegate id the runtime said it has no backend for, else None."""
+    m = _UNREGISTERED.search(log)
+    return m[1] if m else None
+
+
+def registered_backends() -> list[str]:
+    """The backends this executorch runtime registers (its C extension's own list)."""
+    return sorted(_runtime().extension()._get_registered_backend_names())
+
+
+def missing_backend_error(method: str, path: Path, backend: str) -> InputError:
+    """One line: the method's delegate, what this runtime registers and what would run it."""
+    need = BACKEND_RUNTIME.get(backend, f"an executorch runtime built with {backend}")
+    return InputError(
+        f"method {method} of {path} is lowered for {backend}, which this executorch runtime does not register "
+        f"(it registers {', '.join(registered_backends())})",
+        f"a program lowered for a registered backend, or {need}",
+        "export the program for XNNPACK (`eagle3-check export`), or judge it where such a runtime is installed "
+        "(docs/pte.md, \"CUDA-backend programs\")")
+
+
 def _why(log: io.StringIO, e: Exception) -> str:
     return re.sub(r"\[[^\]]*\]\s*", "", log.getvalue()).strip().replace("\n", " ") or first_line(e)
 
@@ -162,6 +194,9 @@ class PteBackend(SpeculatorProgram):
                 with contextlib.redirect_stderr(log):
                     self._methods[m] = self._program.load_method(m)
             except Exception as e:  # the runtime raises RuntimeError with an error code
+                missing = unregistered_backend(log.getvalue())
+                if missing:
+                    raise missing_backend_error(m, self.path, missing) from None
                 why = _why(log, e)[-160:]
                 if self.data_path is None:
                     raise InputError(f"method {m} of {self.path} cannot be loaded ({why})",

@@ -70,21 +70,33 @@ class CheckContext:
     def options(self):
         return self.resolved.options
 
+    @cached_property
+    def tie_rule(self):
+        """The tolerance and budget of this run and where they came from (reference/tie_rule.py: one
+        rule for every job): --tie-budget, the calibration of a user's target in a reduced precision
+        (measured on the first check, then read from the cache), or the built-in constants."""
+        from eagle3_check.reference.tie_rule import tie_rule
+
+        return tie_rule(self.cfg.dtype, self.cfg.fixture, self.cfg.tie_budget, self.calibration)
+
+    @cached_property
+    def calibration(self):
+        """The calibration of a `--target` model in a reduced precision (session/calibrate.py); None
+        where the built-in constants apply: float32, and the fixtures they were measured on."""
+        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte:
+            return None
+        from eagle3_check.session.calibrate import calibration_for
+
+        return calibration_for(self)
+
     @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
-
-        return tolerance_for(self.cfg.dtype)
+        return self.tie_rule.tolerance
 
     @property
-    def tie_budget(self) -> float:
-        """--tie-budget (checked in [0, 1] where the config was built), else the dtype's (a
-        real-model fixture has its own measured budget)."""
-        from eagle3_check.reference.tolerance import default_budget
-
-        if self.cfg.tie_budget is not None:
-            return self.cfg.tie_budget
-        return default_budget(self.cfg.dtype, self.cfg.fixture)
+    def tie_budget(self):
+        """A share of judged positions (--tie-budget, the constants) or a calibrated binomial bound."""
+        return self.tie_rule.budget
 
     @cached_property
     def reference(self):
