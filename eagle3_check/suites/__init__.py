@@ -28,6 +28,7 @@ from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
 from eagle3_check.suites.chunked import CHUNKED_PREFILL
 from eagle3_check.suites.inputs import METADATA, OPTIONS
 from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE, STATE
+from eagle3_check.suites.verify_range import VERIFY_RANGE
 
 SUITES: dict[str, list[Case]] = {
     "acceptance": ACCEPTANCE,
@@ -41,6 +42,7 @@ SUITES: dict[str, list[Case]] = {
     "chunked-prefill": CHUNKED_PREFILL,
     "metadata": METADATA,
     "chain": CHAIN,
+    "verify-range": VERIFY_RANGE,
     "options": OPTIONS,
     "state": STATE,
 }

@@ -131,7 +131,7 @@ class Case:
     # Run on the toy program (suites/toy.py) built from these ToyProgram arguments instead of the
     # program under test: a second program of another size, or a declared sliding window, that a
     # run on one given program (the gate's .pte) has too. Judged by the toy's own target.
-    toy: tuple[tuple[str, int], ...] = ()
+    toy: tuple[tuple[str, object], ...] = ()  # e.g. (("verify_range", (2, 5)), ("chain_len", 3))
 
     @property
     def suite(self) -> str:

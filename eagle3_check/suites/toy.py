@@ -4,7 +4,10 @@ Target: greedy next token of t is `next_token(t)` (200..499: never a default sto
 whatever the position. Feature rows are `[position, token]`, so a test can read which
 verify rows were used to reseed. Draft: the row at position p holds the token at p + 1 and
 proposes the token for p + 2; it proposes right unless p + 2 is in `wrong_at`, where it
-proposes `next_token(...) + 1`. `g` rows are `[position, -token]`.
+proposes `next_token(...) + 1`. `g` rows are `[position, -token]`. `target_verify` takes a window
+C inside the declared verify range only (`verify_range`, get_min/max_verify_len), as an exported
+method does: another C raises `VerifyRangeError`, the runtime's error (DESIGN §2: "a clamped K the
+program's target_verify cannot take is the runtime's error").
 
 The greedy reference of a prompt is `greedy(prompt, n)`: the chain of next_token.
 
@@ -22,6 +25,11 @@ import torch
 from eagle3_check.program.contract import SpeculatorProgram
 
 LO, SPAN = 200, 300
+
+
+class VerifyRangeError(RuntimeError):
+    """target_verify called with a window C outside the toy's verify range (an exported method's
+    input bounds refuse it at run time)."""
 
 
 def next_token(t: int) -> int:
@@ -72,6 +80,10 @@ class ToyProgram(SpeculatorProgram):
         return torch.tensor([[next_token(int(tokens[0, -1]))]]), self._feature(tokens, positions)
 
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, 2]
+        lo, hi = self._md.get("get_min_verify_len", 1), self._md.get("get_max_verify_len", 1 << 30)
+        if not lo <= tokens.shape[1] <= hi:
+            raise VerifyRangeError(f"target_verify: window C = {tokens.shape[1]} is outside the method's "
+                                   f"bounds [{lo}, {hi}] (K = C - 1 the program cannot take)")
         ids = torch.tensor([[next_token(int(t)) for t in tokens[0]]])
         return ids, self._feature(tokens, positions)
 
