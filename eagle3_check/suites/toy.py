@@ -44,6 +44,21 @@ def greedy(prompt: list[int], n: int) -> list[int]:
     return out
 
 
+def previous_token(u: int) -> int:
+    """The toy token t (in LO..LO+SPAN-1) with next_token(t) = u: 7t + 3 = u - LO (mod SPAN), and
+    7 * 43 = 301 = 1 (mod 300). Worked example: u = 304 -> 43 * 101 = 4343 = 143 (mod 300) -> t = 443,
+    and next_token(443) = 200 + 3104 % 300 = 304."""
+    return LO + (43 * (u - LO - 3) - LO) % SPAN
+
+
+def prompt_to(end: int, n: int, head: list[int]) -> list[int]:
+    """Prompt ids `head + [t]` whose greedy output's n-th token (index n - 1) is `end` (a toy token)."""
+    t = end
+    for _ in range(n):
+        t = previous_token(t)
+    return [*head, t]
+
+
 class ToyProgram(SpeculatorProgram):
     def __init__(
         self,
