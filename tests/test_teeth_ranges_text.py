@@ -13,7 +13,15 @@ from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.profiles import declare
 from eagle3_check.suites import suite_cases
 from eagle3_check.suites.execute import SELF, SuiteEnv, run_case
-from eagle3_check.suites.toy import LO, SPAN, ToyProgram, VerifyRangeError, greedy, previous_token, prompt_to
+from eagle3_check.suites.toy import (
+    LO,
+    SPAN,
+    ToyProgram,
+    VerifyRangeError,
+    greedy,
+    previous_token,
+    prompt_to,
+)
 
 PROFILES = ("design", "k-runtime", "chunked-prefill", "runner-pr")
 # verify range [2, 5] (get_chain_len 3) and [3, 3] (get_chain_len 2): the K each profile runs, None = refused
