@@ -155,3 +155,39 @@ def test_decode_recover_compare_over_the_real_vocabulary(pieces, data):
     truth = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=12), label="truth")
     v, rec = judged(pieces, truth, pieces.of(truth), len(truth), ids[0])
     assert rec.ids == truth and v.status == PASS, (truth, v.message)
+
+
+def merges(pieces: BytePieces) -> list[tuple[int, int, int]]:
+    """Up to 200 (a, b, c) with a + b = c among the printable ids (cached on the pieces object)."""
+    got = getattr(pieces, "_merges_for_tests", None)
+    if got is None:
+        by_bytes = {b: i for i, b in pieces.pieces.items() if b and b"\x00" not in b}
+        got = []
+        for c in printable(pieces):
+            whole = pieces.pieces[c]
+            cut = next((k for k in range(1, len(whole)) if whole[:k] in by_bytes and whole[k:] in by_bytes), None)
+            if cut is not None:
+                got.append((by_bytes[whole[:cut]], by_bytes[whole[cut:]], c))
+            if len(got) >= 200:
+                break
+        pieces._merges_for_tests = got
+    return got
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_merged_or_re_split_pair_fails_over_the_real_vocabulary(pieces, data):
+    """The other direction: the reference's greedy tokens hold a pair a, b (or the one token c,
+    a + b = c); a binary that printed the same bytes as c (or as a, b), its N one fewer (one more),
+    fails, never passes. The bytes are the reference's, so the count tells them apart (with the same
+    bytes and the same N no judge of bytes can: the recovery then takes the reference's split,
+    `test_correct_output_whose_tokens_re_merge_passes`)."""
+    ids = printable(pieces)
+    a, b, c = data.draw(st.sampled_from(merges(pieces)), label="merge")
+    head = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=5), label="head")
+    tail = data.draw(st.lists(st.sampled_from(ids), min_size=0, max_size=5), label="tail")
+    split = data.draw(st.booleans(), label="reference has the pair")
+    truth = [*head, a, b, *tail] if split else [*head, c, *tail]
+    n = len(truth) - 1 if split else len(truth) + 1  # the binary's other segmentation of the same bytes
+    v, _ = judged(pieces, truth, pieces.of(truth), n, c if split else a)
+    assert v.status == FAIL and (v.index is None or v.index >= len(head)), (truth, n, v.message)
