@@ -54,3 +54,49 @@ def test_a_passing_verdict_fails_when_the_binary_reports_one_round_more(program,
     assert verdict_for(r).status == "pass"
     v = verdict_for(r + 1)
     assert v.status == "fail" and v.message.startswith(f"acceptance: the binary reports {r + 1} rounds"), v.message
+
+
+def _seed_stdout(pieces, run, rounds: int) -> bytes:
+    n = len(run.tokens)
+    return (f"Prompt tokens: {len(run.prompt_ids)}, chain K={run.k}, max_new={run.max_new}\n".encode()
+            + pieces.of(list(run.tokens))
+            + f"\n[timing] verify=1ms draft=1ms over {rounds} rounds (1.0 / 1.0 ms per round)\n".encode()
+            + b"\n--- EAGLE-3 speculative decode ---\n"
+            + f"generated {n} tokens in {rounds} rounds (tau={(n - 1) / rounds:.3f})\n".encode())
+
+
+def test_check_through_a_text_only_binary_holds_its_rounds_to_ours(program, tokenizer, fixture, tmp_path):
+    """`check --runner exec:` end to end on a shell-script binary that prints our own run's bytes:
+    with our R it passes; with one round more (tau recomputed, still within the bounds) it fails."""
+    import dataclasses
+
+    from eagle3_check.binary.byte_pieces import BytePieces
+    from eagle3_check.binary.check import run_exec_check
+    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.program.contract import ProgramWrapper
+    from eagle3_check.reference.self_ref import SelfReference
+    from eagle3_check.reference.tolerance import tolerance_for
+
+    class NamedPte(ProgramWrapper):
+        path = "model.pte"  # binary.runner.program_file reads it; the script never opens it
+
+    prompt = fixture.prompts()[0]
+    opts = RunOptions(max_new_tokens=12)
+    run = our_run(program, tokenizer, prompt.text, opts, "chunked-prefill")
+    pieces = BytePieces.from_tokenizer_json(tokenizer.path)
+    assert run.rounds >= 2 and run.rounds + 1 <= len(run.tokens) - 1  # one more round is within the bounds
+    verdicts = {}
+    for name, rounds in (("same", run.rounds), ("one-more", run.rounds + 1)):
+        (tmp_path / f"{name}.out").write_bytes(_seed_stdout(pieces, run, rounds))
+        exe = tmp_path / name
+        exe.write_text(f'#!/bin/sh\ncase "$*" in *--help*) printf "  -model_path (m) type: string\\n  -chain (K) '
+                       f'type: int32\\n  -prompt_file (f) type: string\\n"; exit 1;; esac\ncat "{tmp_path / name}.out"\n')
+        exe.chmod(0o755)
+        report = run_exec_check(ExecRunner(f"exec:{exe}", timeout=30.0), NamedPte(program), tokenizer,
+                                SelfReference(program), [prompt], dataclasses.replace(opts), tolerance=tolerance_for("float32"))
+        verdicts[name] = report.outcomes[0].verdict
+    assert verdicts["same"].status == "pass", verdicts["same"].message
+    bad = verdicts["one-more"]
+    assert bad.status == "fail" and bad.message.startswith(
+        f"acceptance: the binary reports {run.rounds + 1} rounds"), bad.message
+    assert f"accepted per round {run.accepted}" in bad.message

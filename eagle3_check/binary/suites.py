@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from eagle3_check.binary.acceptance import held_to_ours
 from eagle3_check.binary.check import byte_pieces_or_none, judge_process
 from eagle3_check.binary.judge import FAIL, PASS, TIE, Request
 from eagle3_check.binary.protocol import OutputError, parse_output
@@ -148,6 +149,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
                                  req, lambda toks: env.score(ids, toks, base), env.tolerance,
                                  decode=_decode(env, ids, base, md.max_seq_len))
+    # its R and tau are our runner's on the same program and options (a binary runs unforced, and so does ours here)
+    held_to_ours(verdict, out, ref.tokens, base, env.tokenizer, text, binary_options(options, md), prof.name)
     plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
                "profile": prof.name, "stderr": proc.stderr_tail()[-800:]}
