@@ -35,6 +35,9 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
 
         candidates = ending_prompts(env.tokenizer, env.filler_ids(L - 1, options.bos_id), options.max_new_tokens,
                                     case.prompt.ends_in, base_stops)
+        if not candidates:
+            raise CaseSkip(f"no token in the toy's range of this tokenizer decodes to a text ending in "
+                           f"{case.prompt.ends_in!r}")
     elif L is not None:
         candidates = [env.filler_ids(L, options.bos_id, start) for start in range(len(env.prompts))]
     elif case.prompt.text is not None:
