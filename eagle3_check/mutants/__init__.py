@@ -304,6 +304,12 @@ MUTANTS: tuple[Mutant, ...] = (
          ("import time\n", "import dataclasses as _dc\nimport time\n")),
     ),
     Mutant(
+        "rounds_one_more", "reports one round more than it ran (tau recomputed to match: still within "
+        "ceil((N - 1) / (K + 1)) <= R <= N - 1)",
+        "rounds and tau held to the call log (in process) and to our runner's (a binary: binary/acceptance.py)",
+        (("        rounds = len(accepted)\n", "        rounds = len(accepted) + (1 if accepted else 0)\n"),),
+    ),
+    Mutant(
         "text_rstripped", "the run's reported text has its trailing whitespace (spaces, newline, tab) stripped",
         "an output whose text ends in whitespace, its text compared with the decode of its tokens "
         "(options/ends-in-*, toy:text-ends-in-whitespace)",
