@@ -42,8 +42,12 @@ def pieces() -> BytePieces:
 
 
 def printable(pieces: BytePieces) -> list[int]:
-    """Ids a binary prints as their bytes (a NUL or empty piece is recover.py's quirk, tested apart)."""
-    return [i for i, b in sorted(pieces.pieces.items()) if b and b"\x00" not in b]
+    """Ids a binary prints as their bytes (a NUL or empty piece is recover.py's quirk, tested apart);
+    computed once per pieces object (hypothesis calls this per example)."""
+    got = getattr(pieces, "_printable_for_tests", None)
+    if got is None:
+        got = pieces._printable_for_tests = [i for i, b in sorted(pieces.pieces.items()) if b and b"\x00" not in b]
+    return got
 
 
 def reference_of(truth: list[int], other: int):
