@@ -410,7 +410,7 @@ def _run_error(case, env, program, options, md, k, runner, runtime: str | None =
         if rec.calls:
             problems.append(f"{len(rec.calls)} program calls ran before the error (expected none)")
         details = {"L": L, "K": k, "error": msg}
-        passed = f"error: {msg}" + (f" ({note})" if note else "")
+        passed = f"error: {msg}" + (f" ({note or runtime})" if note or runtime else "")
         return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or passed, details)
     except Exception as e:  # noqa: BLE001 - the program's refusal of the window is the runtime's error
         by_program = _verify_refused(rec) if runtime else None
