@@ -124,3 +124,25 @@ def test_text_ending_in_whitespace_passes_and_a_stripped_text_fails(fixture_name
         assert r.status == "pass" and r.details["tokens"] == dict(case.options)["max_new_tokens"], (case.name, r)
         bad = run_case(case, env, factory("text_rstripped")())
         assert bad.status == "fail" and bad.message.startswith("text: the run reports"), (case.name, bad.message)
+
+
+@pytest.mark.parametrize("ending", [" ", "\n", "\t"], ids=["space", "newline", "tab"])
+def test_a_binary_that_strips_its_printed_text_fails_by_bytes(tokenizer, fixture, ending):
+    """The binary route's side of the text rule: a text-only binary's bytes are judged against the
+    reference tokens' pieces, so output ending in whitespace and printed stripped fails at its end
+    (the toy's chain spells such an output on the fixture's vocabulary)."""
+    from eagle3_check.binary.byte_pieces import BytePieces
+    from eagle3_check.binary.judge import Request, judge
+    from eagle3_check.binary.protocol import ExecOutput
+    from eagle3_check.suites.text_end import ending_prompts
+
+    pieces = BytePieces.from_tokenizer_json(fixture.tokenizer_path)
+    ref = greedy(ending_prompts(tokenizer, [], 9, ending, set())[0], 9)
+    req = Request(1, 4, 9, 64, frozenset())
+
+    def verdict(text: bytes):
+        return judge(ExecOutput(1, 4, 9, text, 2, 9, 4.0, 0, 0), ref, [9.0] * 9, pieces, req)
+
+    assert pieces.of(ref).endswith(ending.encode()) and verdict(pieces.of(ref)).status == "pass"
+    bad = verdict(pieces.of(ref).rstrip())
+    assert bad.status == "fail" and bad.mode == "bytes", bad.message
