@@ -60,7 +60,8 @@ def held_to_ours(verdict, out, ref_tokens: list[int], program, tokenizer, text: 
     on the same program and options (`options` as the binary got them). Compared only where our
     tokens are the binary's (the verdict passed on the reference's greedy tokens, and ours are those
     too): a tie taken the other way legitimately changes the acceptance. Our runner refusing the
-    request compares nothing (the verdict and the header checks judge the binary)."""
+    request compares nothing (the verdict and the header checks judge the binary); any other error of
+    our runner is raised (a harness bug, never the binary's verdict)."""
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.status import FAIL, PASS
 
@@ -68,7 +69,7 @@ def held_to_ours(verdict, out, ref_tokens: list[int], program, tokenizer, text: 
         return
     try:
         ours = our_run(program, tokenizer, text, options, profile)
-    except Eagle3CheckError:
+    except Eagle3CheckError:  # our runner refuses what the binary ran: nothing to hold it to
         return
     if len(ours.tokens) != out.tokens or list(ours.tokens) != list(ref_tokens[: len(ours.tokens)]):
         return
