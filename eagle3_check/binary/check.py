@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from eagle3_check.binary.acceptance import held_to_ours
 from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.judge import FAIL, ExecVerdict, Request, judge
 from eagle3_check.binary.protocol import ExecOutput, OutputError, parse_output
@@ -217,6 +218,7 @@ def run_exec_check(
                                      lambda toks, ids=ids: reference.score(ids, toks), tolerance,
                                      md.vocab_size or tokenizer.vocab_size,
                                      reference_decode(reference, ids, md.max_seq_len))
+        held_to_ours(verdict, out, ref.tokens, program, tokenizer, p.text, binary_options(options, md), prof.name)
         chunked += len(prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)) > 1
         for note in runtime_noise(proc.stderr):
             if note not in report.info["notes"]:
