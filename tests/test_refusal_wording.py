@@ -84,3 +84,15 @@ def test_a_model_directory_without_config_json(tmp_path):
     assert _one_line(e.value).startswith(f"draft directory {tmp_path} has no config.json")
     (tmp_path / "config.json").write_text("{}")
     preflight.check_model_dir(tmp_path, "--target")
+
+
+def test_the_gate_leaves_a_pte_that_is_not_one_to_its_load_check(tmp_path):
+    """`check --pte TEXT` is refused where the Config is built; `gate` reports it as its load check
+    (a FAIL in its report and JUnit, exit 1), as CI reads it."""
+    from eagle3_check.cli import config_of
+
+    text = tmp_path / "t.pte"
+    text.write_text("not a program\n")
+    with pytest.raises(InputError, match="is not an ExecuTorch program"):
+        config_of(["check", "--pte", str(text)])
+    assert config_of(["gate", "--pte", str(text), "--report", str(tmp_path / "r.json")])[0].pte == str(text)
