@@ -96,3 +96,16 @@ def test_the_gate_leaves_a_pte_that_is_not_one_to_its_load_check(tmp_path):
     with pytest.raises(InputError, match="is not an ExecuTorch program"):
         config_of(["check", "--pte", str(text)])
     assert config_of(["gate", "--pte", str(text), "--report", str(tmp_path / "r.json")])[0].pte == str(text)
+
+
+def test_a_binary_without_pte_is_refused_unless_a_repro_or_a_listing_names_no_program(tmp_path):
+    from eagle3_check.cli import config_of
+
+    with pytest.raises(InputError, match="check --runner exec:/bin/false without --pte"):
+        config_of(["check", "--runner", "exec:/bin/false"])
+    with pytest.raises(InputError, match="golden verify --runner exec:/bin/false without --pte"):
+        config_of(["golden", "verify", "--runner", "exec:/bin/false"])
+    config_of(["check", "--list", "--runner", "exec:/bin/false"])  # nothing runs
+    repro = tmp_path / "r.json"
+    repro.write_text("{}")
+    assert config_of(["check", "--repro", str(repro), "--runner", "exec:/bin/false"])[0].pte is None  # its own .pte

@@ -120,7 +120,7 @@ def _program_files(cfg) -> None:
             from eagle3_check.binary.protocol import ExecCommand
 
             preflight.check_executable(ExecCommand.parse(cfg.runner).argv[0], cfg.runner)
-            if cfg.command == "check" and not cfg.list or cfg.golden_command == "verify":
+            if cfg.command == "check" and not (cfg.list or cfg.repro) or cfg.golden_command == "verify":  # a repro names its .pte
                 preflight.check_exec_needs_pte("golden verify" if cfg.golden_command else "check", cfg.runner, cfg.pte)
         else:
             from eagle3_check.run.plugin import check_spec
