@@ -22,7 +22,13 @@ from eagle3_check.gating.golden import (
     run_golden,
     version_notes,
 )
-from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs, stats_exact
+from eagle3_check.gating.golden_diff import (
+    GoldenDiff,
+    compared_line,
+    diff_golden,
+    format_diffs,
+    stats_exact,
+)
 from eagle3_check.gating.metrics import (
     MetricDiff,
     compare_metrics,
@@ -123,14 +129,16 @@ class GateOutcome:
         }
 
     def format(self) -> str:
-        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})", format_diffs(self.golden_diffs)]
+        ran = sum(len(r) for r in self.runs.values())
+        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})",
+                 format_diffs(self.golden_diffs) if ran else compared_line(0, False)]
         if self.baseline:
             lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
         lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
         lines.extend(f"note: {n}" for n in self.notes)
         if self.interrupted:
             lines.append(self.interrupted)
-        lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
+        lines.append(f"verdict: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
 

@@ -207,6 +207,14 @@ def _stat_diff(stem: str, pid: str, run: RunResult, want: GoldenPrompt, tokens_d
 
 
 
+def compared_line(prompts: int, differs: bool) -> str:
+    """The golden comparison's line: "identical" only for prompts that were compared; zero prompts
+    compared is said as such (no golden applied: the verdict fails by the skip rule)."""
+    if not prompts:
+        return "golden: nothing compared (no golden ran)"
+    return "golden: DIFFERS" if differs else "golden: identical"
+
+
 def format_diffs(diffs: list[GoldenDiff]) -> str:
     if not diffs:
         return "golden: identical"

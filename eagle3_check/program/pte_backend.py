@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
+from eagle3_check.preflight import PTE_EXPECTED, PTE_FIX, check_ptd_file, check_pte_file
 from eagle3_check.program.contract import (
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
@@ -63,17 +64,6 @@ def _runtime():
     return et_runtime
 
 
-def _check_data_path(data_path: Path) -> None:
-    fix = "pass the .ptd written beside the .pte by its export (--data-path FILE.ptd)"
-    if not data_path.is_file():
-        raise InputError(f"--data-path {data_path} does not exist", "an ExecuTorch .ptd data file", fix)
-    with open(data_path, "rb") as f:
-        head = f.read(8)
-    if not re.fullmatch(rb"FT[0-9]{2}", head[4:8]):
-        raise InputError(f"--data-path {data_path} is not an ExecuTorch data file (identifier {head[4:8]!r})",
-                         "a .ptd file (flat tensor identifier FTnn at byte 4)", fix)
-
-
 def load_program(path: str | Path, data_path: str | Path | None = None):
     """Loads a `.pte` (and its `.ptd` data file when given) with clear errors for a missing,
     empty, truncated or foreign file."""
@@ -81,19 +71,11 @@ def load_program(path: str | Path, data_path: str | Path | None = None):
 
     p = regular_file(path, "--pte", "pass the path of an exported .pte")  # a FIFO or a device is named as such
     size = p.stat().st_size
-    if size == 0:
-        raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")
     if data_path is not None:
-        _check_data_path(Path(data_path))
+        check_ptd_file(data_path)
     rt = _runtime()
-    with open(p, "rb") as f:
-        head = f.read(8)
-    expected = "a complete ExecuTorch .pte file (flatbuffer identifier ETnn at byte 4)"
-    fix = "re-export it with `eagle3-check export`; check the copy was not cut short"
-    if not re.fullmatch(rb"ET[0-9]{2}", head[4:8]):
-        # Checked here: executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier.
-        raise InputError(f"--pte {p} ({size} bytes) is not an ExecuTorch program (identifier {head[4:8]!r})",
-                         expected, fix)
+    check_pte_file(p)  # executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier
+    expected, fix = PTE_EXPECTED, PTE_FIX
     log = io.StringIO()  # the runtime logs why through sys.stderr: keep it for the message
     try:
         with contextlib.redirect_stderr(log):

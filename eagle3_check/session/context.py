@@ -212,7 +212,9 @@ class CheckContext:
 
         fx = load_fixture(fixture)  # the card measured the fixture's own request, from its own files:
         request = resolve_options(world.load_tokenizer(fx.tokenizer_path), fx.target_dir, {}).options
-        return card_expectation(read_card(fx), str(fx.card_path), k, self.options,
+        from eagle3_check.inputs import shown_path
+
+        return card_expectation(read_card(fx), shown_path(fx.card_path), k, self.options,
                                 own_prompts=not cfg.prompts and not cfg.shard, request=request)
 
 
