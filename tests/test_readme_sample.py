@@ -19,7 +19,7 @@ _spec.loader.exec_module(readme_sample)
 # a verdict-table row: prompt, L, tokens, rounds, tau, stop, ties, verdict ("PASS: identical (...)")
 ROW = re.compile(r"(\S+) +(\d+) +(\d+) +(\d+) +(\d+\.\d\d) +(\w+) +(\d+) +((?:PASS|TIE|FAIL)\b.*)")
 # the summary lines, in the order check prints them (cli/check.py, gating/check.py, draft_health.py)
-LABELS = ("program: ", "runner profile ", "options: ", "weights: ", "K = ", "requests: ", "positions: ",
+LABELS = ("program: ", "tie rule: ", "runner profile ", "options: ", "weights: ", "K = ", "requests: ", "positions: ",
           "verdict: ", "draft health: ")
 
 
