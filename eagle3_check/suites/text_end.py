@@ -14,7 +14,6 @@ accepted round or as the corrected token, both emitted.
 from __future__ import annotations
 
 from eagle3_check.suites.case import Case, Expect, PromptSpec
-from eagle3_check.suites.toy import LO, SPAN, greedy, prompt_to
 
 ENDINGS = {"space": " ", "newline": "\n", "tab": "\t"}
 
@@ -22,7 +21,10 @@ ENDINGS = {"space": " ", "newline": "\n", "tab": "\t"}
 def ending_prompts(tokenizer, head: list[int], n: int, ending: str, stops: set[int]) -> list[list[int]]:
     """Prompts `head + [t]` whose toy output of n tokens decodes to a text ending in `ending`, one per
     toy-range token whose text ends so (none of the n tokens a stop); none when the vocabulary has
-    no such token (the case then skips, `request.pick_prompt`)."""
+    no such token (the case then skips, `request.pick_prompt`). The toy program imports torch: here,
+    not at import (the suites' case lists are read while the flags are checked, before torch loads)."""
+    from eagle3_check.suites.toy import LO, SPAN, greedy, prompt_to
+
     out = []
     for end in range(LO, min(LO + SPAN, tokenizer.vocab_size)):
         if not tokenizer.decode([end]).endswith(ending):
