@@ -92,6 +92,8 @@ def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dty
 
 
 class HFReference:
+    shared = None  # reference/shared.SharedWeights when the model's weights are the program's
+
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
         AutoModelForCausalLM = _transformers()[1]
@@ -119,6 +121,8 @@ class HFReference:
     @torch.no_grad()
     def score(self, prompt_ids: list[int], tokens: list[int]) -> Scores:
         """One eager forward over prompt + tokens: len(tokens) + 1 rows (see `Scores`)."""
+        if self.shared is not None:
+            self.shared.check()
         vocab = self.model.config.get_text_config(decoder=True).vocab_size
         toks = valid_prefix(tokens, vocab)
         ids = torch.tensor([list(prompt_ids) + toks], device=self.device)  # [1, L + m]
@@ -132,6 +136,8 @@ class HFReference:
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:
         """Decodes up to `max_new` tokens, ending right after the first stop token."""
+        if self.shared is not None:
+            self.shared.check()
         tokens: list[int] = []
         margins: list[float] = []
         runner_up: list[int] = []

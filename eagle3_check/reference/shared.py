@@ -1,0 +1,77 @@
+"""The HF reference over the weights the program already holds: one copy of the target (issue 44).
+
+`check` used to load the target twice: the program's eager target (program/target.py) and the
+HF reference's own `from_pretrained` (reference/hf.py). Both load the same files in the same dtype,
+so their weight tensors are equal; holding them once halves the peak for a large target (8B bf16
+on an H200: 31 GB -> about 16 GB, docs/scale.md). `shared_reference(program, device, dtype)` gives
+an `HFReference` whose model is a copy of the program's HF module *except its parameters*
+(`copy.deepcopy` with the parameters in the memo: buffers such as RoPE's inv_freq and the config
+are its own), with the reference's own attention implementation (eager, as `HFReference` loads),
+so its forward is HF's own code over the same tensors.
+
+What keeps it a reference: it is built only for the harness's own unquantized eager program in
+the dtype and on the device judged (`shareable`), and `SharedWeights.check()` runs before every
+score: a fingerprint of every shared tensor (one norm each, taken when the reference was built,
+before any request) must still hold, so a program that writes into its own weights is an error,
+never judged against itself.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from eagle3_check.errors import InputError
+
+
+def eager_program(program):
+    """The EagerBackend under any wrappers (CUDA graphs, recorders), else None."""
+    from eagle3_check.program.eager import EagerBackend
+
+    while not isinstance(program, EagerBackend) and hasattr(program, "inner"):
+        program = program.inner
+    return program if isinstance(program, EagerBackend) else None
+
+
+def shareable(program, device: str, dtype: torch.dtype):
+    """The program's HF target module when the reference may use its weights (module doc), else None."""
+    inner = eager_program(program)
+    if inner is None or getattr(inner, "quantized_layers", None):
+        return None
+    model = inner.module.target.model
+    p = next(model.parameters())
+    want = torch.device(device)
+    same_device = p.device.type == want.type and (want.index is None or p.device.index == want.index)
+    return model if p.dtype == dtype and same_device else None
+
+
+class SharedWeights:
+    """The fingerprint of a module's parameters: one float64 norm per tensor, taken at construction."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = list(model.parameters())
+        self.taken = self._norms()
+
+    def _norms(self) -> torch.Tensor:  # [n_params] float64
+        with torch.no_grad():
+            return torch.stack([torch.linalg.vector_norm(p, dtype=torch.float64) for p in self.params])
+
+    def check(self) -> None:
+        now = self._norms()
+        if not torch.equal(now, self.taken):
+            i = int((now != self.taken).nonzero()[0, 0])
+            raise InputError(f"the program changed its own target weights (tensor {i} of {len(self.params)}) "
+                             "while the HF reference shares them", "weights left as loaded",
+                             "do not write into the target's parameters, or judge with --reference self")
+
+
+def shared_reference(model: torch.nn.Module, device: str, attention: str = "eager"):
+    """An HFReference over a copy of `model` that shares its parameters (module doc)."""
+    from eagle3_check.reference.hf import HFReference
+
+    ref_model = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})
+    ref_model.config._attn_implementation = attention  # HF reads it at every forward
+    ref = HFReference.from_model(ref_model, device)
+    ref.shared = SharedWeights(ref_model)
+    return ref
