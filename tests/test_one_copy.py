@@ -46,6 +46,8 @@ def test_shared_reference_scores_as_a_loaded_one_on_the_same_tensors(dtype):
     loaded = HFReference(load_fixture("tiny-llama").target_dir, "cpu", getattr(torch, dtype))
     prompt = [2, 105, 433, 368]
     assert ref.score(prompt, TOKENS) == loaded.score(prompt, TOKENS)  # every row, bit for bit
+    sdpa = shared_reference(model, "cpu", "sdpa")  # the measured alternative: the program's own attention
+    assert sdpa.model.config._attn_implementation == "sdpa" and ref.model.config._attn_implementation == "eager"
 
 
 def test_a_program_that_writes_its_weights_is_refused():

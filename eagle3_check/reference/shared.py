@@ -67,7 +67,9 @@ class SharedWeights:
 
 
 def shared_reference(model: torch.nn.Module, device: str, attention: str = "eager"):
-    """An HFReference over a copy of `model` that shares its parameters (module doc)."""
+    """An HFReference over a copy of `model` that shares its parameters (module doc), computing with
+    `attention`: eager, as a loaded HFReference does (scores bit for bit equal to one); "sdpa", the
+    program's own, was measured as the alternative (docs/scale.md)."""
     from eagle3_check.reference.hf import HFReference
 
     ref_model = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})
