@@ -86,9 +86,11 @@ def hf_full(model, ids):  # [1, L] -> [W, V]
 def hf_window(model, ids):  # [1, L] -> [W, V]: prefill L-W on a DynamicCache, then the W-token window
     from transformers import DynamicCache
 
-    cache = DynamicCache()
-    model(input_ids=ids[:, :-W], past_key_values=cache, use_cache=True)
-    return model(input_ids=ids[:, -W:], past_key_values=cache, use_cache=True).logits[0]
+    from eagle3_check.program.target import cache_kwarg
+
+    kw = {cache_kwarg(model): DynamicCache()}  # `cache` from Transformers 5.2x, else past_key_values
+    model(input_ids=ids[:, :-W], use_cache=True, **kw)
+    return model(input_ids=ids[:, -W:], use_cache=True, **kw).logits[0]
 
 
 def adapter_rows(model, ids, slots: int, window: bool):  # [1, L] -> [W, V]
@@ -139,9 +141,11 @@ def greedy_judged(model, ids, n: int, tol) -> dict:
     """HF greedy (one token at a time, DynamicCache, eager) judged by the teacher-forced eager forward."""
     from transformers import DynamicCache
 
-    cache, inp, toks = DynamicCache(), ids, []
+    from eagle3_check.program.target import cache_kwarg
+
+    kw, inp, toks = {cache_kwarg(model): DynamicCache()}, ids, []
     for _ in range(n):
-        logits = model(input_ids=inp, past_key_values=cache, use_cache=True).logits[0, -1]  # [V]
+        logits = model(input_ids=inp, use_cache=True, **kw).logits[0, -1]  # [V]
         toks.append(int(logits.argmax()))
         inp = torch.tensor([[toks[-1]]], device=ids.device)
     full = torch.cat([ids, torch.tensor([toks], device=ids.device)], 1)  # [1, L + n]
