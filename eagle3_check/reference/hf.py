@@ -1,7 +1,8 @@
 """The HF reference (DESIGN §3): the target run eagerly with Transformers.
 
 Independent of the runner and the backends by construction: it loads the target with
-`AutoModelForCausalLM.from_pretrained` itself. `score` is what the verdict judges by: one
+`AutoModelForCausalLM.from_pretrained` itself (or, judging the harness's own eager program,
+shares that program's weight tensors under a fingerprint: reference/shared.py). `score` is what the verdict judges by: one
 forward over prompt + the runner's tokens (teacher forcing), a row of top logits per emitted
 token plus one past the end. `greedy` decodes one token at a time with Transformers' default
 dynamic cache and records the top-1/top-2 margins (goldens and forensics use it).
