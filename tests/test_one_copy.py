@@ -37,17 +37,22 @@ def test_program_target_buffers_are_the_references(dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_shared_reference_scores_as_a_loaded_one_on_the_same_tensors(dtype):
+    from transformers import AutoModelForCausalLM
+
     prog = program(dtype)
     model = shareable(prog, "cpu", getattr(torch, dtype))
     assert model is prog.module.target.model
-    ref = shared_reference(model, "cpu")
+    ref = shared_reference(model, "cpu", "eager")
     assert all(a is b for a, b in zip(ref.model.parameters(), model.parameters()))  # one copy
     assert ref.model.config._attn_implementation == "eager" and model.config._attn_implementation == "sdpa"
     loaded = HFReference(load_fixture("tiny-llama").target_dir, "cpu", getattr(torch, dtype))
     prompt = [2, 105, 433, 368]
     assert ref.score(prompt, TOKENS) == loaded.score(prompt, TOKENS)  # every row, bit for bit
-    sdpa = shared_reference(model, "cpu", "sdpa")  # the measured alternative: the program's own attention
-    assert sdpa.model.config._attn_implementation == "sdpa" and ref.model.config._attn_implementation == "eager"
+    own = shared_reference(model, "cpu")  # the default: the program's own attention, HF's full forward
+    assert own.model.config._attn_implementation == "sdpa" and ref.model.config._attn_implementation == "eager"
+    sdpa = AutoModelForCausalLM.from_pretrained(load_fixture("tiny-llama").target_dir, dtype=getattr(torch, dtype),
+                                                attn_implementation="sdpa")
+    assert own.score(prompt, TOKENS) == HFReference.from_model(sdpa).score(prompt, TOKENS)
 
 
 def test_a_program_that_writes_its_weights_is_refused():

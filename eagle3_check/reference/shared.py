@@ -3,11 +3,12 @@
 `check` used to load the target twice: the program's eager target (program/target.py) and the
 HF reference's own `from_pretrained` (reference/hf.py). Both load the same files in the same dtype,
 so their weight tensors are equal; holding them once halves the peak for a large target (8B bf16
-on an H200: 31 GB -> about 16 GB, docs/scale.md). `shared_reference(program, device, dtype)` gives
-an `HFReference` whose model is a copy of the program's HF module *except its parameters*
+on an H200: 29.3 GiB -> 16.65 GiB, docs/scale.md). `shared_reference(model, device)` gives an
+`HFReference` whose model is a copy of the program's HF module *except its parameters*
 (`copy.deepcopy` with the parameters in the memo: buffers such as RoPE's inv_freq and the config
-are its own), with the reference's own attention implementation (eager, as `HFReference` loads),
-so its forward is HF's own code over the same tensors.
+are its own): HF's own full forward over the same tensors, with the program's attention
+implementation (SDPA) unless told otherwise. A loaded `HFReference` (a `.pte`, a quantized
+program, gate, suites, cards) keeps eager attention.
 
 What keeps it a reference: it is built only for the harness's own unquantized eager program in
 the dtype and on the device judged (`shareable`), and `SharedWeights.check()` runs before every
@@ -66,14 +67,16 @@ class SharedWeights:
                              "do not write into the target's parameters, or judge with --reference self")
 
 
-def shared_reference(model: torch.nn.Module, device: str, attention: str = "eager"):
+def shared_reference(model: torch.nn.Module, device: str, attention: str | None = None):
     """An HFReference over a copy of `model` that shares its parameters (module doc), computing with
-    `attention`: eager, as a loaded HFReference does (scores bit for bit equal to one); "sdpa", the
-    program's own, was measured as the alternative (docs/scale.md)."""
+    `attention`, by default the program's own (SDPA, as program/target.load_hf_target loads it): the
+    two then differ by HF's own shape noise only, not by HF's SDPA-against-eager spread as well
+    (docs/scale.md: 8B bf16 on the H200, 11 failed positions -> 2; SmolLM2 bf16 on CPU, 6 ties -> 2).
+    "eager" scores bit for bit as a loaded HFReference does."""
     from eagle3_check.reference.hf import HFReference
 
     ref_model = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})
-    ref_model.config._attn_implementation = attention  # HF reads it at every forward
+    ref_model.config._attn_implementation = attention or model.config._attn_implementation  # read at every forward
     ref = HFReference.from_model(ref_model, device)
     ref.shared = SharedWeights(ref_model)
     return ref
