@@ -1,7 +1,8 @@
 """What a runner is judged against, and the judging.
 
-What lives here: greedy decoding with Transformers (`hf`), greedy decoding through the
-program's own target methods (`self_ref`) and the verdict (`verdict`: comparison,
+What lives here: greedy decoding with Transformers (`hf`; over the program's own weight
+tensors, one copy: `shared`), greedy decoding through the program's own target methods
+(`self_ref`) and the verdict (`verdict`: comparison,
 first-divergence forensics, tie tolerance).
 
 May import: program, run.result, run.rules, run.options

@@ -1,7 +1,8 @@
 """The HF reference (DESIGN §3): the target run eagerly with Transformers.
 
 Independent of the runner and the backends by construction: it loads the target with
-`AutoModelForCausalLM.from_pretrained` itself. `score` is what the verdict judges by: one
+`AutoModelForCausalLM.from_pretrained` itself (or, judging the harness's own eager program,
+shares that program's weight tensors under a fingerprint: reference/shared.py). `score` is what the verdict judges by: one
 forward over prompt + the runner's tokens (teacher forcing), a row of top logits per emitted
 token plus one past the end. `greedy` decodes one token at a time with Transformers' default
 dynamic cache and records the top-1/top-2 margins (goldens and forensics use it).
@@ -92,6 +93,8 @@ def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dty
 
 
 class HFReference:
+    shared = None  # reference/shared.SharedWeights when the model's weights are the program's
+
     def __init__(self, target_dir: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32):
         check_reference_memory(target_dir, device, dtype)  # no remote code; refused before it allocates
         AutoModelForCausalLM = _transformers()[1]
@@ -119,6 +122,8 @@ class HFReference:
     @torch.no_grad()
     def score(self, prompt_ids: list[int], tokens: list[int]) -> Scores:
         """One eager forward over prompt + tokens: len(tokens) + 1 rows (see `Scores`)."""
+        if self.shared is not None:
+            self.shared.check()
         vocab = self.model.config.get_text_config(decoder=True).vocab_size
         toks = valid_prefix(tokens, vocab)
         ids = torch.tensor([list(prompt_ids) + toks], device=self.device)  # [1, L + m]
@@ -132,6 +137,8 @@ class HFReference:
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:
         """Decodes up to `max_new` tokens, ending right after the first stop token."""
+        if self.shared is not None:
+            self.shared.check()
         tokens: list[int] = []
         margins: list[float] = []
         runner_up: list[int] = []

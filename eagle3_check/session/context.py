@@ -113,11 +113,18 @@ class CheckContext:
         return world.request_world(self.cfg)[1]
 
     def hf_reference(self):
+        """HF's own forward over the target: on the weights the program already holds when it is our
+        unquantized eager program in the judged dtype (reference/shared.py: one copy), else loaded."""
         import torch
 
         from eagle3_check.reference.hf import HFReference
+        from eagle3_check.reference.shared import shareable, shared_reference
 
-        return HFReference(self.target_dir, self.cfg.device, getattr(torch, self.cfg.dtype))
+        dtype = getattr(torch, self.cfg.dtype)
+        model = shareable(self.setup.program, self.cfg.device, dtype) if "setup" in self.__dict__ else None
+        if model is not None:
+            return shared_reference(model, self.cfg.device)
+        return HFReference(self.target_dir, self.cfg.device, dtype)
 
     @cached_property
     def runner_name(self) -> str:
