@@ -44,6 +44,14 @@ def serve(rfd: int, wfd: int) -> int:
         wire.send_json(wfd, {"error": str(e), "stage": "build"})
         return 0
     wire.send_json(wfd, {"built": True})
+    if setup.get("sandbox"):  # another user, its own session, limits, a private dir (isolate/sandbox.py)
+        from eagle3_check.isolate.sandbox import enter
+
+        try:
+            enter(setup["sandbox"], setup["spec"])
+        except OSError as e:
+            wire.send_json(wfd, {"crash": f"the runner's process could not be closed in ({e})", "stage": "load"})
+            return 0
     from eagle3_check.isolate.declared import declarations
     from eagle3_check.run.plugin import load_runner
 

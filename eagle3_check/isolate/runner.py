@@ -48,6 +48,7 @@ class IsolatedRunner:
         self.spec, self.build, self.timeout, self.flag = spec, build, timeout, flag
         self.given_profile = profile  # --runner-profile: the child's runner runs by it (isolate/declared.py)
         self._declared: tuple[str | None, str] | None = None  # (profile, how found), from the ready message
+        self.protections: dict | None = None  # what closed the last child in (isolate/sandbox.observed)
         self.child: Child | None = None
         self.dead: str | None = None  # why no child can answer (it died before it was ready)
         self._records: list[dict] = []
@@ -102,6 +103,9 @@ class IsolatedRunner:
                         self._declared = profile_of(msg, self.given_profile)
                     except wire.WireError as e:
                         raise ChildGone(f"protocol violated: {e}") from None
+                    from eagle3_check.isolate.sandbox import observed
+
+                    self.protections = observed(child.proc.pid, child.sandbox)  # read from /proc, not its word
                     self._ready = True
                     return
                 if "error" in msg:
