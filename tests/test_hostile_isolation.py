@@ -1,0 +1,158 @@
+"""Issue 47's held-out classes, each a named probe: a plug-in that attacks the harness from its own
+process. Each runs the harness as a subprocess (`check`, and `check --suite one-token` for the ones
+cheap there) with a plug-in that does its attack in `run()` and then answers as the reference runner
+does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
+leave a process behind, nor a file written where it was not asked.
+
+As root (here and in CI) the runner's process is `nobody` (isolate/sandbox.py): the attacks on the
+harness's memory, descriptors, signals and files fail with EPERM/EACCES; the probes say which
+protection held (the plug-in records what each attempt got in its run's notes). Not as root, the
+probes that need the uid change skip with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness (CI runs as root)")
+HEAD = '''import os, signal, sys, time
+from eagle3_check.run.loop import ReferenceRunner
+
+
+class R(ReferenceRunner):
+    def run(self, program, tokenizer, prompt, options):
+        got = attack()
+        run = super().run(program, tokenizer, prompt, options)
+        run.notes.append(f"attack: {got}")
+        return run
+
+
+def make():
+    return R()
+
+
+def tried(fn):
+    try:
+        fn()
+        return "done"
+    except OSError as e:
+        return type(e).__name__
+'''
+ATTACKS = {
+    # the harness's memory: the write access that patching its verdict needs
+    "patch-parent-mem": "def attack():\n    return tried(lambda: open(f'/proc/{os.getppid()}/mem', 'r+b'))\n",
+    # fake JSON ahead of the real --json report, through the harness's own fd 1
+    "write-parent-fd-1": ("def attack():\n    return tried(lambda: open(f'/proc/{os.getppid()}/fd/1', 'w')"
+                          ".write('{\"passed\": true}\\n'))\n"),
+    "sigstop-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGSTOP))\n",
+    "sigterm-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGTERM))\n",
+    "sigint-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGINT))\n",
+    # into the user's repository (goldens beside the goldens)
+    "write-into-the-repository": "def attack():\n    return tried(lambda: open(os.environ['TARGET'], 'w').write('pwned'))\n",
+    # a detached grandchild that outlives the check and rewrites its outputs afterwards
+    "setsid-grandchild-rewrites-outputs": '''def attack():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execvp("sh", ["sh", "-c", f"sleep 3; echo PASS > {os.environ['TARGET']}; sleep 9999.47"])
+        os._exit(0)
+    return "started"
+''',
+    # floods its fd 1 and 2: bounded in the record, never on the harness's stdout
+    "flood-outputs": '''def attack():
+    chunk = b"x" * (1 << 20)
+    for _ in range(64):
+        os.write(1, chunk)
+        os.write(2, chunk)
+    return "flooded"
+''',
+}
+NEEDS_ROOT = {"patch-parent-mem", "write-parent-fd-1", "sigstop-parent", "sigterm-parent", "sigint-parent",
+              "write-into-the-repository"}
+DENIED = {"patch-parent-mem": "PermissionError", "write-parent-fd-1": "PermissionError",
+          "sigstop-parent": "PermissionError", "sigterm-parent": "PermissionError",
+          "sigint-parent": "PermissionError", "write-into-the-repository": "PermissionError"}
+
+
+def _harness(tmp_path, attack: str, argv: list[str], target: Path) -> tuple[subprocess.CompletedProcess, float]:
+    (tmp_path / f"{attack.replace('-', '_')}.py").write_text(HEAD + ATTACKS[attack])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", f"{attack.replace('-', '_')}:make",
+                        "--json", "--no-progress"], capture_output=True, env=env, timeout=300, cwd=tmp_path)
+    return p, time.monotonic() - t0
+
+
+def _alive(marker: str) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+ROUTES = {"check": ["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "6"],
+          "suite": ["check", "--suite", "one-token", "--fixture", "tiny-llama"]}
+
+
+ON_SUITE = ("sigterm-parent", "setsid-grandchild-rewrites-outputs", "flood-outputs")  # the others: check's route
+CASES = [(a, r) for a in ATTACKS for r in ROUTES if r == "check" or a in ON_SUITE]
+
+
+@pytest.mark.parametrize("attack, route", CASES, ids=[f"{a}-{r}" for a, r in CASES])
+def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
+    if attack in NEEDS_ROOT and os.geteuid() != 0:
+        pytest.skip("the uid drop needs a root harness (CI runs as root)")
+    junit = tmp_path / "out.xml"
+    target = junit if attack == "setsid-grandchild-rewrites-outputs" else tmp_path / "golden" / "pwned.json"
+    target.parent.mkdir(exist_ok=True)
+    p, seconds = _harness(tmp_path, attack, [*ROUTES[route], "--junit", str(junit)], target)
+    assert p.returncode == 0, p.stderr[-2000:]  # the run is correct: the attack changed nothing
+    report = json.loads(p.stdout)  # exactly one JSON document on stdout
+    assert report["passed"] is True
+    assert b"Traceback" not in p.stderr
+    info = report["reports"][0]["info"] if route == "suite" else report["info"]
+    if os.geteuid() == 0:
+        prot = info["isolation"]["protections"]
+        assert prot["other_user"] and prot["no_new_privs"] and prot["own_session"], prot
+    notes = [n for r in report.get("requests", []) for n in r["run"]["notes"] if n.startswith("attack:")]
+    if attack in DENIED and route == "check":
+        assert notes == [f"attack: {DENIED[attack]}"], notes
+    if attack == "write-into-the-repository":
+        assert not target.exists()
+    if attack == "flood-outputs" and route == "check":
+        out = info["isolation"]["output"]
+        assert out and all(o["output"]["truncated"] and len(o["output"]["head"]) <= 16 * 1024 for o in out)
+        assert len(p.stdout) < 1 << 20
+    if attack == "setsid-grandchild-rewrites-outputs":
+        before = junit.read_bytes()
+        time.sleep(4)  # its `sleep 3` would have ended: the JUnit file is still the harness's
+        assert junit.read_bytes() == before and ET.fromstring(before) is not None
+        assert _alive("9999.47") == []
+
+
+@ROOT_ONLY
+def test_an_account_that_does_not_exist_is_a_one_line_error(tmp_path):
+    (tmp_path / "plain_ref.py").write_text("from eagle3_check.run.loop import ReferenceRunner as R\n"
+                                           "def make():\n    return R()\n")
+    env = {**os.environ, "EAGLE3_CHECK_RUNNER_USER": "no-such-account-47", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *ROUTES["check"], "--runner", "plain_ref:make"],
+                       capture_output=True, env=env, timeout=300, text=True)
+    assert p.returncode == 2, p.stderr[-1500:]
+    assert "EAGLE3_CHECK_RUNNER_USER=no-such-account-47: no such account" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
