@@ -156,3 +156,37 @@ def test_an_account_that_does_not_exist_is_a_one_line_error(tmp_path):
     assert p.returncode == 2, p.stderr[-1500:]
     assert "EAGLE3_CHECK_RUNNER_USER=no-such-account-47: no such account" in p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def _binary(tmp_path, name: str, body: str) -> str:
+    script = tmp_path / name
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return f"exec:{script}"
+
+
+def test_a_help_probe_that_hangs_and_forks_is_held_to_the_request_timeout(tmp_path):
+    """The `--help` profile probe runs as a request does: its limit (here 3 s, not 60) and its tree kill."""
+    from eagle3_check.binary.runner import ExecRunner
+
+    spec = _binary(tmp_path, "helpless.sh", "( setsid sh -c 'exec sleep 9999.48' & )\nexec sleep 9999.49\n")
+    runner = ExecRunner(spec, timeout=3.0)
+    t0 = time.monotonic()
+    assert runner.profile_info()["found"].startswith("the newest profile")
+    assert time.monotonic() - t0 < 3.0 + 2.0
+    assert _alive("9999.48") == [] and _alive("9999.49") == []
+
+
+def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_path):
+    """A fork storm of short-lived children (zombies piling up under a parent that never reaps them)
+    ends with its request: the sweep is bounded rounds of one /proc snapshot, not a walk per process."""
+    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.run.options import RunOptions
+    from eagle3_check.run.proc import children_of
+
+    spec = _binary(tmp_path, "storm.sh", "while :; do /bin/true & done\n")
+    t0 = time.monotonic()
+    got = ExecRunner(spec, timeout=3.0).execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
+    assert got.timed_out and time.monotonic() - t0 < 3.0 + 5.0
+    time.sleep(0.2)
+    assert children_of(os.getpid()) == set()  # every one reaped: no zombie of ours left
