@@ -190,3 +190,26 @@ def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_pat
     assert got.timed_out and time.monotonic() - t0 < 3.0 + 5.0
     time.sleep(0.2)
     assert children_of(os.getpid()) == set()  # every one reaped: no zombie of ours left
+
+
+def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_path, monkeypatch, capsys):
+    """In process (where nothing stops the write): the prompt file rewritten during the run fails it,
+    named in the JSON report, the JUnit file and on stderr (session/watch.py)."""
+    from eagle3_check.cli import main
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
+    (tmp_path / "rewriter.py").write_text(HEAD + f"def attack():\n    return tried(lambda: open({str(prompts)!r}, 'a')"
+                                          ".write(' '))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    junit = tmp_path / "out.xml"
+    rc = main(["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--max-new-tokens", "6", "--runner",
+               "rewriter:make", "--in-process", "--json", "--junit", str(junit), "--no-progress"])
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert rc == 1 and report["passed"] is False
+    assert report["requests"][0]["verdict"]["status"] == "pass"  # the run itself was right
+    assert report["info"]["files_changed"][0].startswith(f"{prompts} (was ")
+    assert "error: the run changed 1 file(s) it reads" in out.err
+    failing = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failing == ["files-unchanged"]
