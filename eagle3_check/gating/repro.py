@@ -175,7 +175,7 @@ OWN_RUNNERS = ("reference", "device")
 def replay_runner(recorded: str, given: str | None) -> tuple[str | None, str | None]:
     """(the runner to use, None: the command line's or the default; a note for the user). A repro never
     imports a module or runs a command the command line did not name: its runner is used only when it
-    is ours (reference, device, a seeded mutant `eagle3_check.mutants:NAME`); otherwise the note says
+    is ours (reference, device, a seeded mutant, e.g. `eagle3_check.mutants:emit_past_max_new`); otherwise the note says
     which runner it was recorded with and how to replay it with that one."""
     if not isinstance(recorded, str) or not recorded.isprintable() or len(recorded) > 300:
         raise _bad(f"runner {recorded!r:.60}", "a runner spec on one line")
