@@ -213,3 +213,54 @@ def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_p
     assert "error: the run changed 1 file(s) it reads" in out.err
     failing = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
     assert failing == ["files-unchanged"]
+
+
+@ROOT_ONLY
+def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
+    """The non-root path, simulated: a process dropped to `nobody` and made dumpable again (as any process of a
+    user is) can be read by its same-uid child; after `protect_harness` (subreaper, PR_SET_DUMPABLE 0) the child
+    can open neither its /proc/<pid>/mem nor its /proc/<pid>/fd."""
+    import ctypes
+
+    import eagle3_check.isolate.sandbox as sandbox
+    import eagle3_check.run.proc  # noqa: F401 - imported before the drop
+
+    def tries(me: int) -> list[str]:
+        out = []
+        for attempt in (lambda: open(f"/proc/{me}/mem", "rb").close(), lambda: os.listdir(f"/proc/{me}/fd")):
+            try:
+                attempt()  # its memory; its descriptors (the way to its fd 1)
+                out.append("opened")
+            except PermissionError:
+                out.append("denied")
+        return out
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            libc = ctypes.CDLL(None)
+            libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
+            report, me = {}, os.getpid()
+            for when in ("before", "after"):
+                if when == "after":
+                    sandbox._protected = None
+                    report["got"] = sandbox.protect_harness()
+                kid = os.fork()
+                if kid == 0:
+                    os.write(w, json.dumps({when: tries(me)}).encode() + b"\n")
+                    os._exit(0)
+                os.waitpid(kid, 0)
+            os.write(w, json.dumps(report).encode() + b"\n")
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        msg = {k: v for line in f for k, v in json.loads(line).items()}
+    assert msg["before"] == ["opened", "opened"], msg  # what the protection stops
+    assert msg["got"] == {"subreaper": True, "harness_dumpable": False}, msg
+    assert msg["after"] == ["denied", "denied"], msg
