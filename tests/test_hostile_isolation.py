@@ -264,3 +264,29 @@ def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
     assert msg["before"] == ["opened", "opened"], msg  # what the protection stops
     assert msg["got"] == {"subreaper": True, "harness_dumpable": False}, msg
     assert msg["after"] == ["denied", "denied"], msg
+
+
+def test_the_runner_inherits_no_descriptor_of_pytest(tmp_path, monkeypatch, capfd):
+    """Inside pytest (the plug-in route's process), the forked runner finds no inherited regular file to write
+    fake JSON into (pytest's saved stdout and capture files): every descriptor above 2 but the protocol's is closed."""
+    from eagle3_check.cli import main
+
+    (tmp_path / "fd_hunter.py").write_text(HEAD + '''import stat
+def attack():
+    hit = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, b'{"passed": true}\\n')
+                hit.append(fd)
+        except OSError:
+            pass
+    return f"wrote into {len(hit)} inherited file(s)"
+''')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "6", "--runner",
+               "fd_hunter:make", "--json", "--no-progress"])
+    out = capfd.readouterr()
+    report = json.loads(out.out)  # one JSON document: nothing was written ahead of it
+    assert rc == 0 and report["requests"][0]["run"]["notes"][-1] == "attack: wrote into 0 inherited file(s)"
