@@ -7,7 +7,8 @@ Worked example:
         "hi      12  identical"]
 Every column is padded to its widest cell (left-aligned unless `align` says "right"); columns are
 joined by two spaces; trailing blanks are cut, so the last column (a free-text message) is never
-padded. Cells are printed as given: no number parsing, "007" stays "007".
+padded. Cells are printed as given: no number parsing, "007" stays "007"; ANSI sequences are removed
+and control characters shown as escapes (`untrusted.line_safe`: one row, one line).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tabulate import tabulate
+
+from eagle3_check.untrusted import line_safe
 
 ALIGNS = ("left", "right")
 
@@ -33,5 +36,7 @@ def format_rows(rows: Sequence[Sequence[str]], align: Sequence[str] | None = Non
     align = list(align) if align is not None else ["left"] * n
     if len(align) != n or any(a not in ALIGNS for a in align):
         raise ValueError(f"table align {align} must name {n} columns, each one of {ALIGNS}")
-    text = tabulate([list(r) for r in rows], tablefmt="plain", disable_numparse=True, colalign=align)
+    # a cell may hold a runner's string: no ANSI sequence or control character reaches the terminal
+    text = tabulate([[line_safe(c) for c in r] for r in rows], tablefmt="plain", disable_numparse=True,
+                    colalign=align)
     return [line.rstrip() for line in text.split("\n")]

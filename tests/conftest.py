@@ -85,3 +85,13 @@ def warm(program, hf_reference):
     pytester drops the modules an inline run imported when it ends, and torch refuses to register its
     operator libraries twice: so every module they need is imported here first (the session's own
     program and reference)."""
+
+
+@pytest.fixture
+def runner_writable():
+    """A directory the runner's process may write (issue 47: as root the harness runs it as `nobody`,
+    which cannot write tmp_path, a 0700 tree): a probe's marks go here."""
+    path = Path(tempfile.mkdtemp(prefix="eagle3-probe-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -160,9 +160,9 @@ INTERRUPTED_ROUTES = {
 
 @pytest.mark.parametrize("route", [pytest.param(r, marks=() if r == "check" else pytest.mark.slow)
                                    for r in INTERRUPTED_ROUTES], ids=list(INTERRUPTED_ROUTES))  # a subprocess: 10 s each
-def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
+def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path, runner_writable):
     (tmp_path / "slow_second.py").write_text(SLOW_SECOND)
-    prompts, junit, mark = tmp_path / "p.json", tmp_path / "out.xml", tmp_path / "second-started"
+    prompts, junit, mark = tmp_path / "p.json", tmp_path / "out.xml", runner_writable / "second-started"
     prompts.write_text(json.dumps({"prompts": [*PROMPTS["prompts"], {"id": "three", "text": "Three"}]}))
     argv = [a.replace("{prompts}", str(prompts)) for a in INTERRUPTED_ROUTES[route]]
     env = {**os.environ, "MARK": str(mark), "OMP_NUM_THREADS": "1",
@@ -198,15 +198,15 @@ def test_sigint_writes_what_was_judged_and_exits_130(route, tmp_path):
     assert _junit_statuses(junit) == [False] * judged + [True]
 
 
-def test_a_fresh_process_takes_the_suites_cases_after_a_crash(tmp_path, monkeypatch, capsys):
+def test_a_fresh_process_takes_the_suites_cases_after_a_crash(tmp_path, monkeypatch, capsys, runner_writable):
     """The first case's process exits; a fresh one (given the tokenizer again) runs the rest, which pass."""
     (tmp_path / "exits_once.py").write_text(f"""
 import os
 from eagle3_check.run.loop import ReferenceRunner
 class R(ReferenceRunner):
     def run(self, *a):
-        if not os.path.exists({str(tmp_path / 'crashed')!r}):
-            open({str(tmp_path / 'crashed')!r}, "w").close()
+        if not os.path.exists({str(runner_writable / 'crashed')!r}):
+            open({str(runner_writable / 'crashed')!r}, "w").close()
             os._exit(3)
         return super().run(*a)
 """)

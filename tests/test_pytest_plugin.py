@@ -53,16 +53,17 @@ class Lossy:
             tokens[2] = (tokens[2] + 1) % tokenizer.vocab_size
         return dataclasses.replace(r, tokens=tokens)
 '''
-# the reference runner, counting its runs in runs.log: a golden prompt must run once per session
+# the reference runner, counting its runs in $RUNS_LOG (a directory the runner's process may write:
+# as root it runs as `nobody`): a golden prompt must run once per session
 COUNTING = '''
-from pathlib import Path
+import os
 
 from eagle3_check.run.loop import ReferenceRunner
 
 
 class Counting:
     def run(self, program, tokenizer, prompt, options):
-        with open(Path(__file__).parent / "runs.log", "a") as log:
+        with open(os.environ["RUNS_LOG"], "a") as log:
             log.write("run\\n")
         return ReferenceRunner().run(program, tokenizer, prompt, options)
 '''
@@ -226,7 +227,8 @@ def _golden_prompts(stem: str) -> list[str]:
     return [p["prompt_id"] for p in json.loads((golden_root() / f"{stem}.json").read_text())["prompts"]]
 
 
-def test_under_xdist_loadgroup_a_baseline_key_and_its_golden_prompts_share_a_worker(pytester, monkeypatch):
+def test_under_xdist_loadgroup_a_baseline_key_and_its_golden_prompts_share_a_worker(pytester, monkeypatch,
+                                                                                   runner_writable):
     """`pytest -n 2 --dist loadgroup`: each golden prompt of a baseline key runs once in the whole
     run (the counting runner logs every run; on the tree before workers.py it logged 12 runs for
     these 8 prompts: the baseline item re-ran on its worker the prompts another worker had run)."""
@@ -237,12 +239,13 @@ def test_under_xdist_loadgroup_a_baseline_key_and_its_golden_prompts_share_a_wor
     pytester.makeconftest("import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n")
     paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.setenv("RUNS_LOG", str(runner_writable / "runs.log"))
     prompts = _golden_prompts(K4) + _golden_prompts(K2)
     result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", f"--eagle3-baseline={BASELINE}",
                                 "--eagle3-runner=counting:Counting", "-k", f"{K4} or {K2}", "-n", "2",
                                 "--dist", "loadgroup")
     result.assert_outcomes(passed=len(prompts) + 2)
-    assert (pytester.path / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
+    assert (runner_writable / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
 
 
 @pytest.mark.parametrize("nodeid, group", [

@@ -28,18 +28,19 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_baseline_items_pass_on_the_fixture_reusing_the_golden_runs(pytester, warm):
+def test_the_baseline_items_pass_on_the_fixture_reusing_the_golden_runs(pytester, warm, runner_writable, monkeypatch):
     """One item per baseline key; the k4 key's metrics are counted over the runs its golden items
     made: each golden prompt runs once in the session (the counting runner logs every run)."""
     pytester.makepyfile(counting=COUNTING)
     pytester.syspathinsert()
+    monkeypatch.setenv("RUNS_LOG", str(runner_writable / "runs.log"))
     prompts = json.loads((golden_root() / f"{K4}.json").read_text())["prompts"]
     result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", f"--eagle3-baseline={BASELINE}",
                                 "--eagle3-runner=counting:Counting", "-k", K4, "-v")
     result.assert_outcomes(passed=len(prompts) + 1)
     result.stdout.fnmatch_lines([f"eagle3::goldens::{K4}/{prompts[0]['prompt_id']} PASSED*",
                                  f"eagle3::baseline::{K4} PASSED*"], consecutive=False)
-    assert (pytester.path / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
+    assert (runner_writable / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
 
 
 def test_a_baseline_off_by_one_draft_call_fails_with_the_metric_table(pytester, warm):

@@ -33,6 +33,7 @@ from eagle3_check.run.proc import BoundedOutput, become_subreaper, children_of, 
 from eagle3_check.run.profiles import NEWEST, RunnerProfile, detect, profile_named
 
 DEFAULT_TIMEOUT_S = 300.0
+HELP_TIMEOUT_S = 60.0  # the `--help` profile probe: at most this, and never past the request timeout
 STDERR_KEPT = 4000  # characters of stderr kept in a verdict (the end of it)
 STDOUT_KEPT = (64 * 1024 * 1024, 1024 * 1024)  # bytes of a binary's stdout kept: head, tail (the text it judges)
 STDERR_KEPT_BYTES = (1024 * 1024, 1024 * 1024)  # bytes of its stderr kept: head, tail (the [ids] line, the errors)
@@ -135,11 +136,10 @@ class ExecRunner:
         if self._profile is None:
             found = None
             if not self.command.templated:
-                try:
-                    p = subprocess.run([*self.command.argv, "--help"], capture_output=True, timeout=60,
-                                       stdin=subprocess.DEVNULL)
-                    found = detect(p.stdout + p.stderr)
-                except (OSError, subprocess.TimeoutExpired):
+                try:  # under the request's limit and tree kill, as a request (a probe that forks or hangs)
+                    _, out, err = run_tree([*self.command.argv, "--help"], min(HELP_TIMEOUT_S, self.timeout))
+                    found = detect(out + err)
+                except OSError:
                     pass
             self._profile = found or (NEWEST, "the newest profile: " + (
                 "a templated command is not asked (give --runner-profile)" if self.command.templated else
@@ -170,31 +170,38 @@ class ExecRunner:
         seed's `--data_path` (or the template's {data_path})."""
         argv = self.command.request(str(model), str(tokenizer), prompt, options, str(data_path) if data_path else None)
         t0 = time.perf_counter()
-        become_subreaper()  # a double-forked or setsid child of the binary is reparented to us: end_tree finds it
-        before = children_of(os.getpid())
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            code, out, err = run_tree(argv, self.timeout)
         except OSError as e:
             raise InputError(f"--runner {self.spec!r}: cannot start {argv[0]} ({e.strerror})", "a runnable binary",
                              "check the path and that it is executable") from None
-        out, err = BoundedOutput(*STDOUT_KEPT), BoundedOutput(*STDERR_KEPT_BYTES)
-        fds = [proc.stdout.fileno(), proc.stderr.fileno()]
-        deadline = time.monotonic() + self.timeout
-        try:  # bounded reads until EOF, or the binary exited and its pipes went quiet, or the deadline
-            eof = read_until(fds, [out, err], deadline, done=lambda: proc.poll() is not None)
-            if eof:  # it closed its pipes: it has until the deadline to exit
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=max(deadline - time.monotonic(), 0))
-            code: int | None = proc.poll()
-            end_tree(proc, before)  # the whole tree, on completion and on timeout
-            if not eof:
-                read_until(fds, [out, err], time.monotonic() + 1.0)  # what the killed tree left in the pipes
-        finally:
-            proc.stdout.close()
-            proc.stderr.close()
-        out, err = out.bytes(), err.bytes()
         return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
+
+
+def run_tree(argv: list[str], timeout: float) -> tuple[int | None, bytes, bytes]:
+    """Runs `argv` (stdin /dev/null, its own session) until it exits and its pipes go quiet, or `timeout`
+    seconds pass; then its whole process tree is ended (`run.proc.end_tree`). (exit status, None when
+    it was still running; stdout and stderr, bounded). Raises OSError when it cannot start."""
+    become_subreaper()  # a double-forked or setsid child of the binary is reparented to us: end_tree finds it
+    before = children_of(os.getpid())
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    out, err = BoundedOutput(*STDOUT_KEPT), BoundedOutput(*STDERR_KEPT_BYTES)
+    fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+    deadline = time.monotonic() + timeout
+    try:  # bounded reads until EOF, or the binary exited and its pipes went quiet, or the deadline
+        eof = read_until(fds, [out, err], deadline, done=lambda: proc.poll() is not None)
+        if eof:  # it closed its pipes: it has until the deadline to exit
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(deadline - time.monotonic(), 0))
+        code: int | None = proc.poll()
+        end_tree(proc, before)  # the whole tree, on completion and on timeout
+        if not eof:
+            read_until(fds, [out, err], time.monotonic() + 1.0)  # what the killed tree left in the pipes
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    return code, out.bytes(), err.bytes()
 
 
 def request_timeout(value: str | float | None, flag: str = "--request-timeout") -> float | None:

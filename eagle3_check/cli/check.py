@@ -101,7 +101,11 @@ def main(cfg) -> int:
     if cfg.list:
         return list_main(cfg)
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
+    from eagle3_check.session.watch import FileWatch, read_files
+
+    watch = FileWatch(read_files(cfg))  # what the check reads, before the runner starts (session/watch.py)
     ctx = CheckContext(cfg)
+    ctx.watch = watch
     from eagle3_check.session.check import check_isolated, isolated
 
     if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
@@ -130,10 +134,11 @@ def print_report(ctx, checked) -> int:
     from eagle3_check.gating.check import format_table
 
     cfg, report, health = ctx.cfg, checked.report, checked.health
+    changed = files_changed(ctx, report.info)
     if cfg.junit:
         from eagle3_check.report.check_junit import check_suite, write_check_junit
 
-        write_check_junit(cfg.junit, [check_suite(report)])
+        write_check_junit(cfg.junit, [check_suite(report), *changed_suite(changed)])
     if cfg.html:
         from eagle3_check.report.html_page import write_html
         from eagle3_check.report.html_report import check_html
@@ -146,7 +151,8 @@ def print_report(ctx, checked) -> int:
         if checked.program is not None:
             report.info["program"] = jsonable(read_metadata(checked.program.metadata()))  # the program spec
         prov = report_provenance(cfg, checked.fixture, ctx.options)
-        print(json.dumps({**report.to_json(), "draft_health": health.to_json(), "provenance": prov}, indent=2))
+        doc = {**report.to_json(), "draft_health": health.to_json(), "provenance": prov}
+        print(json.dumps({**doc, "passed": doc["passed"] and not changed}, indent=2))
     else:
         print(format_table(report))
         print("\n".join(health.lines()))
@@ -154,7 +160,32 @@ def print_report(ctx, checked) -> int:
             print(f"html: {cfg.html}")
         if checked.shrunk_lines:
             print("\n".join(checked.shrunk_lines))
-    return stopped(report) or (0 if report.passed and not health.flags else 1)
+    return stopped(report) or (0 if report.passed and not health.flags and not changed else 1)
+
+
+def files_changed(ctx, info: dict) -> list[str]:
+    """The files the check reads that changed since it started (session/watch.py), named in `info`
+    and on stderr; [] when none did (or nothing was watched)."""
+    import sys
+
+    watch = getattr(ctx, "watch", None)
+    changed = watch.changed() if watch is not None else []
+    if changed:
+        from eagle3_check.session.watch import fail_line
+
+        info["files_changed"] = changed
+        print(fail_line(changed), file=sys.stderr)
+    return changed
+
+
+def changed_suite(changed: list[str]) -> list:
+    """A JUnit testsuite with the failing case `files-unchanged` when files changed, else none."""
+    if not changed:
+        return []
+    from eagle3_check.report.junit import JUnitCase, JUnitSuite
+
+    return [JUnitSuite("files read by the check", [JUnitCase("files-unchanged", "fail", "changed: " + "; ".join(
+        changed[:5]), details="\n".join(changed))])]
 
 
 def stopped(*reports) -> int:
@@ -182,10 +213,12 @@ def suite_main(ctx) -> int:
     cfg = ctx.cfg
     shrunk: list[str] = []
     reports = run_suites(ctx, bars(cfg), shrunk_lines=shrunk)
-    passed = all(r.passed for r in reports)
-    write_suites_junit(cfg, reports)
+    extra: dict = {}
+    changed = files_changed(ctx, extra)
+    passed = all(r.passed for r in reports) and not changed
+    write_suites_junit(cfg, reports, changed_suite(changed))
     if cfg.json:
-        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports],
+        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports], **extra,
                           "provenance": report_provenance(ctx.cfg, cfg.fixture)}, indent=2))
     else:
         print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
@@ -195,12 +228,12 @@ def suite_main(ctx) -> int:
     return stopped(*reports) or (0 if passed else 1)
 
 
-def write_suites_junit(cfg, reports: list) -> None:
-    """`check --suite ... --junit FILE`: one testsuite per suite report."""
+def write_suites_junit(cfg, reports: list, extra: list = ()) -> None:
+    """`check --suite ... --junit FILE`: one testsuite per suite report (and `extra`'s)."""
     if cfg.junit:
         from eagle3_check.report.check_junit import suite_suite, write_check_junit
 
-        write_check_junit(cfg.junit, [suite_suite(r) for r in reports])
+        write_check_junit(cfg.junit, [*(suite_suite(r) for r in reports), *extra])
 
 
 def exec_main(ctx) -> int:
@@ -213,34 +246,37 @@ def exec_main(ctx) -> int:
         from eagle3_check.suites.report import format_suite_table
 
         report, info = run_exec_suite(ctx, bars(cfg))
-        write_suites_junit(cfg, [report])
+        extra: dict = {}
+        changed = files_changed(ctx, extra)  # a binary can write what the check reads (session/watch.py)
+        write_suites_junit(cfg, [report], changed_suite(changed))
         if cfg.json:
-            print(json.dumps({"passed": report.passed, "reports": [report.to_json()],
+            print(json.dumps({"passed": report.passed and not changed, "reports": [report.to_json()], **extra,
                               "provenance": report_provenance(ctx.cfg, info.get("fixture"))}, indent=2))
         else:
             print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner}\n" + format_suite_table(report))
             if report.shrunk_lines:
                 print("\n".join(report.shrunk_lines))
-        return 0 if report.passed else 1
+        return 0 if report.passed and not changed else 1
     from eagle3_check.binary.check import format_exec_table
 
     report, lines, shrunk = exec_route.exec_check(ctx, bars(cfg))
+    changed = files_changed(ctx, report.info)
     if cfg.junit:
         from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
 
-        write_check_junit(cfg.junit, [exec_check_suite(report)])
+        write_check_junit(cfg.junit, [exec_check_suite(report), *changed_suite(changed)])
     if cfg.json:
         prov = report_provenance(ctx.cfg, ctx.setup.info.get("fixture"), ctx.options)
         data = report.to_json()
         for r in data.get("requests", []):  # the shrunk case beside its original (--shrink)
             if r.get("prompt_id") in shrunk:
                 r["shrunk"] = shrunk[r["prompt_id"]]
-        print(json.dumps({**data, "provenance": prov}, indent=2))
+        print(json.dumps({**data, "passed": data["passed"] and not changed, "provenance": prov}, indent=2))
     else:
         print(format_exec_table(report))
         if lines:
             print("\n".join(lines))
-    return 0 if report.passed else 1
+    return 0 if report.passed and not changed else 1
 
 
 def quant_main(ctx) -> int:

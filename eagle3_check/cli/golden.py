@@ -106,21 +106,30 @@ def record_main(cfg) -> int:
 
 
 def verify_main(cfg) -> int:
+    from eagle3_check.cli.check import files_changed
     from eagle3_check.session.context import CheckContext
+    from eagle3_check.session.watch import FileWatch, read_files
 
+    watch = FileWatch(read_files(cfg))  # the goldens and what they name, before the runner starts
     ctx = CheckContext(cfg)
+    ctx.watch = watch
+    extra: dict = {}
     if ctx.is_exec:  # a runner binary
         from eagle3_check.session.exec_route import exec_golden_verify
 
         outcome = exec_golden_verify(ctx)
+        changed = files_changed(ctx, extra)
         if cfg.json:
-            print(json.dumps({**outcome.to_json(), "provenance": report_provenance(cfg)}, indent=1))
+            doc = outcome.to_json()
+            print(json.dumps({**doc, "passed": doc["passed"] and not changed, **extra,
+                              "provenance": report_provenance(cfg)}, indent=1))
         else:
             print(outcome.format())
-        return 0 if outcome.passed else 1
+        return 0 if outcome.passed and not changed else 1
     from eagle3_check.session.golden import verify
 
     outcome, baseline = verify(ctx, bars(cfg))
+    changed = files_changed(ctx, extra)
     if cfg.html:
         from eagle3_check.report.html_page import write_html
         from eagle3_check.report.html_report import golden_html
@@ -130,7 +139,9 @@ def verify_main(cfg) -> int:
         from eagle3_check.gating.golden import golden_root
 
         files = {"baseline": baseline, **({} if cfg.goldens else {"golden": golden_root()})}
-        print(json.dumps({**outcome.to_json(), "provenance": report_provenance(cfg, extra_files=files)}, indent=1))
+        doc = outcome.to_json()
+        print(json.dumps({**doc, "passed": doc["passed"] and not changed, **extra,
+                          "provenance": report_provenance(cfg, extra_files=files)}, indent=1))
     else:
         print(outcome.format())
         if outcome.shrunk_lines:
@@ -140,7 +151,7 @@ def verify_main(cfg) -> int:
     if outcome.interrupted:  # Ctrl-C: what was verified is written, exit 130
         print(f"interrupted: {outcome.interrupted}", file=sys.stderr)
         return 130
-    return 0 if outcome.passed else 1
+    return 0 if outcome.passed and not changed else 1
 
 
 def baseline_main(cfg) -> int:

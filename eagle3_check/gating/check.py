@@ -306,6 +306,9 @@ def format_table(report: CheckReport) -> str:
     prof = info.get("profile")
     if prof:  # the runner's rules and how they were found (declared / detected / given)
         lines.append(f"runner profile {prof['name']} ({prof['pr']}, {prof['commit']}): {prof['found']}")
+    from eagle3_check.run.protections import protections_line
+
+    lines += [p for p in [protections_line(info.get("isolation"))] if p]  # what held the runner in
     for key in ("run_options", "program_shape", "weight_conversion"):  # the options, the --target shape, the dtypes
         if key in info:
             lines += [info[key]["summary"], *(f"note: {n}" for n in info[key].get("notes", []))]

@@ -136,24 +136,66 @@ def load_repro(path: str | Path):
 INT_OPTIONS = ("max_seq_len", "min_prefill", "max_prefill", "bos_id", "eos_id", "group_size")
 
 
-def flag_values(flags: list[str]) -> dict:
+def _bad(what: str, expected: str):
+    return InputError(f"the repro file's {what}"[:300], expected,
+                      "pass a repro file written by check --shrink or gate (a repro is data: it names no output)")
+
+
+def flag_values(flags) -> dict:
     """`program_flags`' list back to parsed option values: ['--max-seq-len', '48', '--raw'] ->
-    {'max_seq_len': 48, 'raw': True}."""
+    {'max_seq_len': 48, 'raw': True}. A repro is data (issue 47): only the flags that build the program
+    and its stop set (PROGRAM_FLAGS, RUN_FLAGS, SWITCHES), each a one-line string; an int option's value
+    an int. Anything else (an output such as --junit, a --runner, a dict, a missing value) is an InputError."""
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise _bad(f"program.flags {flags!r:.80}", "a list of strings")
     out, i = {}, 0
     while i < len(flags):
         name = flags[i].removeprefix("--").replace("-", "_")
+        if not flags[i].startswith("--") or name not in (*PROGRAM_FLAGS, *RUN_FLAGS, *SWITCHES):
+            raise _bad(f"program.flags {flags[i]!r:.60}",
+                       f"only the flags that build the program: {', '.join(_flag(n) for n in PROGRAM_FLAGS + RUN_FLAGS)}")
         if name in SWITCHES:
             out[name], i = True, i + 1
-        else:
-            out[name], i = int(flags[i + 1]) if name in INT_OPTIONS else flags[i + 1], i + 2
+            continue
+        if i + 1 >= len(flags) or not flags[i + 1].isprintable():
+            raise _bad(f"program.flags {flags[i]} value", "a value on one line after each flag")
+        value = flags[i + 1]
+        if name in INT_OPTIONS:
+            try:
+                value = int(value)
+            except ValueError:
+                raise _bad(f"program.flags {flags[i]} {value!r:.40}", "an int") from None
+        out[name], i = value, i + 2
     return out
+
+
+OWN_RUNNERS = ("reference", "device")
+
+
+def replay_runner(recorded: str, given: str | None) -> tuple[str | None, str | None]:
+    """(the runner to use, None: the command line's or the default; a note for the user). A repro never
+    imports a module or runs a command the command line did not name: its runner is used only when it
+    is ours (reference, device, a seeded mutant, e.g. `eagle3_check.mutants:emit_past_max_new`); otherwise the note says
+    which runner it was recorded with and how to replay it with that one."""
+    if not isinstance(recorded, str) or not recorded.isprintable() or len(recorded) > 300:
+        raise _bad(f"runner {recorded!r:.60}", "a runner spec on one line")
+    ours = recorded in OWN_RUNNERS or re.fullmatch(r"eagle3_check\.mutants:[A-Za-z_][A-Za-z0-9_]*", recorded)
+    if given is not None:
+        note = None if given == recorded else \
+            f"note: the repro was recorded with --runner {recorded}; this run uses --runner {given}"
+        return None, note
+    if ours:
+        return recorded, None
+    return None, (f"note: the repro was recorded with --runner {shlex.quote(recorded)}, which it does not run "
+                  f"(a repro is data); this run uses the default runner. Fix: pass --runner "
+                  f"{shlex.quote(recorded)} to replay it with that runner")
 
 
 def replay_args(args, repro) -> None:
     """Sets the repro's request on the parsed `args` (an argparse namespace): prompt ids, K, max new
     tokens, the spec fields it shrank, and the program's and run's flags the command line left unset
     (a flag given on the command line wins; `check_digest` then tells a different program)."""
-    for name, value in flag_values(list(repro.program.get("flags", []))).items():
+    for name, value in flag_values(repro.program.get("flags", [])).items():
         if hasattr(args, name) and getattr(args, name) in (None, False, DEFAULTS.get(name)):
             setattr(args, name, value)
     req = repro.request
@@ -163,6 +205,8 @@ def replay_args(args, repro) -> None:
         args.prompt_ids = ",".join(map(str, req.prompt_ids))
     args.chain_len, args.max_new_tokens = req.k, req.max_new_tokens
     for name, value in req.spec.items():
+        if name not in FLAG_OF:  # the program fields a shrinker shrinks, nothing else
+            raise _bad(f"request.spec field {name!r:.40}", f"one of {', '.join(FLAG_OF)}")
         setattr(args, name, value)
 
 

@@ -45,17 +45,27 @@ def serve(rfd: int, wfd: int) -> int:
         wire.send_json(wfd, {"error": str(e), "raised": error_parts(e), "stage": "build"})
         return 0
     wire.send_json(wfd, {"built": True})
+    if setup.get("sandbox"):  # another user, its own session, limits, a private dir (isolate/sandbox.py)
+        from eagle3_check.isolate.sandbox import enter
+
+        try:
+            enter(setup["sandbox"], setup["spec"])
+        except OSError as e:
+            wire.send_json(wfd, {"crash": f"the runner's process could not be closed in ({e})", "stage": "load"})
+            return 0
+    from eagle3_check.isolate.declared import declarations
     from eagle3_check.run.plugin import load_runner
 
     try:
         runner = load_runner(setup["spec"])
+        said = declarations(runner, setup.get("profile"))  # read in the parent as in process (run/profiles.py)
     except Eagle3CheckError as e:
         wire.send_json(wfd, {"error": str(e), "raised": error_parts(e), "stage": "load"})
         return 0
     except BaseException as e:  # noqa: BLE001 - the plug-in's import or factory: a verdict in the parent
         wire.send_json(wfd, {"crash": _reason(e), "stage": "load"})
         return 0
-    wire.send_json(wfd, {"ready": type(runner).__name__})
+    wire.send_json(wfd, {"ready": type(runner).__name__, **said})
     return _requests(rfd, wfd, runner, program, tokenizer)
 
 

@@ -74,10 +74,23 @@ class Forked:
         return self.returncode
 
 
+def _gaps(low: int, keep: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The ranges [a, b) from `low` up that hold none of `keep`. Example: _gaps(3, (7, 5)) ->
+    [(3, 5), (6, 7), (8, MAXFD)]."""
+    top = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
+    out, a = [], low
+    for k in sorted(set(keep)):
+        if k >= a:
+            out.append((a, k))
+            a = k + 1
+    return out + [(a, max(top, a))]
+
+
 def fork_child(req_r: int, rep_w: int, keep: set[int]) -> Forked:
-    """Forks the runner's process: in it, fd 0 is /dev/null, fd 1 and 2 a pipe to us, its own session,
-    then `child.main` on the protocol fds; it never returns into the harness's code. `keep`: the
-    harness's ends of the protocol pipes (closed in the child)."""
+    """Forks the runner's process: in it, fd 0 is /dev/null, fd 1 and 2 a pipe to us, every other
+    inherited descriptor closed but the protocol's two, its own session, then `child.main` on the
+    protocol fds; it never returns into the harness's code. `keep`: the harness's ends of the
+    protocol pipes (closed in the child, with the rest)."""
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid:
@@ -90,9 +103,8 @@ def fork_child(req_r: int, rep_w: int, keep: set[int]) -> Forked:
         os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        for fd in {null, out_r, out_w, *keep}:
-            if fd > 2:
-                os.close(fd)
+        for low, high in _gaps(3, (req_r, rep_w)):  # every inherited descriptor above 2 but the protocol's:
+            os.closerange(low, high)  # pytest's saved stdout and capture files, the harness's report files
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)  # not a capture of
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)  # the parent's

@@ -37,4 +37,6 @@ def isolation_info(runner) -> dict | None:
     """What a report keeps of an isolated run: the processes started and each request's output."""
     if not getattr(runner, "isolated", False):
         return None
-    return {"runner": runner.spec, "processes": runner.children, "output": runner.records()}
+    members = getattr(runner, "members", [runner])
+    return {"runner": runner.spec, "processes": runner.children, "output": runner.records(),
+            "protections": next((m.protections for m in members if m.protections), None)}

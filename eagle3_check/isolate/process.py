@@ -46,6 +46,10 @@ class Child:
     """One child process and its pipes."""
 
     def __init__(self, setup: dict, env: dict):
+        from eagle3_check.isolate.sandbox import plan, protect_harness
+
+        protect_harness()  # the subreaper of what the child starts; non-dumpable when not root
+        self.sandbox = setup["sandbox"] = plan()  # an unknown account: the InputError, before any fork
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         if can_fork():  # the harness's imports carry over (isolate/fork.py)
@@ -133,4 +137,7 @@ class Child:
             except OSError:
                 pass
         self.proc.stdout.close()
+        from eagle3_check.isolate.sandbox import remove
+
+        remove(self.sandbox)  # its private directory, after its tree is gone
         return code

@@ -43,8 +43,12 @@ class IsolatedRunner:
 
     isolated = True  # guarded_run hands this runner its request by name (run_named), in this thread
 
-    def __init__(self, spec: str, build, timeout: float | None = None, flag: str = "--request-timeout"):
+    def __init__(self, spec: str, build, timeout: float | None = None, flag: str = "--request-timeout",
+                 profile: str | None = None):
         self.spec, self.build, self.timeout, self.flag = spec, build, timeout, flag
+        self.given_profile = profile  # --runner-profile: the child's runner runs by it (isolate/declared.py)
+        self._declared: tuple[str | None, str] | None = None  # (profile, how found), from the ready message
+        self.protections: dict | None = None  # what closed the last child in (isolate/sandbox.observed)
         self.child: Child | None = None
         self.dead: str | None = None  # why no child can answer (it died before it was ready)
         self._records: list[dict] = []
@@ -64,7 +68,7 @@ class IsolatedRunner:
         """Starts a child now (it builds while the harness builds its own side); what it prints before
         its first request is the record of its start."""
         if self.child is None and self.dead is None:
-            self.child = Child({"build": self.build, "spec": self.spec}, self.env)
+            self.child = Child({"build": self.build, "spec": self.spec, "profile": self.given_profile}, self.env)
             self.children += 1
             self._tokenizer = None  # a fresh child holds none yet
             self._ready = False
@@ -93,6 +97,15 @@ class IsolatedRunner:
                     limit = self.timeout or BUILD_LIMIT_S  # import + factory: the request limit
                     continue
                 if "ready" in msg:
+                    from eagle3_check.isolate.declared import profile_of
+
+                    try:
+                        self._declared = profile_of(msg, self.given_profile)
+                    except wire.WireError as e:
+                        raise ChildGone(f"protocol violated: {e}") from None
+                    from eagle3_check.isolate.sandbox import observed
+
+                    self.protections = observed(child.proc.pid, child.sandbox)  # read from /proc, not its word
                     self._ready = True
                     return
                 if "error" in msg:
@@ -111,6 +124,33 @@ class IsolatedRunner:
         tail = self._tail(child)
         self._stop()
         self.dead += tail
+
+    @property
+    def profile(self) -> str | None:
+        """The profile the runner runs by, as its child said when ready (None: it declares none, or
+        its process died first); `run.profiles.declared` reads it as it reads an in-process runner's."""
+        if self._declared is None and self.dead is None:
+            self.ready()
+        return self._declared[0] if self._declared else None
+
+    @profile.setter
+    def profile(self, name: str) -> None:  # run.profiles.declare: the next child is given it
+        if name != self.given_profile:
+            self.given_profile, self._declared = name, None
+            self._queue = []
+            self._stop()
+
+    @property
+    def profile_found(self) -> str:
+        if self._declared is None and self.dead is None:
+            self.ready()
+        if self._declared:
+            return self._declared[1]
+        return "the newest: the runner's process ended before it declared a profile"
+
+    @profile_found.setter
+    def profile_found(self, how: str) -> None:
+        pass  # computed from the child's ready message
 
     def _tail(self, child: Child) -> str:
         child.drain(0.2)

@@ -194,7 +194,9 @@ def run_from_plain(d, vocab_size: int | None = None) -> RunResult:
         m = d[name]
         if not isinstance(m, dict) or not all(ok(t) for t in m.values()):
             raise WireError(f"RunResult.{name} is {_shown(m)}; expected a dict of method -> number")
-    return RunResult(**{**d, "tau": float(d["tau"])})
+    from eagle3_check.untrusted import bounded
+
+    return bounded(RunResult(**{**d, "tau": float(d["tau"])}))
 
 
 def tensor_from_plain(d, where: str):

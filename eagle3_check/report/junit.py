@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eagle3_check.atomic import write_text_atomic
 from eagle3_check.status import FAIL, SKIP, TIE
+from eagle3_check.untrusted import xml_safe
 
 
 @dataclass
@@ -81,7 +82,8 @@ def to_xml(suites: list[JUnitSuite], name: str = "eagle3-check gate", prefix: st
     root.set("skipped", str(totals["skipped"]))
     root.set("time", f"{totals['time']:.3f}")
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # the runner's strings (a stop reason, a crash's output) may hold what XML 1.0 forbids: escaped
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_safe(ET.tostring(root, encoding="unicode")) + "\n"
 
 
 def write_junit(path: str | Path, suites: list[JUnitSuite], name: str = "eagle3-check gate",

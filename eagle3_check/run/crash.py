@@ -36,6 +36,7 @@ from eagle3_check.run.watchdog import (
     with_limit,
 )
 from eagle3_check.tokenizer import Tokenizer
+from eagle3_check.untrusted import bounded
 
 CRASHED = "crashed"  # the stop reason of the empty RunResult that stands in for a crashed run
 
@@ -72,7 +73,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
         problem = type_problem(run)
         if problem:
             raise RunCrash(f"contract violated: {problem}")
-        return run
+        return bounded(run)
     flag = limit_flag(runner)
     runner, seconds = with_limit(runner)
     own_options = copy.deepcopy(options)  # the caller's options stay what the verdict judges
@@ -113,7 +114,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     problem = type_problem(run)
     if problem:
         raise RunCrash(f"contract violated: {problem}")
-    return run
+    return bounded(run)  # its free text within the report's bounds (untrusted.py)
 
 
 _OWN_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runner -> {id: (hf, its copy)}

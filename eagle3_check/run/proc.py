@@ -105,35 +105,57 @@ def children_of(pid: int) -> set[int]:
     return {p for p, pp in _parents().items() if pp == pid}
 
 
+def _below(parents: dict[int, int], roots: set[int]) -> set[int]:
+    """Every process below `roots` in one snapshot of /proc (one pass over it, not one per process)."""
+    kids: dict[int, list[int]] = {}
+    for p, pp in parents.items():
+        kids.setdefault(pp, []).append(p)
+    below, stack = set(), list(roots)
+    while stack:
+        for k in kids.get(stack.pop(), ()):
+            if k not in below:
+                below.add(k)
+                stack.append(k)
+    return below
+
+
 def descendants(pid: int) -> set[int]:
     """Every process below `pid` now (children, their children, ...)."""
-    parents = _parents()
-    below, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier and p not in below}
-        below |= frontier
-    return below
+    return _below(_parents(), {pid})
+
+
+SWEEPS = 8  # rounds of snapshot, kill, reap in end_tree (a tree that forks while it is killed)
+SWEEP_PAUSE_S = 0.02
 
 
 def end_tree(proc, before: set[int] = frozenset()) -> None:
     """SIGKILL `proc` (a Popen started with `start_new_session=True`), its process group, its
-    descendants and the orphans reparented to us that were not our children in `before`; reap them."""
-    me = os.getpid()
-    victims = descendants(proc.pid) | (children_of(me) - set(before) - {proc.pid})
-    for pid in victims:
-        victims |= descendants(pid)
+    descendants and the orphans reparented to us that were not our children in `before`; reap them.
+    Bounded: at most SWEEPS rounds of one /proc snapshot each (a binary forking short-lived processes
+    left thousands of zombies, and a walk of /proc per process held the harness 400 s)."""
+    me, keep = os.getpid(), set(before) | {proc.pid}
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
-    for pid in [proc.pid, *victims]:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.kill(proc.pid, signal.SIGKILL)
+    for _ in range(SWEEPS):
+        parents = _parents()
+        orphans = {p for p, pp in parents.items() if pp == me} - keep  # reparented to us (the subreaper)
+        victims = _below(parents, {proc.pid} | orphans) | orphans
+        for pid in victims:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in orphans:  # ours to reap; a zombie's parent reaps it, or it comes to us next round
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+        if not victims:
+            break
+        time.sleep(SWEEP_PAUSE_S)
     with contextlib.suppress(Exception):
         proc.wait(timeout=5)
-    for pid in victims | (children_of(me) - set(before) - {proc.pid}):  # orphans are ours to reap now
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    for pid in children_of(me) - keep:  # the last round's, dead by now
         with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
+            os.waitpid(pid, os.WNOHANG)
 
 
 def read_until(fds: list[int], sinks: list, deadline: float, done: Callable[[], bool] = lambda: False,

@@ -106,7 +106,6 @@ RUNNER_PR = RunnerProfile("runner-pr", "#20156", "ac69057c9b", chain_flag=False,
 K_RUNTIME = RunnerProfile("k-runtime", "#20345", "5ac44d4af1", chain_flag=True, chunks=False)
 CHUNKED = RunnerProfile("chunked-prefill", "#20347", "6d2645a8ac", chain_flag=True, chunks=True, prompt_file=True)
 DESIGN_NAME = "design"
-OWN_RUNNERS = ("reference", "device")  # the --runner names of our own runner (it declares DESIGN_NAME)
 DESIGN_RULES = RunnerProfile(DESIGN_NAME, "DESIGN §2", "rules 1-10", chain_flag=True, chunks=False, clamps=False)
 PROFILES = {p.name: p for p in (RUNNER_PR, K_RUNTIME, CHUNKED, DESIGN_RULES)}
 NEWEST = CHUNKED
@@ -132,11 +131,9 @@ def declared(runner) -> tuple[RunnerProfile, str]:
     """An in-process runner's profile and how it was found: given (`declare`), declared by the
     runner (`profile = NAME`), else the newest."""
     inner = _innermost(runner)
-    name = getattr(inner, "profile", None)
+    name = getattr(inner, "profile", None)  # an isolated runner: what its child said (isolate/declared.py)
     if name is None and getattr(inner, "isolated", False):
-        if getattr(inner, "spec", None) in OWN_RUNNERS:  # ours, isolated (--isolate, --workers): it declares design
-            return PROFILES[DESIGN_NAME], f"declared (ReferenceRunner.profile = {DESIGN_NAME!r}), in its own process"
-        return NEWEST, "the newest: the plug-in runs in its own process, where its declaration is not read"
+        return NEWEST, getattr(inner, "profile_found", None) or "the newest: no profile declared"
     if name is None:
         return NEWEST, f"the newest: {type(inner).__name__} declares no profile"
     if isinstance(name, RunnerProfile):

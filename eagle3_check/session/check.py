@@ -119,7 +119,8 @@ def check_isolated(ctx: CheckContext, make_bar=NoBar) -> Checked:
 
     name = ctx.runner_name
     check_spec(name)  # its form, before anything loads; the child imports it
-    runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), limit_of(name, ctx.cfg.runner_timeout))
+    runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), limit_of(name, ctx.cfg.runner_timeout),
+                            profile=ctx.cfg.runner_profile)
     preload()  # torch and transformers, before the child forks (isolate/fork.py)
     return _through(ctx, runner, make_bar)
 
@@ -154,6 +155,6 @@ def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
     name = ctx.runner_name
     check_spec(name)
     builds = [functools.partial(child_program, cfg.replace(device=d)) for d in devices]
-    pool = IsolatedPool(name, builds, limit_of(name, cfg.runner_timeout))
+    pool = IsolatedPool(name, builds, limit_of(name, cfg.runner_timeout), profile=cfg.runner_profile)
     preload()
     return _through(ctx, pool, make_bar, workers=len(devices), worker_devices=devices)

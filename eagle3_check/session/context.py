@@ -159,7 +159,8 @@ class CheckContext:
         if self.isolated:
             from eagle3_check.session.isolation import remote_runner
 
-            self._isolated_runner = remote_runner(self.runner_name, self.cfg.runner_timeout, self.limit_flag)
+            self._isolated_runner = remote_runner(self.runner_name, self.cfg.runner_timeout, self.limit_flag,
+                                                  self.cfg.runner_profile)
             return self._isolated_runner
         runner = self.loaded_runner
         if self.is_exec:

@@ -28,15 +28,16 @@ def preload() -> None:
     import eagle3_check.run.loop  # noqa: F401
 
 
-def remote_runner(spec: str, timeout: float | None, flag: str | None = None):
+def remote_runner(spec: str, timeout: float | None, flag: str | None = None, profile: str | None = None):
     """An IsolatedRunner for `spec` with no program of its own, started and ready: a plug-in that cannot
-    be found is the one-line error here, before any work; one that dies loading fails every request."""
+    be found is the one-line error here, before any work; one that dies loading fails every request.
+    `profile`: --runner-profile, which the child's runner runs by (isolate/declared.py)."""
     from eagle3_check.isolate.runner import IsolatedRunner
     from eagle3_check.run.plugin import check_spec
 
     check_spec(spec)  # its form, before anything loads; the child imports it
     preload()
-    runner = IsolatedRunner(spec, None, limit_of(spec, timeout), flag or "--request-timeout")
+    runner = IsolatedRunner(spec, None, limit_of(spec, timeout), flag or "--request-timeout", profile)
     runner.start()
     runner.ready()
     return runner
@@ -50,11 +51,12 @@ class IsolatedPool:
 
     isolated = True
 
-    def __init__(self, spec: str, builds: list, timeout: float | None, flag: str = "--request-timeout"):
+    def __init__(self, spec: str, builds: list, timeout: float | None, flag: str = "--request-timeout",
+                 profile: str | None = None):
         from eagle3_check.isolate.runner import IsolatedRunner
 
         self.spec = spec
-        self.members = [IsolatedRunner(spec, b, timeout, flag) for b in builds]
+        self.members = [IsolatedRunner(spec, b, timeout, flag, profile) for b in builds]
         self._owner: dict[str, IsolatedRunner] = {}
 
     def start(self) -> None:
@@ -85,6 +87,14 @@ class IsolatedPool:
 
     def run(self, program, tokenizer, prompt, options):
         return self.members[0].run(program, tokenizer, prompt, options)
+
+    @property
+    def profile(self) -> str | None:  # every child runs the same plug-in: the first one's declaration
+        return self.members[0].profile
+
+    @property
+    def profile_found(self) -> str:
+        return self.members[0].profile_found
 
     @property
     def children(self) -> int:

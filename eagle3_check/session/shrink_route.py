@@ -42,8 +42,15 @@ def apply_repro(cfg):
     replay_args(ns, repro)
     changes = {k: v for k, v in vars(ns).items() if k in cfg.present and getattr(cfg, k) != v}
     cfg = cfg.replace(**changes, repro_prompt_id=f"repro:{repro.prompt_id}")
-    if repro.runner and "runner" not in cfg.given:
-        cfg = cfg.replace(runner=repro.runner)
+    from eagle3_check.gating.repro import replay_runner
+
+    runner, note = replay_runner(repro.runner, cfg.runner if "runner" in cfg.given else None)
+    if runner:
+        cfg = cfg.replace(runner=runner)
+    if note:
+        import sys
+
+        print(note, file=sys.stderr)  # the repro's runner, when this run does not use it
     return cfg, repro
 
 

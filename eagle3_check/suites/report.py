@@ -83,6 +83,9 @@ def format_suite_table(report: SuiteReport) -> str:
     prof = report.info.get("profile")
     if prof:  # the runner's rules and how they were found (declared / detected / given)
         lines.append(f"runner profile {prof['name']} ({prof['pr']}, {prof['commit']}): {prof['found']}")
+    from eagle3_check.run.protections import protections_line
+
+    lines += [p for p in [protections_line(report.info.get("isolation"))] if p]  # what held the runner in
     lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'}{none_ran} "
                  f"({counts['pass']} pass, {counts['tie']} tie, {counts['fail']} fail, {counts['skip']} skipped "
                  f"of {len(report.results)} cases, {report.seconds:.1f} s)")

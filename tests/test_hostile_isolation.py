@@ -1,0 +1,302 @@
+"""Issue 47's held-out classes, each a named probe: a plug-in that attacks the harness from its own
+process. Each runs the harness as a subprocess (`check`, and `check --suite one-token` for the ones
+cheap there) with a plug-in that does its attack in `run()` and then answers as the reference runner
+does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
+leave a process behind, nor a file written where it was not asked.
+
+As root (here and in CI) the runner's process is `nobody` (isolate/sandbox.py): the attacks on the
+harness's memory, descriptors, signals and files fail with EPERM/EACCES; the probes say which
+protection held (the plug-in records what each attempt got in its run's notes). Not as root, the
+probes that need the uid change skip with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness (CI runs as root)")
+HEAD = '''import os, signal, sys, time
+from eagle3_check.run.loop import ReferenceRunner
+
+
+class R(ReferenceRunner):
+    def run(self, program, tokenizer, prompt, options):
+        got = attack()
+        run = super().run(program, tokenizer, prompt, options)
+        run.notes.append(f"attack: {got}")
+        return run
+
+
+def make():
+    return R()
+
+
+def tried(fn):
+    try:
+        fn()
+        return "done"
+    except OSError as e:
+        return type(e).__name__
+'''
+ATTACKS = {
+    # the harness's memory: the write access that patching its verdict needs
+    "patch-parent-mem": "def attack():\n    return tried(lambda: open(f'/proc/{os.getppid()}/mem', 'r+b'))\n",
+    # fake JSON ahead of the real --json report, through the harness's own fd 1
+    "write-parent-fd-1": ("def attack():\n    return tried(lambda: open(f'/proc/{os.getppid()}/fd/1', 'w')"
+                          ".write('{\"passed\": true}\\n'))\n"),
+    "sigstop-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGSTOP))\n",
+    "sigterm-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGTERM))\n",
+    "sigint-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGINT))\n",
+    # into the user's repository (goldens beside the goldens)
+    "write-into-the-repository": "def attack():\n    return tried(lambda: open(os.environ['TARGET'], 'w').write('pwned'))\n",
+    # a detached grandchild that outlives the check and rewrites its outputs afterwards
+    "setsid-grandchild-rewrites-outputs": '''def attack():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execvp("sh", ["sh", "-c", f"sleep 3; echo PASS > {os.environ['TARGET']}; sleep 9999.47"])
+        os._exit(0)
+    return "started"
+''',
+    # floods its fd 1 and 2: bounded in the record, never on the harness's stdout
+    "flood-outputs": '''def attack():
+    chunk = b"x" * (1 << 20)
+    for _ in range(64):
+        os.write(1, chunk)
+        os.write(2, chunk)
+    return "flooded"
+''',
+}
+NEEDS_ROOT = {"patch-parent-mem", "write-parent-fd-1", "sigstop-parent", "sigterm-parent", "sigint-parent",
+              "write-into-the-repository"}
+DENIED = {"patch-parent-mem": "PermissionError", "write-parent-fd-1": "PermissionError",
+          "sigstop-parent": "PermissionError", "sigterm-parent": "PermissionError",
+          "sigint-parent": "PermissionError", "write-into-the-repository": "PermissionError"}
+
+
+def _harness(tmp_path, attack: str, argv: list[str], target: Path) -> tuple[subprocess.CompletedProcess, float]:
+    (tmp_path / f"{attack.replace('-', '_')}.py").write_text(HEAD + ATTACKS[attack])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", f"{attack.replace('-', '_')}:make",
+                        "--json", "--no-progress"], capture_output=True, env=env, timeout=300, cwd=tmp_path)
+    return p, time.monotonic() - t0
+
+
+def _alive(marker: str) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+ROUTES = {"check": ["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "6"],
+          "suite": ["check", "--suite", "one-token", "--fixture", "tiny-llama"],
+          "workers": ["check", "--fixture", "tiny-llama", "--workers", "2", "--prompts", "{prompts}",
+                      "--max-new-tokens", "6"],
+          "golden-verify": ["golden", "verify", str(ROOT / "golden" / "tiny-llama__eager__cpu__float32__k4__n48.json"),
+                            "--no-baseline"]}  # no --junit: its report is the JSON
+
+
+ON_SUITE = ("sigterm-parent", "setsid-grandchild-rewrites-outputs", "flood-outputs")  # the others: check's route
+CASES = [(a, r) for a in ATTACKS for r in ROUTES if r == "check" or a in ON_SUITE]
+
+
+@pytest.mark.parametrize("attack, route", CASES, ids=[f"{a}-{r}" for a, r in CASES])
+def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
+    if attack in NEEDS_ROOT and os.geteuid() != 0:
+        pytest.skip("the uid drop needs a root harness (CI runs as root)")
+    junit = tmp_path / "out.xml" if route != "golden-verify" else tmp_path / "report.json"  # the test writes it
+    target = junit if attack == "setsid-grandchild-rewrites-outputs" else tmp_path / "golden" / "pwned.json"
+    target.parent.mkdir(exist_ok=True)
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
+    argv = [a.replace("{prompts}", str(prompts)) for a in ROUTES[route]]
+    p, seconds = _harness(tmp_path, attack, [*argv, *(["--junit", str(junit)] if route != "golden-verify" else [])],
+                          target)
+    assert p.returncode == 0, p.stderr[-2000:]  # the run is correct: the attack changed nothing
+    report = json.loads(p.stdout)  # exactly one JSON document on stdout
+    assert report["passed"] is True
+    assert b"Traceback" not in p.stderr
+    if route == "golden-verify":
+        junit.write_bytes(p.stdout)
+    info = report["reports"][0]["info"] if route == "suite" else report.get("info", {})
+    if os.geteuid() == 0 and route != "golden-verify":  # (golden verify's JSON keeps no isolation info)
+        prot = info["isolation"]["protections"]
+        assert prot["other_user"] and prot["no_new_privs"] and prot["own_session"], prot
+    notes = [n for r in report.get("requests", []) for n in r["run"]["notes"] if n.startswith("attack:")]
+    if attack in DENIED and route == "check":
+        assert notes == [f"attack: {DENIED[attack]}"], notes
+    if attack == "write-into-the-repository":
+        assert not target.exists()
+    if attack == "flood-outputs" and route == "check":
+        out = info["isolation"]["output"]
+        assert out and all(o["output"]["truncated"] and len(o["output"]["head"]) <= 16 * 1024 for o in out)
+        assert len(p.stdout) < 1 << 20
+    if attack == "setsid-grandchild-rewrites-outputs":
+        before = junit.read_bytes()
+        time.sleep(4)  # its `sleep 3` would have ended: the JUnit file is still the harness's
+        assert junit.read_bytes() == before
+        assert _alive("9999.47") == []
+
+
+@ROOT_ONLY
+def test_an_account_that_does_not_exist_is_a_one_line_error(tmp_path):
+    (tmp_path / "plain_ref.py").write_text("from eagle3_check.run.loop import ReferenceRunner as R\n"
+                                           "def make():\n    return R()\n")
+    env = {**os.environ, "EAGLE3_CHECK_RUNNER_USER": "no-such-account-47", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *ROUTES["check"], "--runner", "plain_ref:make"],
+                       capture_output=True, env=env, timeout=300, text=True)
+    assert p.returncode == 2, p.stderr[-1500:]
+    assert "EAGLE3_CHECK_RUNNER_USER=no-such-account-47: no such account" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def _binary(tmp_path, name: str, body: str) -> str:
+    script = tmp_path / name
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return f"exec:{script}"
+
+
+def test_a_help_probe_that_hangs_and_forks_is_held_to_the_request_timeout(tmp_path):
+    """The `--help` profile probe runs as a request does: its limit (here 3 s, not 60) and its tree kill."""
+    from eagle3_check.binary.runner import ExecRunner
+
+    spec = _binary(tmp_path, "helpless.sh", "( setsid sh -c 'exec sleep 9999.48' & )\nexec sleep 9999.49\n")
+    runner = ExecRunner(spec, timeout=3.0)
+    t0 = time.monotonic()
+    assert runner.profile_info()["found"].startswith("the newest profile")
+    assert time.monotonic() - t0 < 3.0 + 2.0
+    assert _alive("9999.48") == [] and _alive("9999.49") == []
+
+
+def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_path):
+    """A fork storm of short-lived children (zombies piling up under a parent that never reaps them)
+    ends with its request: the sweep is bounded rounds of one /proc snapshot, not a walk per process."""
+    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.run.options import RunOptions
+    from eagle3_check.run.proc import children_of
+
+    spec = _binary(tmp_path, "storm.sh", "while :; do /bin/true & done\n")
+    t0 = time.monotonic()
+    got = ExecRunner(spec, timeout=3.0).execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
+    assert got.timed_out and time.monotonic() - t0 < 3.0 + 5.0
+    time.sleep(0.2)
+    assert children_of(os.getpid()) == set()  # every one reaped: no zombie of ours left
+
+
+def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_path, monkeypatch, capsys):
+    """In process (where nothing stops the write): the prompt file rewritten during the run fails it,
+    named in the JSON report, the JUnit file and on stderr (session/watch.py)."""
+    from eagle3_check.cli import main
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
+    (tmp_path / "rewriter.py").write_text(HEAD + f"def attack():\n    return tried(lambda: open({str(prompts)!r}, 'a')"
+                                          ".write(' '))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    junit = tmp_path / "out.xml"
+    rc = main(["check", "--fixture", "tiny-llama", "--prompts", str(prompts), "--max-new-tokens", "6", "--runner",
+               "rewriter:make", "--in-process", "--json", "--junit", str(junit), "--no-progress"])
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert rc == 1 and report["passed"] is False
+    assert report["requests"][0]["verdict"]["status"] == "pass"  # the run itself was right
+    assert report["info"]["files_changed"][0].startswith(f"{prompts} (was ")
+    assert "error: the run changed 1 file(s) it reads" in out.err
+    failing = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failing == ["files-unchanged"]
+
+
+@ROOT_ONLY
+def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
+    """The non-root path, simulated: a process dropped to `nobody` and made dumpable again (as any process of a
+    user is) can be read by its same-uid child; after `protect_harness` (subreaper, PR_SET_DUMPABLE 0) the child
+    can open neither its /proc/<pid>/mem nor its /proc/<pid>/fd."""
+    import ctypes
+
+    import eagle3_check.isolate.sandbox as sandbox
+    import eagle3_check.run.proc  # noqa: F401 - imported before the drop
+
+    def tries(me: int) -> list[str]:
+        out = []
+        for attempt in (lambda: open(f"/proc/{me}/mem", "rb").close(), lambda: os.listdir(f"/proc/{me}/fd")):
+            try:
+                attempt()  # its memory; its descriptors (the way to its fd 1)
+                out.append("opened")
+            except PermissionError:
+                out.append("denied")
+        return out
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            libc = ctypes.CDLL(None)
+            libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
+            report, me = {}, os.getpid()
+            for when in ("before", "after"):
+                if when == "after":
+                    sandbox._protected = None
+                    report["got"] = sandbox.protect_harness()
+                kid = os.fork()
+                if kid == 0:
+                    os.write(w, json.dumps({when: tries(me)}).encode() + b"\n")
+                    os._exit(0)
+                os.waitpid(kid, 0)
+            os.write(w, json.dumps(report).encode() + b"\n")
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        msg = {k: v for line in f for k, v in json.loads(line).items()}
+    assert msg["before"] == ["opened", "opened"], msg  # what the protection stops
+    assert msg["got"] == {"subreaper": True, "harness_dumpable": False}, msg
+    assert msg["after"] == ["denied", "denied"], msg
+
+
+def test_the_runner_inherits_no_descriptor_of_pytest(tmp_path, monkeypatch, capfd):
+    """Inside pytest (the plug-in route's process), the forked runner finds no inherited regular file to write
+    fake JSON into (pytest's saved stdout and capture files): every descriptor above 2 but the protocol's is closed."""
+    from eagle3_check.cli import main
+
+    (tmp_path / "fd_hunter.py").write_text(HEAD + '''import stat
+def attack():
+    hit = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, b'{"passed": true}\\n')
+                hit.append(fd)
+        except OSError:
+            pass
+    return f"wrote into {len(hit)} inherited file(s)"
+''')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max-new-tokens", "6", "--runner",
+               "fd_hunter:make", "--json", "--no-progress"])
+    out = capfd.readouterr()
+    report = json.loads(out.out)  # one JSON document: nothing was written ahead of it
+    assert rc == 0 and report["requests"][0]["run"]["notes"][-1] == "attack: wrote into 0 inherited file(s)"
