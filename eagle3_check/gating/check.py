@@ -293,6 +293,8 @@ def format_table(report: CheckReport) -> str:
         form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
         lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
                      f"K range {info['k_range']} from {info.get('k_source')}")
+    if "numerics" in info:  # normal, or exact (shape-invariant kernels: the verdict is identity)
+        lines.append(f"numerics: {info['numerics']}")
     lines += [f"warning: {w}" for w in info.get("program_warnings", [])]
     prof = info.get("profile")
     if prof:  # the runner's rules and how they were found (declared / detected / given)

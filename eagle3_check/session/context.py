@@ -74,6 +74,10 @@ class CheckContext:
     def tolerance(self):
         from eagle3_check.reference.tolerance import tolerance_for
 
+        if self.cfg.exact:  # identity: session/exact.py
+            from eagle3_check.session.exact import exact_tolerance
+
+            return exact_tolerance(self.cfg.dtype)
         return tolerance_for(self.cfg.dtype)
 
     @property
@@ -82,6 +86,8 @@ class CheckContext:
         real-model fixture has its own measured budget)."""
         from eagle3_check.reference.tolerance import default_budget
 
+        if self.cfg.exact:  # identity: no tie allowed
+            return 0.0
         if self.cfg.tie_budget is not None:
             return self.cfg.tie_budget
         return default_budget(self.cfg.dtype, self.cfg.fixture)

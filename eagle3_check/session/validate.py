@@ -55,6 +55,9 @@ def validated(cfg):
         check_prompt_set(cfg.prompts, raw=cfg.raw)
     _outputs(cfg)
     _runner_template(cfg)
+    from eagle3_check.session.exact import check_exact_flags
+
+    check_exact_flags(cfg)
     if cfg.command == "check" and cfg.runner is None:  # the device-resident runner on CUDA, else the reference
         from eagle3_check.session.world import default_runner
 
