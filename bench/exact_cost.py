@@ -5,6 +5,11 @@ scoring), each normal vs exact, with the ratios. Writes JSON with --out.
 
   OMP_NUM_THREADS=1 python bench/exact_cost.py --fixture tiny-llama --dtype bfloat16 --out bench/results/exact-cost-cpu.json
   python bench/exact_cost.py --fixture tiny-llama --dtype bfloat16 --device cuda   # the Triton kernels
+  python bench/exact_cost.py --shape 8b --device cuda   # a random Llama of that shape: the HF forward only
+
+With --shape (1.1b: bench/gpu_bench.py's target shape; 8b: Llama-3.1-8B's) the model is a random HF Llama
+built on the device (no weights shipped) and only its forward is timed: 5 rows and 1 row on a
+DynamicCache holding a 128-token prefix (cropped back after each call).
 """
 
 from __future__ import annotations
@@ -50,6 +55,44 @@ def method_ms(program, device: str, rows: int, calls: int) -> float:
     return statistics.median(times[1:])
 
 
+SHAPES = {  # hidden, MLP, layers, heads, kv heads, vocab
+    "1.1b": (2048, 8192, 16, 32, 8, 32000),
+    "8b": (4096, 14336, 32, 32, 8, 128256),
+}
+
+
+def shape_forward_ms(shape: str, device: str, dtype: str, calls: int) -> dict:
+    """{rows: (normal ms, exact ms)} for the HF forward of a random Llama of `shape` (rows 5 and 1)."""
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+    h, mlp, layers, heads, kv, vocab = SHAPES[shape]
+    cfg = LlamaConfig(hidden_size=h, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv, vocab_size=vocab, max_position_embeddings=4096,
+                      attn_implementation="sdpa")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+    ids = torch.randint(0, vocab, (1, 160), device=device)  # [1, 160]
+    out = {}
+    for rows in (5, 1):
+        pair = []
+        for exact in (False, True):
+            cache = DynamicCache()
+            with torch.inference_mode(), (exact_numerics(model) if exact else torch.inference_mode()):
+                model(input_ids=ids[:, :128], past_key_values=cache, use_cache=True)
+                times = []
+                for _ in range(calls + 1):
+                    _sync(device)
+                    t0 = time.perf_counter()
+                    model(input_ids=ids[:, 128:128 + rows], past_key_values=cache, use_cache=True)
+                    _sync(device)
+                    times.append((time.perf_counter() - t0) * 1e3)
+                    cache.crop(-rows)  # back to the 128-token prefix
+            pair.append(statistics.median(times[1:]))
+        out[rows] = pair
+    return out
+
+
 def check_per_token(args, exact: bool) -> dict:
     """`check` over the prompt set: wall seconds of its requests (run + audit + scoring) per judged token."""
     argv = ["check", "--fixture", args.fixture, "--dtype", args.dtype, "--device", args.device,
@@ -72,8 +115,20 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--shape", default=None, choices=sorted(SHAPES), help="time a random Llama of this shape instead")
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    if args.shape:
+        times = shape_forward_ms(args.shape, args.device, args.dtype, args.calls)
+        result = {"shape": args.shape, "dtype": args.dtype, "device": args.device, "torch": torch.__version__}
+        for rows, (normal, exact) in times.items():
+            result[f"forward_{rows}_rows_ms"] = {"normal": round(normal, 3), "exact": round(exact, 3),
+                                                 "ratio": round(exact / normal, 2)}
+            print(f"{args.shape} forward, {rows} rows: normal {normal:.3f} ms  exact {exact:.3f} ms  "
+                  f"ratio {exact / normal:.2f}")
+        if args.out:
+            write_text_atomic(args.out, json.dumps(result, indent=2) + "\n")
+        return
     program = EagerBackend.from_fixture(load_fixture(args.fixture), device=args.device, dtype=args.dtype)
     result = {"fixture": args.fixture, "dtype": args.dtype, "device": args.device, "threads": torch.get_num_threads(),
               "torch": torch.__version__}
