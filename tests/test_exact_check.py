@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from eagle3_check.cli import main
 from tests.test_bad_input import assert_clean_error
@@ -35,6 +36,15 @@ def test_normal_bf16_ties_where_exact_mode_is_identical(capsys, tmp_path):
     assert exact["counts"]["identical_positions"] == exact["counts"]["positions"] > 0
     assert exact["tie_budget"]["ties_allowed"] == 0 and exact["info"]["tie_tolerance"].startswith("0 ")
     assert exact["provenance"]["options"]["exact"] is True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; torch.cuda.is_available() is False")
+def test_exact_check_on_cuda_is_identity(capsys, tmp_path):
+    """The device runner (CUDA graph on) and the HF reference on the Triton kernels: no tie, no failure."""
+    rc, exact = check_json(capsys, tmp_path, "--exact", "--device", "cuda")
+    assert rc == 0 and exact["counts"]["tie_positions"] == 0 and exact["counts"]["fail_positions"] == 0
+    assert exact["info"]["runner"] == "device" and exact["info"]["numerics"] == "exact (shape-invariant kernels)"
 
 
 def test_exact_table_names_the_mode(capsys, tmp_path):
