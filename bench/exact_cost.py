@@ -70,8 +70,12 @@ def shape_forward_ms(shape: str, device: str, dtype: str, calls: int) -> dict:
                       num_key_value_heads=kv, vocab_size=vocab, max_position_embeddings=4096,
                       attn_implementation="sdpa")
     torch.manual_seed(0)
-    with torch.device(device):
-        model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+    torch.set_default_dtype(getattr(torch, dtype))  # built in the run dtype: no fp32 copy of 8B on the way
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
     ids = torch.randint(0, vocab, (1, 160), device=device)  # [1, 160]
     out = {}
     for rows in (5, 1):

@@ -46,25 +46,26 @@ def allowed_slots(attn_mask: torch.Tensor | None, is_causal: bool, b: int, h: in
     return allowed, bias
 
 
-def _pad(x: torch.Tensor, n: int) -> torch.Tensor:  # [s, D] -> [n, D] (zeros appended)
-    return x if x.shape[0] == n else torch.cat([x, x.new_zeros(n - x.shape[0], x.shape[1])])
+def _padded(x: torch.Tensor, n: int) -> torch.Tensor:  # [S, ...] -> [n, ...] (zeros appended)
+    return x if x.shape[0] == n else torch.cat([x, x.new_zeros(n - x.shape[0], *x.shape[1:])])
 
 
 def attend_row(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor,
                bias: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """One query row q [D] over k, v [S, D] (fp32) with its allowed slots [S] -> [D] fp32."""
+    """One query row q [D] over k, v [S', D] (fp32, S' a multiple of BLOCK, zero-padded) with its allowed
+    slots [S'] and bias [S'] (or None) -> [D] fp32. Blocks in slot order; a block with no allowed slot
+    is skipped."""
     m = torch.tensor(float("-inf"))
     total = torch.tensor(0.0)
     acc = torch.zeros(v.shape[1], dtype=torch.float32)  # [D]
-    for start in range(0, k.shape[0], BLOCK):
-        ok = _pad(allowed[start:start + BLOCK, None], BLOCK)[:, 0]  # [BLOCK] bool
-        if not bool(ok.any()):
-            continue
-        kb = torch.where(ok[:, None], _pad(k[start:start + BLOCK], BLOCK), 0.0)  # [BLOCK, D]
-        vb = torch.where(ok[:, None], _pad(v[start:start + BLOCK], BLOCK), 0.0)  # [BLOCK, D]
+    seen = allowed.view(-1, BLOCK).any(1).tolist()  # [S' / BLOCK]: which blocks the row sees
+    for j in (j for j, any_ in enumerate(seen) if any_):
+        ok = allowed[j * BLOCK:(j + 1) * BLOCK]  # [BLOCK]
+        kb = torch.where(ok[:, None], k[j * BLOCK:(j + 1) * BLOCK], 0.0)  # [BLOCK, D]: hidden slots zeroed
+        vb = torch.where(ok[:, None], v[j * BLOCK:(j + 1) * BLOCK], 0.0)  # [BLOCK, D]
         s = torch.mv(kb, q) * scale  # [BLOCK]
         if bias is not None:
-            s = s + _pad(bias[start:start + BLOCK, None], BLOCK)[:, 0]
+            s = s + bias[j * BLOCK:(j + 1) * BLOCK]
         s = torch.where(ok, s, float("-inf"))
         m_new = torch.maximum(m, s.max())
         p = torch.exp(s - m_new)  # [BLOCK]
@@ -80,14 +81,21 @@ def sdpa_cpu(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
     """query [B, Hq, T, D], key / value [B, Hk, S, D] (Hq a multiple of Hk: grouped heads) -> [B, Hq, T, D]."""
     n_b, n_h, n_q, d = query.shape
     n_kv = key.shape[2]
+    padded = -(-n_kv // BLOCK) * BLOCK  # S rounded up to whole blocks
     group = n_h // key.shape[1]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    q32, k32, v32 = (x.to(torch.float32) for x in (query, key, value))
+    q32 = query.to(torch.float32)
+    k32, v32 = (_padded(x.to(torch.float32).movedim(2, 0), padded).movedim(0, 2) for x in (key, value))
+    per_head = attn_mask is not None and attn_mask.dim() == 4 and attn_mask.shape[1] > 1
     out = torch.empty(n_b, n_h, n_q, value.shape[-1], dtype=torch.float32)  # [B, Hq, T, Dv]
     for b in range(n_b):
-        for h in range(n_h):
-            kh, vh = k32[b, h // group].contiguous(), v32[b, h // group].contiguous()  # [S, D] each
-            for t in range(n_q):
-                allowed, bias = allowed_slots(attn_mask, is_causal, b, h, t, n_q, n_kv)
-                out[b, h, t] = attend_row(q32[b, h, t].contiguous(), kh, vh, allowed, bias, scale)
+        heads = [(k32[b, hk].contiguous(), v32[b, hk].contiguous()) for hk in range(key.shape[1])]  # [S', D] each
+        for t in range(n_q):
+            mask = None
+            for h in range(n_h):
+                if mask is None or per_head:
+                    allowed, bias = allowed_slots(attn_mask, is_causal, b, h, t, n_q, n_kv)
+                    mask = (_padded(allowed, padded), None if bias is None else _padded(bias, padded))
+                kh, vh = heads[h // group]
+                out[b, h, t] = attend_row(q32[b, h, t].contiguous(), kh, vh, *mask, scale)
     return out.to(query.dtype)
