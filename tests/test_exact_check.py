@@ -38,6 +38,14 @@ def test_normal_bf16_ties_where_exact_mode_is_identical(capsys, tmp_path):
     assert exact["provenance"]["options"]["exact"] is True
 
 
+def test_exact_mode_reaches_the_isolated_runner_s_process(capsys, tmp_path):
+    """--isolate: the reference runner in its own child process, which installs exact mode for its life
+    (session/check.py child_program); judged in the harness's exact block: identity again."""
+    rc, exact = check_json(capsys, tmp_path, "--exact", "--isolate")
+    assert rc == 0 and exact["info"]["isolation"] and exact["counts"]["tie_positions"] == 0
+    assert exact["counts"]["identical_positions"] == exact["counts"]["positions"] > 0
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; torch.cuda.is_available() is False")
 def test_exact_check_on_cuda_is_identity(capsys, tmp_path):
@@ -57,12 +65,11 @@ def test_exact_table_names_the_mode(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["--workers", "2"], "--exact with --workers"),
     (["--tie-budget", "0.1"], "--exact with --tie-budget"),
     (["--suite", "edge"], "--exact with --suite"),
-    (["--runner", "my_runners:make_runner"], "--exact with an isolated runner"),
-    (["--isolate"], "--exact with an isolated runner"),
-], ids=["workers", "tie-budget", "suite", "plugin", "isolate"])
+    (["--compile", "layer"], "--exact with --compile"),
+    (["--runner", "exec:/bin/true"], "--exact with --runner exec:PATH"),
+], ids=["tie-budget", "suite", "compile", "binary"])
 def test_routes_exact_mode_does_not_cover_are_one_line_errors(capsys, flags, named):
     rc = main(["check", "--fixture", "tiny-llama", "--exact", *flags])
     assert_clean_error(capsys, rc, named)

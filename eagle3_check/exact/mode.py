@@ -10,7 +10,8 @@ device: exact/attention.py), which the models given to `exact_numerics` are swit
 (the HF reference loads with eager attention, the runner's target with sdpa: in exact mode both run
 the one fixed-block attention).
 
-The mode is entered once: a nested `exact_numerics` only switches its own models' attention.
+The mode is entered once: a nested `exact_numerics` only switches its own models' attention. An
+isolated runner's child process installs it for its whole life (`install_for_process`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,15 @@ def exact_numerics(*models: torch.nn.Module) -> Iterator[None]:
             if _STATE["depth"] == 0:
                 _STATE["lib"]._destroy()
                 _STATE["lib"] = None
+
+
+def install_for_process() -> None:
+    """Exact mode for the rest of this process: an isolated runner's child (session/check.py's
+    child_program), whose program runs only the runner under test; never uninstalled."""
+    with _LOCK:
+        if _STATE["depth"] == 0:
+            _STATE["lib"] = _install()
+        _STATE["depth"] += 1
 
 
 def exact_active() -> bool:

@@ -105,6 +105,10 @@ def child_program(cfg):
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the front end's process runs
+    if cfg.exact:  # --exact: the runner's process computes on the same kernels as the harness's judge
+        from eagle3_check.exact.mode import install_for_process
+
+        install_for_process()
     if cfg.device.startswith("cuda:"):
         import torch
 

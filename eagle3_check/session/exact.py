@@ -7,11 +7,12 @@ and the tie budget 0 (a position whose token is not the reference's argmax fails
 equals the top's exactly is still a tie, and the budget of 0 fails it). The report and its JSON name
 the mode (`info.numerics`).
 
-What it covers (checked where the config is built, no torch): the prompt set with a runner in this
-process (the reference and device runners, a plug-in with --in-process) on an eager program.
-Refused, one line each: a `.pte` (its XNNPACK kernels are not aten's), `--compile` (the compiled
-forward is inductor's code), `--quantize`, `--suite`, `--workers`, a runner binary and an isolated
-runner (the child would need the mode installed in its own process: docs/exact.md), `--tie-budget`.
+What it covers (checked where the config is built, no torch): the prompt set on an eager program,
+with any runner in PyTorch: in this process, or isolated in its own (a plug-in, `--isolate`,
+`--workers`), whose child builds its program with the mode installed for its life
+(session/check.py's child_program). Refused, one line each: a `.pte` (its XNNPACK kernels are not
+aten's), `--compile` (the compiled forward is inductor's code), `--quantize`, `--suite`, a runner
+binary (its own kernels), `--tie-budget`.
 """
 
 from __future__ import annotations
@@ -27,18 +28,13 @@ def check_exact_flags(cfg) -> None:
     """--exact with a route it does not cover: one line naming the flag and the fix."""
     if not cfg.exact:
         return
-    from eagle3_check.isolate.policy import wants_isolation
-
     runner = cfg.runner or "reference"
     refused = (
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
         ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
         ("--suite", bool(cfg.suite), "the edge suites run their own programs"),
-        ("--workers", cfg.workers > 1, "each worker would need the mode in its own process"),
         ("--runner exec:PATH", runner.startswith("exec:"), "a binary runs its own kernels"),
-        ("an isolated runner", not runner.startswith("exec:") and wants_isolation(runner, cfg.isolate, cfg.in_process),
-         "its child process would need the mode installed too (pass --in-process)"),
         ("--tie-budget", cfg.tie_budget is not None, "exact mode's budget is 0"),
     )
     for flag, hit, why in refused:
