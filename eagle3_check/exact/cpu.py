@@ -69,17 +69,17 @@ def _row_softmax(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
     return out.reshape(shape).movedim(-1, dim)
 
 
-def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:  # [..., S, ...] -> same shape
     out = _row_softmax(x, dim, log=False)
     return out if half_to_float or x.dtype == torch.float32 else out.to(x.dtype)
 
 
-def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:  # [..., S, ...] -> same shape
     out = _row_softmax(x, dim, log=True)
     return out if half_to_float or x.dtype == torch.float32 else out.to(x.dtype)
 
 
-def mean_dim(x: torch.Tensor, dim, keepdim: bool = False, *, dtype=None) -> torch.Tensor:
+def mean_dim(x: torch.Tensor, dim, keepdim: bool = False, *, dtype=None) -> torch.Tensor:  # x [...] -> dims reduced
     """mean over `dim` (RMSNorm's: the last), each output one 1-D sum of its own elements in fp32."""
     dims = sorted(d % x.dim() for d in ([dim] if isinstance(dim, int) else (dim or range(x.dim()))))
     kept = [d for d in range(x.dim()) if d not in dims]

@@ -80,6 +80,7 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # [M, K], [K, N] -> [
 
 
 def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha=1) -> torch.Tensor:
+    """bias [N] or [M, N], a [M, K], b [K, N] -> [M, N]."""
     return _products(a[None], b[None], bias if beta != 0 else None, alpha, beta)[0]  # [M, N]
 
 
@@ -114,7 +115,7 @@ def _row_kernel(x, out, S, sx, so, MODE: tl.constexpr, BLOCK: tl.constexpr):
             tl.store(out + row * so + s0 + cols, r.to(out.dtype.element_ty), mask=s0 + cols < S)
 
 
-def _rows(x: torch.Tensor, dim: int, mode: int, out_dtype: torch.dtype) -> torch.Tensor:
+def _rows(x: torch.Tensor, dim: int, mode: int, out_dtype: torch.dtype) -> torch.Tensor:  # x's shape, out_dtype
     moved = x.movedim(dim, -1).contiguous()  # [..., S]
     rows = moved.reshape(-1, moved.shape[-1])  # [R, S]
     out = torch.empty(rows.shape, dtype=out_dtype, device=x.device)  # [R, S]
@@ -123,15 +124,15 @@ def _rows(x: torch.Tensor, dim: int, mode: int, out_dtype: torch.dtype) -> torch
     return out.reshape(moved.shape).movedim(-1, dim)
 
 
-def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:  # [..., S, ...] -> same shape
     return _rows(x, dim, 0, torch.float32 if half_to_float else x.dtype)
 
 
-def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:  # [..., S, ...] -> same shape
     return _rows(x, dim, 1, torch.float32 if half_to_float else x.dtype)
 
 
-def mean_dim(x: torch.Tensor, dim, keepdim: bool = False, *, dtype=None) -> torch.Tensor:
+def mean_dim(x: torch.Tensor, dim, keepdim: bool = False, *, dtype=None) -> torch.Tensor:  # x [...] -> dims reduced
     dims = sorted(d % x.dim() for d in ([dim] if isinstance(dim, int) else (dim or range(x.dim()))))
     kept = [d for d in range(x.dim()) if d not in dims]
     rows = x.permute(*kept, *dims).contiguous().reshape(-1, math.prod(x.shape[d] for d in dims))  # [R, S]
