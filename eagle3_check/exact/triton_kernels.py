@@ -11,10 +11,11 @@ same way; here one tile per program, since speed is not the point of this mode).
 
 Products take fp32 through tl.dot with IEEE fp32 inputs when the tensors are fp32 (no TF32), bf16 /
 fp16 inputs into an fp32 accumulator otherwise; the result is rounded once to the input dtype.
-Attention: one program per (query block, batch x head), KV blocks of BLOCK_N slots from slot 0 in
+Attention: one program per (query block, batch x head), KV blocks of ATTN_N slots from slot 0 in
 order; a slot that a row's mask hides scores -inf, so for that row a block it cannot see leaves the
 running max, sum and accumulator bit for bit as they were (exp(-inf) = 0, rescale exp(0) = 1): a block
-computed or skipped, the row's result is the same (exact/attention.py's worked example).
+computed or skipped, the row's result is the same (exact/attention.py's worked example). A block that
+no row of the program sees (a static cache's slots past the window) is skipped.
 """
 
 from __future__ import annotations
@@ -159,27 +160,28 @@ def _attn_kernel(q, k, v, bias, o, T, S, H, GROUP, scale,
     acc = tl.zeros((BM, DP), dtype=tl.float32)
     for s0 in range(0, S, BN):
         rs = s0 + tl.arange(0, BN)
-        kt = tl.load(k + bi * skb + hk * skh + rs[:, None] * sks + rd[None, :],
-                     mask=(rs[:, None] < S) & (rd[None, :] < D), other=0.0).to(tl.float32)  # [BN, DP]
-        s = tl.dot(qt, tl.trans(kt), input_precision="ieee") * scale  # [BM, BN]
-        ok = (rt[:, None] < T) & (rs[None, :] < S)
+        ok = (rt[:, None] < T) & (rs[None, :] < S)  # [BM, BN]
+        bv = tl.zeros((BM, BN), dtype=tl.float32)
         if HAS_BIAS:
             bv = tl.load(bias + bi * smb + h * smh + rt[:, None] * smt + rs[None, :] * sms, mask=ok,
-                         other=float("-inf"))
-            s += bv
+                         other=float("-inf")).to(tl.float32)
             ok = ok & (bv != float("-inf"))
         if CAUSAL:
             ok = ok & (rs[None, :] <= rt[:, None])
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet
-        p = tl.exp(s - m_safe[:, None])  # [BM, BN]; 0 where hidden
-        rescale = tl.exp(m - m_safe)
-        vt = tl.load(v + bi * svb + hk * svh + rs[:, None] * svs + rd[None, :],
-                     mask=(rs[:, None] < S) & (rd[None, :] < D), other=0.0).to(tl.float32)  # [BN, DP]
-        total = total * rescale + tl.sum(p, axis=1)
-        acc = acc * rescale[:, None] + tl.dot(p, vt, input_precision="ieee")
-        m = m_new
+        if tl.max(ok.to(tl.int32)) > 0:  # else no row here sees the block: computing it would change nothing
+            kt = tl.load(k + bi * skb + hk * skh + rs[:, None] * sks + rd[None, :],
+                         mask=(rs[:, None] < S) & (rd[None, :] < D), other=0.0).to(tl.float32)  # [BN, DP]
+            s = tl.dot(qt, tl.trans(kt), input_precision="ieee") * scale + bv  # [BM, BN]
+            s = tl.where(ok, s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet
+            p = tl.exp(s - m_safe[:, None])  # [BM, BN]; 0 where hidden
+            rescale = tl.exp(m - m_safe)
+            vt = tl.load(v + bi * svb + hk * svh + rs[:, None] * svs + rd[None, :],
+                         mask=(rs[:, None] < S) & (rd[None, :] < D), other=0.0).to(tl.float32)  # [BN, DP]
+            total = total * rescale + tl.sum(p, axis=1)
+            acc = acc * rescale[:, None] + tl.dot(p, vt, input_precision="ieee")
+            m = m_new
     out = acc / tl.where(total > 0, total, 1.0)[:, None]
     tl.store(o + bi * sob + h * soh + rt[:, None] * sot + rd[None, :], out.to(o.dtype.element_ty),
              mask=(rt[:, None] < T) & (rd[None, :] < D))
