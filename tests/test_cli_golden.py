@@ -50,7 +50,7 @@ def test_verify_baseline_and_a_tampered_golden(recorded, tmp_path, capsys):
     assert STEM in json.loads(baseline.read_text())["entries"]
     capsys.readouterr()
     assert main(["golden", "verify", str(recorded), "--baseline", str(baseline), "--no-progress"]) == 0
-    assert "gate: PASS" in capsys.readouterr().out
+    assert "verdict: PASS" in capsys.readouterr().out
 
     path = recorded / f"{STEM}.json"
     data = json.loads(path.read_text())

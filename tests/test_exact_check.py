@@ -68,8 +68,7 @@ def test_exact_table_names_the_mode(capsys, tmp_path):
     (["--tie-budget", "0.1"], "--exact with --tie-budget"),
     (["--suite", "edge"], "--exact with --suite"),
     (["--compile", "layer"], "--exact with --compile"),
-    (["--runner", "exec:/bin/true"], "--exact with --runner exec:PATH"),
-], ids=["tie-budget", "suite", "compile", "binary"])
+], ids=["tie-budget", "suite", "compile"])
 def test_routes_exact_mode_does_not_cover_are_one_line_errors(capsys, flags, named):
     rc = main(["check", "--fixture", "tiny-llama", "--exact", *flags])
     assert_clean_error(capsys, rc, named)

@@ -140,8 +140,8 @@ def test_a_check_that_raises_fails_under_its_own_name(tokenizer, tmp_path):
                               golden=tmp_path / "missing", baseline=bad), toy)
     assert [(c.name, c.status, c.message) for c in report.checks if c.status == FAIL] == [
         ("edge suites", FAIL, "unknown suite 'no-such-suite'; expected one of edge, acceptance, one-token, eos-bonus, "
-         "eos-in-block, budget, stop-set, context, prefill-range, chunked-prefill, metadata, chain, options, state (or "
-         "a case name). Fix: run `eagle3-check check --list`"),
+         "eos-in-block, budget, stop-set, context, prefill-range, chunked-prefill, metadata, chain, verify-range, "
+         "text-end, options, state (or a case name). Fix: run `eagle3-check check --list`"),
         ("golden", FAIL, f"golden path {tmp_path / 'missing'} does not exist; expected a golden file or a directory of "
          "them. Fix: list golden/ or record one with `eagle3-check golden record`"),
         ("baseline", FAIL, f"tau baseline {bad} is not valid JSON (line 1 column 2: Expecting property name enclosed in "

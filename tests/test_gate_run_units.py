@@ -24,6 +24,7 @@ from eagle3_check.mutants import factory
 from eagle3_check.program.quantize import QUANT_KEY
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.self_ref import SelfReference
+from eagle3_check.reference.tie_rule import tie_rule
 from eagle3_check.reference.tolerance import default_budget, tolerance_for
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP
@@ -89,6 +90,7 @@ def test_the_report_info_and_the_request_details(tokenizer, tmp_path):
     assert seen == report.checks
     assert report.info == {"pte": str(tmp_path / "toy.pte"), "backend": "ToyProgram", "dtype": "float32",
                            "tie_tolerance": tolerance_for("float32").describe(), "tie_budget": 0.0, "k": 3,
+                           "tie_budget_source": "built-in constants (no flip measured in float32: docs/calibration.md)",
                            "k_range": [1, 7],  # verify lengths 2..8 hold K + 1
                            "k_source": "the program's verify range metadata (get_min/max_verify_len)"}
     own = report.check("runner vs self reference").details
@@ -215,7 +217,7 @@ def test_the_tie_tolerance_and_budget_follow_the_programs_dtype(tokenizer):
     info: dict = {}
     follow_dtype(given, "float32", info)
     assert info == {"dtype": "float32", "tie_tolerance": tolerance_for("bfloat16").describe(),
-                    "tie_budget": default_budget("bfloat16")}
+                    "tie_budget": default_budget("bfloat16"), "tie_budget_source": tie_rule("bfloat16").source}
 
 
 @pytest.mark.parametrize("given, want", [

@@ -28,7 +28,7 @@ def test_one_pass_verifies_tokens_and_metrics(tmp_path, tokenizer):
     baseline = write_baseline(tmp_path / "metrics.json", {KEY.stem: compute_metrics(first.runs[KEY.stem].values(), 3)})
     again = gate_goldens([tmp_path / "golden"], baseline, build=lambda key: (toy, tokenizer))
     assert again.passed, again.format()
-    assert "gate: PASS" in again.format() and "metrics: identical to the baseline" in again.format()
+    assert "verdict: PASS" in again.format() and "metrics: identical to the baseline" in again.format()
 
 
 def test_a_changed_program_fails_both_comparisons(tmp_path, tokenizer):

@@ -31,7 +31,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("EAGLE3_CHECK_CACHE", str(tmp_path / "cache"))
     calls = tmp_path / "calls.txt"
 
-    def convert(name, gguf_file, out):
+    def convert(name, gguf_file, out, steps):
         assert gguf_file.read_bytes() == DATA  # the chunks, concatenated in order
         with open(calls, "a") as f:
             f.write(name + "\n")
@@ -74,7 +74,7 @@ def test_two_processes_at_once_convert_once(fake):
 def test_a_failed_conversion_leaves_nothing_half_built(fake, monkeypatch):
     source, _ = fake
 
-    def broken(name, gguf_file, out):
+    def broken(name, gguf_file, out, steps):
         (out / "target").mkdir()
         raise InputError("stand-in failure", "a conversion", "none")
 

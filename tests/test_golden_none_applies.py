@@ -43,3 +43,19 @@ def test_through_a_binary_the_gates_fixture_names_a_pte_without_a_sidecar(tmp_pa
                         True, "tiny-gemma4")
     assert f"`eagle3-check golden record --pte {pte} --fixture tiny-gemma4 --dir golden`" in line, line
     assert "(a bfloat16 program of fixture tiny-gemma4)" in line
+
+
+def test_no_golden_ran_is_said_as_nothing_compared_and_golden_verify_has_no_gate_label():
+    """Issue 48/52: zero comparisons printed `golden: identical`, and `golden verify` a `gate: FAIL` line."""
+    from eagle3_check.binary.golden import ExecGoldenOutcome
+    from eagle3_check.gating.golden_check import GateOutcome
+
+    for outcome in (ExecGoldenOutcome(skipped=SKIPPED, none_applies="no golden applies"),
+                    GateOutcome(skipped=SKIPPED)):
+        lines = outcome.format().splitlines()
+        assert "golden: nothing compared (no golden ran)" in lines, lines
+        assert not any("identical" in line for line in lines), lines
+        assert not any(line.startswith("gate:") for line in lines), lines
+        assert lines[-1] == "verdict: FAIL"
+    ran = ExecGoldenOutcome(verified={"g": 2})
+    assert "golden: identical" in ran.format().splitlines() and ran.format().endswith("verdict: PASS")

@@ -25,7 +25,7 @@ def two_threads(monkeypatch):
 
 def test_golden_verify_runs_on_one_thread_by_default(two_threads, capsys):
     assert main(["golden", "verify", str(GOLDEN), "--no-baseline", "--no-progress"]) == 0
-    assert "gate: PASS" in capsys.readouterr().out
+    assert "verdict: PASS" in capsys.readouterr().out
     assert torch.get_num_threads() == 1
 
 

@@ -211,3 +211,22 @@ def test_a_prompt_without_a_run_at_one_k_gets_no_bar():
     page = Page(gate_html(js))
     assert "no run" in page.text  # the bar's label, never a tau of 0
     assert ("broke", "3") not in [(r[0], r[1]) for r in page.tables["n-alpha"][1:]]
+
+
+def test_every_value_is_human_text_never_a_python_repr():
+    """Issue 52: the info table showed `{'granularity': 'off'}` and `True`."""
+    from eagle3_check.report.html_page import esc, human, info_list, table
+
+    value = {"granularity": "off", "graphs": True, "ks": [1, 2], "mode": None}
+    assert human(value) == "granularity: off; graphs: yes; ks: (1, 2); mode: none"
+    assert (human(True), human(False), human(None), human([]), human({}), human([3]), human(("a", "b"))) == \
+        ("yes", "no", "", "none", "none", "3", "a, b")
+    assert human({"compile": {"granularity": "layer", "mode": "default"}}) == "compile: (granularity: layer; mode: default)"
+    assert esc({"a": "<b>"}) == "a: &lt;b&gt;"
+    report = check_report().to_json()
+    report["info"].update(compile=value, cuda_graph=False, stop_ids=[], bos=None, nested=[[1, 2], {"x": True}])
+    doc = check_html(report, None) + info_list(value) + table(("a", "b"), [[True, None], [{"k": 1}, [1, 2]]])
+    text = Page(doc).text
+    for repr_ in ("{'", "': ", "True", "False", "None", "[1, 2]", "[]"):
+        assert repr_ not in text, (repr_, text[:400])
+    assert "granularity: off; graphs: yes; ks: (1, 2); mode: none" in text and "(1, 2), x: yes" in text

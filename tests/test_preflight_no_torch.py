@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from refusals import REFUSALS, materialise
 
 from eagle3_check import preflight
 from eagle3_check.errors import InputError, OptionError
@@ -77,6 +78,7 @@ ROUTES = [
     ("config-dimension-absurd", ["run", "--prompt", "Hi", "--target", "HUGE_TARGET", "--draft",
                                  str(ROOT / "fixtures" / "tiny-llama" / "draft")], "hidden_size = 1000000"),
 ]
+ROUTES += REFUSALS  # issue 52's refusals (tests/refusals.py: the one list), their files written in `outcomes`
 if not preflight.cuda_driver_present():  # with a driver the flag is valid and the run goes on to torch
     ROUTES += [("device-cuda-no-driver", ["check", "--fixture", "tiny-llama", "--device", "cuda"], "a CUDA device"),
                ("device-cuda-fixtures-build", ["fixtures", "build", "tiny-llama", "--device", "cuda:0"], "a CUDA device"),
@@ -106,7 +108,8 @@ def outcomes(tmp_path_factory) -> dict:
     shutil.copytree(ROOT / "fixtures" / "tiny-llama" / "target", huge)
     cfg = json.loads((huge / "config.json").read_text())
     (huge / "config.json").write_text(json.dumps({**cfg, "hidden_size": 1_000_000}))
-    routes = [(r, [str(huge) if a == "HUGE_TARGET" else a for a in argv]) for r, argv, _ in ROUTES]
+    written = {r: argv for r, argv, _ in materialise(tmp_path_factory.mktemp("refusals"))}
+    routes = [(r, written.get(r) or [str(huge) if a == "HUGE_TARGET" else a for a in argv]) for r, argv, _ in ROUTES]
     proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(routes)],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -108,12 +108,14 @@ def test_a_k_clamp_off_by_one_fails_with_the_k_it_ran(env):
         "as K = 7" in r.message, r.message
 
 
-def test_a_profile_that_does_not_chunk_skips_the_chunked_cases_and_a_k_without_flag(env):
+def test_a_profile_that_does_not_chunk_skips_the_chunked_cases_and_runner_pr_refuses_a_k(env):
     got = _suite(env, _given("k-runtime"), ["chunked-prefill/chunk"])
     assert got["chunked-prefill/chunk"].status == "skip", got["chunked-prefill/chunk"].message
     assert "the runner's profile k-runtime (#20345) does not chunk" in got["chunked-prefill/chunk"].message
-    got = _suite(env, _given("runner-pr"), ["chain/k3"])
-    assert got["chain/k3"].status == "skip" and "has no --chain" in got["chain/k3"].message
+    got = _suite(env, _given("runner-pr"), ["chain/k3", "chain/k4"])  # no --chain: K 3 is refused, K 4 runs
+    assert got["chain/k3"].status == "pass" and "has no --chain: K = 3" in got["chain/k3"].message
+    assert got["chain/k3"].message.startswith("error: chain length K = 3 under runner profile runner-pr")
+    assert got["chain/k4"].status == "pass" and got["chain/k4"].details["K"] == 4
 
 
 @pytest.mark.parametrize("argv, want", [

@@ -57,10 +57,12 @@ def test_the_config_is_the_flags_in_their_order_and_knows_what_was_typed():
     assert cfg.has("chain_len") and not config_of(["golden", "verify"])[0].has("chain_len")
 
 
-def test_building_a_config_imports_no_torch():
+def test_building_a_config_imports_no_torch(tmp_path):
+    pte = tmp_path / "x.pte"
+    pte.write_bytes(b"\0\0\0\0ET12" + bytes(8))  # a .pte's identifier: the Config reads no further
     code = ("import sys\nfrom eagle3_check.cli import config_of\n"
             "config_of(['check', '--suite', 'budget']); config_of(['gate', '--pte', sys.argv[1]])\n"
             "print('torch' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code, __file__], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, str(pte)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

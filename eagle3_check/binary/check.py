@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from eagle3_check.binary.acceptance import held_to_ours
 from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.judge import FAIL, ExecVerdict, Request, judge
 from eagle3_check.binary.protocol import ExecOutput, OutputError, parse_output
@@ -29,6 +30,7 @@ from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import JudgedReport
 from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.budget import BinomialBudget, budget_json
 from eagle3_check.reference.hf import Scores
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.options import (
@@ -69,7 +71,7 @@ class ExecReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     k: int
     outcomes: list[ExecOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)
-    tie_budget: float = 0.0  # tie positions allowed, a share of judged positions (as `check`)
+    tie_budget: float | BinomialBudget = 0.0  # tie positions allowed (as `check`: reference/budget.py)
     COUNTS_IDENTICAL_POSITIONS = False  # an exec verdict counts judged, tie and failing positions only
 
     @property
@@ -80,7 +82,7 @@ class ExecReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
 
     def to_json(self) -> dict:
         return {"passed": self.passed, "k": self.k, "tau": self.tau, "info": self.info, "counts": self.counts(),
-                "tie_budget": {"share": self.tie_budget, "ties_allowed": self.ties_allowed},
+                "tie_budget": {**budget_json(self.tie_budget), "ties_allowed": self.ties_allowed},
                 "requests": [o.to_json() for o in self.outcomes]}
 
 
@@ -216,6 +218,7 @@ def run_exec_check(
                                      lambda toks, ids=ids: reference.score(ids, toks), tolerance,
                                      md.vocab_size or tokenizer.vocab_size,
                                      reference_decode(reference, ids, md.max_seq_len))
+        held_to_ours(verdict, out, ref.tokens, program, tokenizer, p.text, binary_options(options, md), prof.name)
         chunked += len(prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)) > 1
         for note in runtime_noise(proc.stderr):
             if note not in report.info["notes"]:

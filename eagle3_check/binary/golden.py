@@ -19,8 +19,9 @@ from pathlib import Path
 from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.protocol import OutputError, parse_output
 from eagle3_check.binary.runner import ExecRunner, binary_options, program_data
+from eagle3_check.gating.draft_margins import describe
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
-from eagle3_check.gating.golden_diff import acceptance_note, stats_exact
+from eagle3_check.gating.golden_diff import acceptance_note, compared_line, stats_exact
 from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.run.options import RunOptions, prompt_ids
@@ -51,12 +52,12 @@ class ExecGoldenOutcome:
     def format(self) -> str:
         lines = [f"goldens: {len(self.verified)} ({', '.join(sorted(self.verified))}) through the binary, "
                  f"judged by {', '.join(f'{m}: {n}' for m, n in sorted(self.judged_by.items())) or 'nothing'}",
-                 "golden: identical" if not self.diffs else "golden: DIFFERS",
+                 compared_line(sum(self.verified.values()), bool(self.diffs)),
                  *(f"  {d}" for d in self.diffs),
                  *(f"skipped {s}: {why}" for s, why in self.skipped.items()),
                  *(f"note: {n}" for n in self.notes),
                  *([self.none_applies] if self.none_applies else []),
-                 f"gate: {'PASS' if self.passed else 'FAIL'}"]
+                 f"verdict: {'PASS' if self.passed else 'FAIL'}"]
         return "\n".join(lines)
 
 
@@ -165,9 +166,13 @@ def compare_prompt(stem: str, want: GoldenPrompt, golden: Golden, runner: ExecRu
     acceptance = [f"rounds {got.rounds}, golden {want.rounds}"] if got.rounds != want.rounds else []
     if abs(got.tau - want.tau) > 5e-4 + 1e-9:
         acceptance.append(f"tau {got.tau:.3f}, golden {want.tau:.3f}")
-    if acceptance and not stats_exact(golden.key.backend, golden.key.dtype, "pte"):  # golden_diff.stats_exact
+    from eagle3_check.gating.golden_check import program_sha256
+
+    run_sha = program_sha256(pte)
+    if acceptance and not stats_exact(golden.key.backend, golden.key.dtype, "pte", golden.program_sha256, run_sha):
         if notes is not None:
-            notes.append(acceptance_note(f"{where}: {'; '.join(acceptance)}", golden.key, "pte"))
+            notes.append(acceptance_note(f"{where}: {'; '.join(acceptance)}", golden.key, "pte", golden.program_sha256,
+                                         run_sha, describe(want.draft_near_ties)))
         return diffs
     return diffs + [f"{where}: {a}" for a in acceptance]
 

@@ -115,10 +115,9 @@ class ExecRunner:
         self._profile: tuple[RunnerProfile, str] | None = None
         if profile is not None:
             self.set_profile(profile)
-        exe = self.command.argv[0]
-        if os.sep in exe and not os.access(exe, os.X_OK):
-            raise InputError(f"{flag} {spec!r}: {exe} is not an executable file", "a runner binary",
-                             f"build the runner, or give its path ({flag} /path/to/runner)")
+        from eagle3_check.preflight import check_executable
+
+        check_executable(self.command.argv[0], spec, flag)  # also checked where the Config is built
 
     @property
     def name(self) -> str:

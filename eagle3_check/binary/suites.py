@@ -5,7 +5,8 @@ draft proposals to exist at all (a stop or max new tokens placed inside a forced
 that patch the program (extra `get_eos_ids`) skip, with the reason. Cases whose forcing only
 shapes the acceptance run unforced (their L, K and budget boundaries are kept; the forced
 aim is reported as not observed). Metadata cases run on a copy of the `.pte` with the key
-dropped (`pte_edit`); chain cases need a `--chain` flag (the runner-PR binary has none). Each is judged like `check` (`binary.judge`); error cases pass on a
+dropped (`pte_edit`); a K other than get_chain_len is asked of the runner-PR binary too (`--chain=K`, a
+flag it does not have): it must refuse it with an error exit, never run get_chain_len. Each is judged like `check` (`binary.judge`); error cases pass on a
 clean error exit (a status >= 1, no summary line) whose stderr names what the case needs.
 Expectations a binary cannot show (draft calls, run notes) are listed as not observed.
 """
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from eagle3_check.binary.acceptance import held_to_ours
 from eagle3_check.binary.check import byte_pieces_or_none, judge_process
 from eagle3_check.binary.judge import FAIL, PASS, TIE, Request
 from eagle3_check.binary.protocol import OutputError, parse_output
@@ -44,7 +46,7 @@ from eagle3_check.suites.execute import (
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.report import SuiteReport
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
-from eagle3_check.suites.turns import profile_turns
+from eagle3_check.suites.turns import REFUSED_K, profile_turns
 
 BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
 
@@ -117,8 +119,12 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     if options.chunked_prefill and not prof.chunks:
         raise CaseSkip(f"chunked prefill: the binary's profile {prof.name} ({prof.pr}) does not chunk")
     if binary_options(options, md).chain_len is not None and not runner.supports_chain():
-        raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}) and the binary has no --chain flag "
-                       f"(profile {prof.name})")
+        if runner.command.templated and not any("{chain}" in a for a in runner.command.argv):
+            raise CaseSkip(f"needs K = {k} (not the program's default {md.chain_len}), the binary has no --chain flag "
+                           f"(profile {prof.name}) and its command template no {{chain}} to ask it")
+        # asked anyway (--chain=K): the runner-PR binary must refuse it (gflags: unknown flag), never run get_chain_len
+        return _run_error(dataclasses.replace(case, expect=REFUSED_K, drop_key=None), env, runner,
+                          (model, program_data(base)), options, md, k)
     if case.drop_key:
         model = _without(model, case.drop_key, tmp)
     k_asked = options.chain_len
@@ -143,6 +149,8 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
                                  req, lambda toks: env.score(ids, toks, base), env.tolerance,
                                  decode=_decode(env, ids, base, md.max_seq_len))
+    # its R and tau are our runner's on the same program and options (a binary runs unforced, and so does ours here)
+    held_to_ours(verdict, out, ref.tokens, base, env.tokenizer, text, binary_options(options, md), prof.name)
     plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)
     details = {"L": len(ids), "K": k, "judged_by": verdict.mode, "returncode": proc.returncode,
                "profile": prof.name, "stderr": proc.stderr_tail()[-800:]}

@@ -25,7 +25,7 @@ from eagle3_check.resources import set_budget
 from eagle3_check.session.config import Config
 
 # Subcommand modules, in --help order. Add new ones here.
-SUBCOMMANDS = ["run", "check", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
+SUBCOMMANDS = ["run", "check", "calibrate", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
 
 EPILOG = """quick start:
   eagle3-check check                       # SmolLM2-135M (real fixture): runner vs HF reference

@@ -1,11 +1,13 @@
-"""`eagle3-check draft export`: rewrite any EAGLE-3 draft checkpoint in the speculators 0.9 layout."""
+"""`eagle3-check draft train` / `draft export`: train an EAGLE-3 draft for a target; rewrite any EAGLE-3
+draft checkpoint in the speculators 0.9 layout."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-HELP = """Draft checkpoints. `export` reads a draft in any layout the loader reads exactly
+HELP = """Draft checkpoints. `train` trains an EAGLE-3 draft for a target (`draft train --help`,
+docs/drafts.md). `export` reads a draft in any layout the loader reads exactly
 (speculators 0.9 and earlier, original EAGLE-3, SpecForge; see docs/checkpoints.md)
 and writes it in the speculators 0.9 layout (Eagle3DraftModel, rope_parameters,
 speculators_config naming the verifier), which speculators and the seed's loader read.
@@ -20,7 +22,8 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("draft", help="rewrite a draft checkpoint in the speculators 0.9 layout",
+    p = sub.add_parser("draft", help="train an EAGLE-3 draft for a target, or export (rewrite) a draft "
+                       "checkpoint in the speculators 0.9 layout",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     dsub = p.add_subparsers(dest="draft_command", metavar="ACTION", required=True)
     e = dsub.add_parser("export", help="read a draft in any supported layout, write speculators 0.9",

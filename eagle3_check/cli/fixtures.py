@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fixtures", help="list the embedded fixtures or rebuild one (trains its draft)",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     fsub = p.add_subparsers(dest="fixtures_command", metavar="ACTION", required=True)
-    ls = fsub.add_parser("list", help="fixture names with their card's tau at K = 4")
+    ls = fsub.add_parser("list", help="every fixture --fixture takes (quantized variants too), with its card's tau at K = 4")
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
     ls.set_defaults(func=main_list)
     b = fsub.add_parser("build", help="rebuild a fixture: target, distilled draft, card",
@@ -45,7 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main_list(cfg) -> int:
     from eagle3_check.fixtures.card import read_card
     from eagle3_check.fixtures.recipes import RECIPES
-    from eagle3_check.fixtures.registry import list_fixtures, load_fixture
+    from eagle3_check.fixtures.registry import (
+        fixtures_root,
+        list_fixtures,
+        list_variants,
+        load_fixture,
+    )
+    from eagle3_check.inputs import shown_path
     from eagle3_check.table import format_rows
 
     rows = []
@@ -54,8 +60,14 @@ def main_list(cfg) -> int:
         card = read_card(fx) or {}
         k4 = card.get("k", {}).get("4", {})
         family = json.loads((fx.root / "fixture.json").read_text()).get("family", "?")
-        rows.append({"name": name, "family": family, "path": str(fx.root), "tau_k4": k4.get("tau"),
+        rows.append({"name": name, "family": family, "path": shown_path(fx.root), "tau_k4": k4.get("tau"),
                      "recipe": name in RECIPES})
+    for name in list_variants():  # every name --fixture takes: a quantized variant of a base fixture too
+        meta = json.loads((fixtures_root() / name / "fixture.json").read_text())
+        base = next(r for r in rows if r["name"] == meta["base"])
+        rows.append({"name": name, "family": f"{base['family']}, {meta['quantize']['scheme']} of {meta['base']}",
+                     "path": shown_path(fixtures_root() / name), "tau_k4": None, "recipe": False,
+                     "variant_of": meta["base"]})
     if cfg.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -73,6 +73,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.set_defaults(func=verify_main if name == "verify" else baseline_main)
 
 
+def draft_tie_lines(golden) -> list[str]:
+    """What a recorded golden's acceptance hangs on: its prompts with draft near-ties (acceptance may
+    differ on another program of the same spec, tokens never), or that draft margins were not measured."""
+    from eagle3_check.gating.draft_margins import describe
+
+    if any(p.draft_near_ties is None for p in golden.prompts):
+        return [f"note: {describe(None)}: acceptance is exact on this program alone"]
+    return [f"note: '{p.prompt_id}': acceptance hangs on a draft near-tie ({describe(p.draft_near_ties)}): "
+            "on another program of this spec it is a note, tokens exact" for p in golden.prompts if p.draft_near_ties]
+
+
 def record_main(cfg) -> int:
     from eagle3_check.session.context import CheckContext
     from eagle3_check.session.golden import record
@@ -88,6 +99,8 @@ def record_main(cfg) -> int:
               p.stop_reason, f"{p.min_margin:.3g}") for p in golden.prompts]
     for line in format_rows(rows, align=("left", "right", "right", "right", "right", "left", "left")):
         print("  " + line)
+    for line in draft_tie_lines(golden):
+        print(line)
     print(f"next: `eagle3-check golden baseline {written}` to refresh its metrics baseline entry")
     return 0
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.program.contract import read_metadata
+from eagle3_check.reference.budget import BinomialBudget, allowed, budget_json, share_text
 from eagle3_check.reference.hf import HFReference
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import Verdict, judge
@@ -98,7 +99,12 @@ class JudgedReport:
     def ties_allowed(self) -> int:
         """floor(share x positions), the float's rounding forgiven: 0.07 x 100 = 7.000000000000001 -> 7,
         0.29 x 100 = 28.999999999999996 -> 29."""
-        return int(self.tie_budget * self.counts()["positions"] + 1e-9)
+        return allowed(self.tie_budget, self.counts()["positions"])
+
+    @property
+    def budget_text(self) -> str:
+        """How the allowed ties were decided ('7.0% of 818 positions', or the calibrated bound)."""
+        return share_text(self.tie_budget, self.counts()["positions"])
 
     @property
     def over_budget(self) -> bool:
@@ -116,7 +122,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     k: int
     outcomes: list[RequestOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
-    tie_budget: float = 0.0  # ties allowed, as a share of judged positions
+    tie_budget: float | BinomialBudget = 0.0  # ties allowed: a share of judged positions, or the calibrated bound
     interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
 
     @property
@@ -141,7 +147,8 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
             "n_alpha": self.n_alpha,
             "info": self.info,
             "counts": self.counts(),
-            "tie_budget": {"share": self.tie_budget, "ties_allowed": self.ties_allowed, "exceeded": self.over_budget},
+            "tie_budget": {**budget_json(self.tie_budget), "ties_allowed": self.ties_allowed,
+                           "exceeded": self.over_budget},
             "requests": [o.to_json() for o in self.outcomes],
         }
 
@@ -293,7 +300,9 @@ def format_table(report: CheckReport) -> str:
         form = f"target_verify {info['target_verify']}   " if "target_verify" in info else ""
         lines.append(f"program: {form}dtype {info.get('dtype')}   tie tolerance {info.get('tie_tolerance')}   "
                      f"K range {info['k_range']} from {info.get('k_source')}")
-    if "numerics" in info:  # normal, or exact (shape-invariant kernels: the verdict is identity)
+    if "tie_source" in info:  # where the tolerance and budget came from (reference/tie_rule.py)
+        lines.append(f"tie rule: {info['tie_source']}")
+    if info.get("numerics", "").startswith("exact"):  # --exact: shape-invariant kernels, the verdict is identity
         lines.append(f"numerics: {info['numerics']}")
     lines += [f"warning: {w}" for w in info.get("program_warnings", [])]
     prof = info.get("profile")
@@ -306,7 +315,7 @@ def format_table(report: CheckReport) -> str:
     lines.append(f"requests: {c['identical']} identical, {c['tie']} tie, {c['fail']} fail (of {c['requests']})")
     lines.append(f"positions: {c['identical_positions']} identical, {c['tie_positions']} tie, "
                  f"{c['fail_positions']} fail (of {c['positions']}); tie budget {report.ties_allowed} "
-                 f"({report.tie_budget:.1%} of positions)")
+                 f"({report.budget_text})")
     why = f"{c['fail']} request(s) fail" if c["fail"] else ""
     if report.over_budget:
         why += ("; " if why else "") + f"{c['tie_positions']} ties exceed the tie budget of {report.ties_allowed}"

@@ -46,7 +46,8 @@ from eagle3_check.gating.tau_baseline import TAU_TOLERANCE, compare_tau
 from eagle3_check.program.contract import SpeculatorProgram, program_dtype, read_metadata
 from eagle3_check.program.metadata_check import target_facts, validate_metadata
 from eagle3_check.program.quantize import program_quantization
-from eagle3_check.reference.tolerance import default_budget, tolerance_for
+from eagle3_check.reference.budget import budget_json
+from eagle3_check.reference.tie_rule import tie_rule
 from eagle3_check.reference.verdict import FAIL
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import PASS, SKIP
@@ -205,11 +206,15 @@ def baseline_check(inputs: GateInputs, tau: float | None, ks: list[int], golden_
 
 def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:
     """The tie tolerance and budget the program's dtype calls for (DESIGN §3), unless given; recorded in `info`."""
+    # the one rule every job uses (reference/tie_rule.py); a given tolerance sets the budget's dtype
+    rule = tie_rule(inputs.tolerance.dtype if inputs.tolerance is not None else dtype, inputs.fixture, inputs.tie_budget)
     if inputs.tolerance is None:
-        inputs.tolerance = tolerance_for(dtype)
+        inputs.tolerance = rule.tolerance
     if inputs.tie_budget is None:
-        inputs.tie_budget = default_budget(inputs.tolerance.dtype)
-    info.update(dtype=dtype, tie_tolerance=inputs.tolerance.describe(), tie_budget=inputs.tie_budget)
+        inputs.tie_budget = rule.budget
+    info.update(dtype=dtype, tie_tolerance=inputs.tolerance.describe(), tie_budget=inputs.tie_budget if isinstance(inputs.tie_budget, float)
+                else budget_json(inputs.tie_budget),
+                tie_budget_source=rule.source if inputs.tie_budget is rule.budget else "--tie-budget")
 
 
 def _dtype_defaults(inputs: GateInputs, program) -> None:
@@ -257,7 +262,9 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
         report.info.update(info)
         follow_dtype(inputs, program_dtype(program), report.info)
         return GateCheck("load", PASS, f"loaded ({', '.join(f'{k}={v}' for k, v in info.items())}; "
-                         f"tie tolerance {report.info['tie_tolerance']}, tie budget {inputs.tie_budget:.1%})")
+                         f"tie tolerance {report.info['tie_tolerance']}, tie budget "
+                         + (f"{inputs.tie_budget:.1%})" if isinstance(inputs.tie_budget, float) else
+                            f"a binomial bound: {report.info['tie_budget_source']})"))
 
     if add(timed("load", load)).status == FAIL:
         for name in ("metadata", "edge suites", "runner vs self reference", "runner vs HF reference",

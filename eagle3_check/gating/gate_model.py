@@ -16,6 +16,8 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.drift import DriftThresholds, drift_table
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE
 from eagle3_check.program.contract import SpeculatorProgram
+from eagle3_check.reference.budget import allowed as ties_allowed
+from eagle3_check.reference.budget import share_text
 from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.report.junit import JUnitCase, JUnitSuite
@@ -154,11 +156,11 @@ def summarize(name: str, cases: list[JUnitCase], what: str, ok: str = "identical
                          f"{fails[0].message}", cases=cases, details=details)
     positions = sum(int(c.properties.get("positions", 1)) for c in ran)
     tie_pos = sum(int(c.properties.get("tie_positions", c.status == TIE)) for c in ran)
-    allowed = int(tie_budget * positions + 1e-9)
+    allowed = ties_allowed(tie_budget, positions)
     details.update(tie_positions=tie_pos, positions=positions, ties_allowed=allowed)
     if tie_pos > allowed:
         return GateCheck(name, FAIL, f"{counts} of {len(ran)} {what}{note}: {tie_pos} tie positions exceed "
-                         f"the tie budget of {allowed} ({tie_budget:.1%} of {positions}); first tie: {ties[0].name}: "
+                         f"the tie budget of {allowed} ({share_text(tie_budget, positions, unit='')}); first tie: {ties[0].name}: "
                          f"{ties[0].message}", cases=cases, details=details)
     if not ties:
         return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{note}", cases=cases, details=details)

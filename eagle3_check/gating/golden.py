@@ -94,6 +94,9 @@ class GoldenPrompt:
     stop_reason: str
     min_margin: float  # min over `margins`
     margins: list[float]  # reference top-1/top-2 margin at each emitted position
+    # the draft's near-ties the acceptance hangs on ([]: none; None: not measured, e.g. on a .pte,
+    # which returns ids only): gating/draft_margins.py
+    draft_near_ties: list[dict] | None = None
 
 
 @dataclass
@@ -103,6 +106,7 @@ class Golden:
     tie_tolerance: float
     versions: dict[str, str | None]
     prompts: list[GoldenPrompt] = field(default_factory=list)
+    program_sha256: str | None = None  # a pte golden's program (acceptance is exact on it alone); None: eager
     source: str = field(default="", compare=False)  # the file it was loaded from (named in errors)
 
     def run_options(self) -> RunOptions:
@@ -126,7 +130,8 @@ class Golden:
             "options": self.options,
             "tie_tolerance": self.tie_tolerance,
             "versions": self.versions,
-            "prompts": [asdict(p) for p in self.prompts],
+            **({"program_sha256": self.program_sha256} if self.program_sha256 else {}),
+            "prompts": [_prompt_json(p) for p in self.prompts],
         }
 
     @classmethod
@@ -138,7 +143,7 @@ class Golden:
             raise GoldenError(f"{where} has schema {data.get('schema')!r}", f"schema {SCHEMA}", RERECORD)
         m = validate(GoldenModel, data, where, RERECORD)
         golden = cls(GoldenKey(**m.key.model_dump()), m.options.model_dump(), m.tie_tolerance, dict(m.versions),
-                     [GoldenPrompt(**p.model_dump()) for p in m.prompts])
+                     [GoldenPrompt(**p.model_dump()) for p in m.prompts], m.program_sha256)
         problem = consistency(golden)
         if problem:
             raise GoldenError(f"{where}: {problem[0]}", problem[1], RERECORD)
@@ -152,6 +157,14 @@ class Golden:
 
 
 RERECORD = "re-record it with `eagle3-check golden record --force`"
+
+
+def _prompt_json(p: GoldenPrompt) -> dict:
+    """A prompt's JSON; `draft_near_ties` only where it was measured (goldens recorded before it stay as they were)."""
+    out = asdict(p)
+    if p.draft_near_ties is None:
+        del out["draft_near_ties"]
+    return out
 
 
 def consistency(golden: Golden) -> tuple[str, str] | None:
@@ -258,6 +271,7 @@ def record_golden(
     options: RunOptions | None = None,
     runner: Runner | None = None,
     on_prompt: Callable[[str], None] | None = None,
+    program_sha256: str | None = None,
 ) -> Golden:
     """Runs every prompt and the reference; refuses divergent runs and near-tie prompts.
 
@@ -266,17 +280,23 @@ def record_golden(
     reference; the recorded margins). A run with a tie is refused like a failing one (a golden
     records only identical runs), and so is a prompt whose greedy margin at some emitted token
     is within the tolerance at that token's logit. The golden's `tie_tolerance` is the largest
-    such absolute tolerance over its tokens. K and max new tokens come from `key`.
+    such absolute tolerance over its tokens. K and max new tokens come from `key`. The draft's
+    near-ties each prompt's acceptance hangs on are stored with it (gating/draft_margins.py), and a
+    `.pte` golden names its program (`program_sha256`): acceptance is exact on that program alone.
     """
+    from eagle3_check.gating.draft_margins import draft_margin_probe, near_ties
+
     options = options or RunOptions()
     opts = RunOptions(**{**asdict(options), "chain_len": key.k, "max_new_tokens": key.max_new})
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     stops = stop_set(tokenizer, md, opts)
-    out = Golden(key, {**asdict(opts), "stop_ids": list(opts.stop_ids)}, 0.0, versions())
+    out = Golden(key, {**asdict(opts), "stop_ids": list(opts.stop_ids)}, 0.0, versions(),
+                 program_sha256=program_sha256)
     refused: list[str] = []
     for p in prompts:
-        run = runner.run(program, tokenizer, p.text, opts)
+        with draft_margin_probe(program) as draft_margins:
+            run = runner.run(program, tokenizer, p.text, opts)
         scores = reference.score(run.prompt_ids, list(run.tokens))
         verdict = judge(run, scores, stops.ids, opts.max_new_tokens, md.max_seq_len, tolerance)
         if verdict.status != PASS:
@@ -293,8 +313,9 @@ def record_golden(
         if near:
             at = near[0]
             refused.append(f"'{p.id}' (margin {margins[at]:.3g} at token {at}, tolerance {tols[at]:.3g})")
+        draft = None if draft_margins is None else near_ties(draft_margins, key.k, list(run.accepted), tolerance.at)
         out.prompts.append(GoldenPrompt(p.id, p.text, run.prompt_ids, run.tokens, run.text, run.rounds,
-                                        run.accepted, run.tau, run.stop_reason, low, margins))
+                                        run.accepted, run.tau, run.stop_reason, low, margins, draft))
         if on_prompt:
             on_prompt(p.id)
     if refused:

@@ -22,7 +22,13 @@ from eagle3_check.gating.golden import (
     run_golden,
     version_notes,
 )
-from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs, stats_exact
+from eagle3_check.gating.golden_diff import (
+    GoldenDiff,
+    compared_line,
+    diff_golden,
+    format_diffs,
+    stats_exact,
+)
 from eagle3_check.gating.metrics import (
     MetricDiff,
     compare_metrics,
@@ -123,14 +129,16 @@ class GateOutcome:
         }
 
     def format(self) -> str:
-        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})", format_diffs(self.golden_diffs)]
+        ran = sum(len(r) for r in self.runs.values())
+        lines = [f"goldens: {len(self.runs)} ({', '.join(sorted(self.runs))})",
+                 format_diffs(self.golden_diffs) if ran else compared_line(0, False)]
         if self.baseline:
             lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
         lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
         lines.extend(f"note: {n}" for n in self.notes)
         if self.interrupted:
             lines.append(self.interrupted)
-        lines.append(f"gate: {'PASS' if self.passed else 'FAIL'}")
+        lines.append(f"verdict: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
 
@@ -161,16 +169,25 @@ def gate_goldens(
     if build is None and pte is not None:
         build, fixture, dtype = _pte_build(pte, data_path, fixture, dtype)
         run_backend = "pte"
+    run_sha256 = program_sha256(pte) if run_backend == "pte" else None
     build = build or (lambda key: program_for_key(key, pte, data_path))
     out = GateOutcome(baseline=str(baseline) if baseline else None)
     paths = golden_paths(paths)
     try:
-        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend)
+        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend, run_sha256)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (run/interrupt.py)
         from eagle3_check.run.interrupt import interrupted_line
 
         out.interrupted = interrupted_line(len(out.runs) + len(out.skipped), len(paths), "goldens")
     return out
+
+
+def program_sha256(pte) -> str | None:
+    """sha256 of the `.pte` the goldens run on (None where it is not a file: a gate's program given
+    as an object): a `pte` golden's acceptance is exact on its own program alone (`stats_exact`)."""
+    from eagle3_check.program.sidecar import pte_digest
+
+    return pte_digest(Path(pte)) if pte is not None and Path(str(pte)).is_file() else None
 
 
 def _pte_build(pte, data_path, fixture: str | None, dtype: str | None):
@@ -189,7 +206,7 @@ def _pte_build(pte, data_path, fixture: str | None, dtype: str | None):
 
 
 def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture, dtype,
-            run_backend: str | None = None) -> None:
+            run_backend: str | None = None, run_sha256: str | None = None) -> None:
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
     for path in paths:
@@ -214,23 +231,27 @@ def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, p
         runs = run_golden(program, tokenizer, golden, runner, on_prompt)
         out.runs[key.stem] = runs
         out.keys[key.stem] = key
-        out.golden_diffs.extend(diff_golden(runs, golden, run_backend, out.notes))
+        out.golden_diffs.extend(diff_golden(runs, golden, run_backend, out.notes, run_sha256))
         out.notes.extend(version_notes(golden))
         if baseline:
             metric_diffs, note = gated_metrics(key, run_backend, compare_metrics(key.stem, compute_metrics(
-                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)))
+                [r for r in runs.values() if r.stop_reason != CRASHED], key.k), entries.get(key.stem)),
+                golden.program_sha256, run_sha256)
             out.metric_diffs.extend(metric_diffs)
             out.notes.extend([note] if note else [])
 
 
-def gated_metrics(key: GoldenKey, run_backend: str | None, diffs: list[MetricDiff]) -> tuple[list[MetricDiff], str | None]:
+def gated_metrics(key: GoldenKey, run_backend: str | None, diffs: list[MetricDiff], golden_sha256: str | None = None,
+                  run_sha256: str | None = None) -> tuple[list[MetricDiff], str | None]:
     """(the metric diffs that fail, a note or None): the baseline's metrics are acceptance's (calls per
     token, tau, n-alpha), so where `stats_exact` says no they are a note, as the stats are; a missing
     baseline entry always fails."""
-    if not diffs or stats_exact(key.backend, key.dtype, run_backend) or any(d.direction == "missing" for d in diffs):
+    if not diffs or stats_exact(key.backend, key.dtype, run_backend, golden_sha256, run_sha256) or any(
+            d.direction == "missing" for d in diffs):
         return diffs, None
-    return [], (f"{key.stem}: metrics not gated on a {run_backend} program ({len(diffs)} differ from its "
-                f"{key.backend} baseline; {key.dtype} acceptance follows the backend's numerics)")
+    where = "another" if (run_backend or key.backend) == key.backend else f"a {run_backend}"
+    return [], (f"{key.stem}: metrics not gated on {where} program ({len(diffs)} differ from its "
+                f"{key.backend} baseline; {key.dtype} acceptance follows the program's numerics)")
 
 
 def total_prompts(paths: Iterable[str | Path] = ()) -> int:

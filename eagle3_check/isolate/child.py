@@ -37,11 +37,12 @@ def serve(rfd: int, wfd: int) -> int:
 
     setup = pickle.loads(payload)
     from eagle3_check.errors import Eagle3CheckError
+    from eagle3_check.isolate.remote import error_parts
 
     try:  # no builder: the harness's program, call by call (isolate/remote.py)
         program, tokenizer = setup["build"]() if setup["build"] is not None else (None, None)
     except Eagle3CheckError as e:
-        wire.send_json(wfd, {"error": str(e), "stage": "build"})
+        wire.send_json(wfd, {"error": str(e), "raised": error_parts(e), "stage": "build"})
         return 0
     wire.send_json(wfd, {"built": True})
     from eagle3_check.run.plugin import load_runner
@@ -49,7 +50,7 @@ def serve(rfd: int, wfd: int) -> int:
     try:
         runner = load_runner(setup["spec"])
     except Eagle3CheckError as e:
-        wire.send_json(wfd, {"error": str(e), "stage": "load"})
+        wire.send_json(wfd, {"error": str(e), "raised": error_parts(e), "stage": "load"})
         return 0
     except BaseException as e:  # noqa: BLE001 - the plug-in's import or factory: a verdict in the parent
         wire.send_json(wfd, {"crash": _reason(e), "stage": "load"})

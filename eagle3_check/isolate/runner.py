@@ -97,8 +97,7 @@ class IsolatedRunner:
                     return
                 if "error" in msg:
                     self._stop()
-                    raise InputError(str(msg["error"])[:500], "a runner the child process can load",
-                                     "see the message; the same --runner works in process")
+                    raise child_error(msg)
                 if "crash" in msg:
                     self.dead = f"{str(msg['crash'])[:400]} (at the plug-in's import or in its factory)"
                     self._stop()
@@ -292,3 +291,15 @@ class IsolatedRunner:
             program.calls.extend(calls)
             program.refused.extend(refused)
         return run
+
+
+def child_error(msg: dict) -> InputError:
+    """The one-line error the runner's process raised while building or loading the runner, passed on
+    in its own words (its value, what was expected, its fix), never wrapped in a second "expected"."""
+    from eagle3_check.errors import Eagle3CheckError
+    from eagle3_check.isolate.remote import rebuild_error
+
+    got = rebuild_error(msg.get("raised"))
+    if isinstance(got, Eagle3CheckError):
+        return InputError(got.what, got.expected, got.fix)
+    return InputError(str(msg["error"])[:500], "a runner its own process can load", "fix what the message names")

@@ -281,6 +281,40 @@ MUTANTS: tuple[Mutant, ...] = (
           "host = torch.cat([self.window(0, self.k + 1), verify_ids.to(self.dev)], dim=1)")),
         module=PLACEMENT, placements=("device",),
     ),
+    # issue 50: K on a program whose verify range is narrower than [1, 7], the runner-PR's K, text ending in
+    # whitespace (each declares the profile whose rule it breaks: the suites judge it by that profile)
+    Mutant(
+        "k_clamped_to_program_range", "under k-runtime, K is clamped into the program's verify range instead of "
+        "[1, 7] (a K the program cannot take silently runs as the nearest one it can)",
+        "a program whose verify range is narrower than [1, 7] and a K past it (verify-range/2-5-k5: the right "
+        "runner refuses, this one runs K 4)",
+        (("    profile = DESIGN_NAME  #", '    profile = "k-runtime"  #'),
+         ("options = profile_named(self.profile).request(options, md)  #",
+          "options = profile_named(self.profile).request(options, md)\n        options = _dc.replace(options, "
+          "chain_len=None if options.chain_len is None else min(max(options.chain_len, md.k_range[0]), "
+          "md.k_range[1]))  #"),
+         ("import time\n", "import dataclasses as _dc\nimport time\n")),
+    ),
+    Mutant(
+        "runner_pr_ignores_k", "under runner-pr, a K asked for is ignored: it runs get_chain_len whatever -k says",
+        "a K other than get_chain_len under runner-pr, expected refused (chain/lo, verify-range/2-5-k1)",
+        (("    profile = DESIGN_NAME  #", '    profile = "runner-pr"  #'),
+         ("options = profile_named(self.profile).request(options, md)  #",
+          "options = profile_named(self.profile).request(_dc.replace(options, chain_len=None), md)  #"),
+         ("import time\n", "import dataclasses as _dc\nimport time\n")),
+    ),
+    Mutant(
+        "rounds_one_more", "reports one round more than it ran (tau recomputed to match: still within "
+        "ceil((N - 1) / (K + 1)) <= R <= N - 1)",
+        "rounds and tau held to the call log (in process) and to our runner's (a binary: binary/acceptance.py)",
+        (("        rounds = len(accepted)\n", "        rounds = len(accepted) + (1 if accepted else 0)\n"),),
+    ),
+    Mutant(
+        "text_rstripped", "the run's reported text has its trailing whitespace (spaces, newline, tab) stripped",
+        "an output whose text ends in whitespace, its text compared with the decode of its tokens "
+        "(options/ends-in-*, toy:text-ends-in-whitespace)",
+        (("text=decode_checked(tokenizer, out),", "text=decode_checked(tokenizer, out).rstrip(),"),),
+    ),
 )
 
 BY_NAME = {m.name: m for m in MUTANTS}

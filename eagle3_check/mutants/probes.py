@@ -42,6 +42,33 @@ def _programs_in_sequence(runner, ctx: Context) -> str | None:
     return None
 
 
+def _narrow_verify_range(runner, ctx: Context) -> str | None:
+    """K refused past a narrow verify range whatever the runner's profile (k-runtime's clamp to [1, 7]
+    leaves these K out of the program's range: the runtime's error; runner-pr has no --chain), and run
+    at its bounds (the [2, 5] toy's get_chain_len is 3, so K 1 and 4 are asked for: K 4 a default would hide)."""
+    wide, one = dict(verify_range=(2, 5), chain_len=3), dict(verify_range=(3, 3), chain_len=2)
+    cases = [(wide, 5, OptionError), (wide, 7, OptionError), (one, 1, OptionError), (one, 3, OptionError),
+             (one, 2, None), (wide, 3, None)]
+    for program, k, raises in cases:
+        problem = ToyCase(program=program, options=dict(chain_len=k, max_new_tokens=12), raises=raises).judge(
+            runner, ctx.tokenizer)
+        if problem:
+            return f"verify range {program['verify_range']}, K {k}: {problem}"
+    return None
+
+
+def _text_ends_in_whitespace(runner, ctx: Context) -> str | None:
+    """Three requests, each ending on a token whose text ends in whitespace (suites/text_end.py)."""
+    from eagle3_check.suites.text_end import ENDINGS, ending_prompts
+
+    for name, ch in ENDINGS.items():
+        prompt = ending_prompts(ctx.tokenizer, PROMPT[:-1], 11, ch, set())[0]
+        problem = ToyCase(prompt=prompt, options=dict(max_new_tokens=11)).judge(runner, ctx.tokenizer)
+        if problem:
+            return f"output ending in a {name}: {problem}"
+    return None
+
+
 @dataclass
 class Probe:
     name: str
@@ -266,6 +293,10 @@ PROBES: tuple[Probe, ...] = (
           "chunks of the window, not of max prefill / 2",
           _toy(lambda g, c: ToyCase(program=dict(sliding_window=8), prompt=list(range(300, 340)),
                                     options=dict(chunked_prefill=True)))),
+    Probe("toy:narrow-verify-range", "verify range [2, 5] and [3, 3]: K past either bound refused under every "
+          "profile (never clamped into the range), K at the bounds runs", _narrow_verify_range),
+    Probe("toy:text-ends-in-whitespace", "outputs whose text ends in a space, a newline, a tab: the text keeps it",
+          _text_ends_in_whitespace),
     Probe("toy:programs-in-sequence", "one runner: a small program and K = 1, then K = 7, then the small again",
           _programs_in_sequence),
     Probe("check:fixture", "eagle3-check check on the eager tiny-llama fixture (HF reference)",

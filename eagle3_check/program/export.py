@@ -52,6 +52,18 @@ METHODS = ("prefill", "target_verify", "draft_decode")
 PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 with torch 2.13.0)"
 
 
+def export_versions() -> dict[str, str | None]:
+    """The versions an export sidecar records: torch's and the installed executorch distribution's
+    (executorch 1.5.1 has no `__version__`: its package metadata says it; None only when it is absent)."""
+    from importlib import metadata
+
+    try:
+        executorch = metadata.version("executorch")
+    except metadata.PackageNotFoundError:
+        executorch = None
+    return {"torch": torch.__version__, "executorch": executorch}
+
+
 def require_executorch() -> None:
     """Raises InputError naming the `pte` extra when executorch cannot be imported."""
     try:
@@ -253,13 +265,11 @@ def export_speculator(
     constants = constant_methods(metadata, backend, omit)
     delegated, portable, lowering = lower_to_pte(programs, constants, backend, out, phases, external_data,
                                                  stock_lowering)
-    import executorch
-
     record = ExportRecord(
         path=str(out), backend=backend, spec=asdict(spec), metadata=constants, omitted=omit,
         delegated=delegated, portable_ops=portable, seconds=round(time.perf_counter() - t0, 2),
         source=source or {},
-        versions={"torch": torch.__version__, "executorch": getattr(executorch, "__version__", "?")},
+        versions=export_versions(),
         phases=phases.seconds,
         quantization={"tag": metadata[QUANT_KEY], "layers": quantized_layers or []} if QUANT_KEY in metadata else None,
         dtype=str(next(module.parameters()).dtype).removeprefix("torch."),

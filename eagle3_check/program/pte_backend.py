@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
+from eagle3_check.preflight import PTE_EXPECTED, PTE_FIX, check_ptd_file, check_pte_file
 from eagle3_check.program.contract import (
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
@@ -63,17 +64,6 @@ def _runtime():
     return et_runtime
 
 
-def _check_data_path(data_path: Path) -> None:
-    fix = "pass the .ptd written beside the .pte by its export (--data-path FILE.ptd)"
-    if not data_path.is_file():
-        raise InputError(f"--data-path {data_path} does not exist", "an ExecuTorch .ptd data file", fix)
-    with open(data_path, "rb") as f:
-        head = f.read(8)
-    if not re.fullmatch(rb"FT[0-9]{2}", head[4:8]):
-        raise InputError(f"--data-path {data_path} is not an ExecuTorch data file (identifier {head[4:8]!r})",
-                         "a .ptd file (flat tensor identifier FTnn at byte 4)", fix)
-
-
 def load_program(path: str | Path, data_path: str | Path | None = None):
     """Loads a `.pte` (and its `.ptd` data file when given) with clear errors for a missing,
     empty, truncated or foreign file."""
@@ -81,19 +71,11 @@ def load_program(path: str | Path, data_path: str | Path | None = None):
 
     p = regular_file(path, "--pte", "pass the path of an exported .pte")  # a FIFO or a device is named as such
     size = p.stat().st_size
-    if size == 0:
-        raise InputError(f"--pte {p} is empty (0 bytes)", "an ExecuTorch .pte file", "re-export the program")
     if data_path is not None:
-        _check_data_path(Path(data_path))
+        check_ptd_file(data_path)
     rt = _runtime()
-    with open(p, "rb") as f:
-        head = f.read(8)
-    expected = "a complete ExecuTorch .pte file (flatbuffer identifier ETnn at byte 4)"
-    fix = "re-export it with `eagle3-check export`; check the copy was not cut short"
-    if not re.fullmatch(rb"ET[0-9]{2}", head[4:8]):
-        # Checked here: executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier.
-        raise InputError(f"--pte {p} ({size} bytes) is not an ExecuTorch program (identifier {head[4:8]!r})",
-                         expected, fix)
+    check_pte_file(p)  # executorch 1.5.1 aborts the process when it logs a non-UTF-8 identifier
+    expected, fix = PTE_EXPECTED, PTE_FIX
     log = io.StringIO()  # the runtime logs why through sys.stderr: keep it for the message
     try:
         with contextlib.redirect_stderr(log):
@@ -106,6 +88,38 @@ def load_program(path: str | Path, data_path: str | Path | None = None):
                              "pass the .ptd exported with this .pte") from None
         raise InputError(f"--pte {p} ({size} bytes) cannot be loaded, truncated or corrupt: {why[:160]}",
                          expected, fix) from None
+
+
+# the runtime's log line when a method's delegate has no backend in this build (executorch's method.cpp)
+_UNREGISTERED = re.compile(r"Backend (\S+?)\.? is not registered")
+# what each backend a speculator program may be lowered for needs at run time (docs/pte.md)
+BACKEND_RUNTIME = {
+    "CudaBackend": "an executorch runtime built with the CUDA backend for this machine's torch and CUDA (the PyPI "
+                   "wheel registers XnnpackBackend, QnnBackend and OpenvinoBackend only), on a machine with the GPU "
+                   "the program was compiled for, and the program's .ptd (--data-path)",
+}
+
+
+def unregistered_backend(log: str) -> str | None:
+    """The delegate id the runtime said it has no backend for, else None."""
+    m = _UNREGISTERED.search(log)
+    return m[1] if m else None
+
+
+def registered_backends() -> list[str]:
+    """The backends this executorch runtime registers (its C extension's own list)."""
+    return sorted(_runtime().extension()._get_registered_backend_names())
+
+
+def missing_backend_error(method: str, path: Path, backend: str) -> InputError:
+    """One line: the method's delegate, what this runtime registers and what would run it."""
+    need = BACKEND_RUNTIME.get(backend, f"an executorch runtime built with {backend}")
+    return InputError(
+        f"method {method} of {path} is lowered for {backend}, which this executorch runtime does not register "
+        f"(it registers {', '.join(registered_backends())})",
+        f"a program lowered for a registered backend, or {need}",
+        "export the program for XNNPACK (`eagle3-check export`), or judge it where such a runtime is installed "
+        "(docs/pte.md, \"CUDA-backend programs\")")
 
 
 def _why(log: io.StringIO, e: Exception) -> str:
@@ -162,6 +176,9 @@ class PteBackend(SpeculatorProgram):
                 with contextlib.redirect_stderr(log):
                     self._methods[m] = self._program.load_method(m)
             except Exception as e:  # the runtime raises RuntimeError with an error code
+                missing = unregistered_backend(log.getvalue())
+                if missing:
+                    raise missing_backend_error(m, self.path, missing) from None
                 why = _why(log, e)[-160:]
                 if self.data_path is None:
                     raise InputError(f"method {m} of {self.path} cannot be loaded ({why})",

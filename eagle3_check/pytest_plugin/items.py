@@ -30,6 +30,8 @@ import pytest
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.pytest_plugin.workers import XDIST_GROUP
+from eagle3_check.reference.budget import allowed as ties_allowed
+from eagle3_check.reference.budget import share_text
 from eagle3_check.status import FAIL, SKIP, TIE
 
 
@@ -112,7 +114,7 @@ class PromptItem(Eagle3Item):
         if self.state.exec_runner is not None:
             return self.judge_exec(o)
         v, r = o.verdict, o.run
-        allowed = int(self.state.tie_budget * v.judged + 1e-9)  # the report's budget rule, per request
+        allowed = ties_allowed(self.state.tie_budget, v.judged)  # the report's budget rule, per request
         self.user_properties += [("ties", v.ties), ("tau", r.tau)]
         stats = (f"L {len(r.prompt_ids)}, {len(r.tokens)} tokens, {r.rounds} rounds, tau {r.tau:.2f}, "
                  f"stop {r.stop_reason}, K {r.k}; positions {v.identical} identical, {v.ties} tie, {v.fails} fail")
@@ -120,12 +122,12 @@ class PromptItem(Eagle3Item):
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.message}\n  {stats}\n  runner: {self.state.runner_name}")
         if v.ties > allowed:
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
-                                f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
+                                f"({share_text(self.state.tie_budget, v.judged)}): {v.message}\n  {stats}")
 
     def judge_exec(self, o) -> None:
         """A runner binary's request (`binary.check.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
-        allowed = int(self.state.tie_budget * v.judged + 1e-9)
+        allowed = ties_allowed(self.state.tie_budget, v.judged)
         self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]
         exit_ = "timeout" if proc.returncode is None else proc.returncode
         stats = (f"L {o.prompt_len}, " + (f"{out.tokens} tokens, {out.rounds} rounds, tau {out.tau:.3f}, K {out.k}, "
@@ -137,7 +139,7 @@ class PromptItem(Eagle3Item):
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.message}\n  {stats}{tail}")
         if v.ties > allowed:
             raise Eagle3Failure(f"prompt '{o.prompt_id}' FAIL: {v.ties} tie(s) exceed the tie budget of {allowed} "
-                                f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}{tail}")
+                                f"({share_text(self.state.tie_budget, v.judged)}): {v.message}\n  {stats}{tail}")
 
 
 class GoldenItem(Eagle3Item):

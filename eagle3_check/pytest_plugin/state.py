@@ -338,7 +338,7 @@ class Eagle3State:
         run = self.golden_run(golden, prompt)
         notes: list[str] = []
         diffs = diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]),
-                            self.run_backend, notes)
+                            self.run_backend, notes, self.run_sha256)
         for note in notes:  # acceptance of an eager golden on a .pte (golden_diff.stats_exact): shown, not failed
             warnings.warn(note, stacklevel=2)
         return [d.message for d in diffs]
@@ -347,6 +347,13 @@ class Eagle3State:
     def run_backend(self) -> str | None:
         """The backend the goldens run on: "pte" with --eagle3-pte, else the golden's own (None)."""
         return "pte" if self.settings.get("pte") else None
+
+    @property
+    def run_sha256(self) -> str | None:
+        """The sha256 of the --eagle3-pte program (a pte golden's acceptance is exact on its own program)."""
+        from eagle3_check.gating.golden_check import program_sha256
+
+        return program_sha256(self.settings.get("pte"))
 
     def metric_diffs(self, golden) -> list:
         """The metrics of the golden's runs (shared with its golden items) against the baseline's
@@ -359,7 +366,8 @@ class Eagle3State:
 
         now = compute_metrics([r for r in runs if r.stop_reason != CRASHED], golden.key.k)
         diffs, note = gated_metrics(golden.key, self.run_backend,
-                                    compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem)))
+                                    compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem)),
+                                    golden.program_sha256, self.run_sha256)
         if note:  # acceptance's metrics of an eager golden on a .pte (golden_diff.stats_exact): shown, not failed
             warnings.warn(note, stacklevel=2)
         return diffs

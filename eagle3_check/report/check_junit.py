@@ -31,7 +31,7 @@ def _budget_case(report) -> list[JUnitCase]:
     if c["tie_positions"] <= report.ties_allowed:
         return out
     return out + [JUnitCase("tie budget", FAIL, f"{c['tie_positions']} tie positions exceed the tie budget of "
-                      f"{report.ties_allowed} ({report.tie_budget:.1%} of {c['positions']} positions)")]
+                      f"{report.ties_allowed} ({report.budget_text})")]
 
 
 def _positions(verdict) -> dict[str, str]:

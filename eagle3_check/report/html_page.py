@@ -29,8 +29,28 @@ dl.info dt { font-weight: bold; } dl.info dd { margin: 0; }
 """
 
 
+def human(value, nested: bool = False) -> str:
+    """A value as a person reads it, never a Python repr: a bool yes / no, a dict `key: value; ...`
+    and a list `a, b` (nested ones of more than one item in parentheses), nothing "none" (at the top
+    level ""). Example: {'granularity': 'off', 'graphs': True, 'ks': [1, 2], 'mode': None} ->
+    'granularity: off; graphs: yes; ks: (1, 2); mode: none'."""
+    if value is None:
+        return "none" if nested else ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        text = "; ".join(f"{human(k, True)}: {human(v, True)}" for k, v in value.items()) or "none"
+        return f"({text})" if nested and len(value) > 1 else text
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        text = ", ".join(human(v, True) for v in items) or "none"
+        return f"({text})" if nested and len(items) > 1 else text
+    return str(value)
+
+
 def esc(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """`value` as escaped HTML text (`human`: no Python reprs)."""
+    return html.escape(human(value), quote=True)
 
 
 def num(value, fmt: str = "{:.2f}") -> str:

@@ -58,7 +58,8 @@ def check_html(report: dict, health: dict | None = None, title: str = "eagle3-ch
                + (f" — {'; '.join(why)}" if why else ""))
     passed = bool(report["passed"]) and not flags
     parts = [verdict_line(passed, summary), info_list({**report.get("info", {}), "tie budget":
-             f"{budget['ties_allowed']} positions ({budget['share']:.1%} of judged)"})]
+             f"{budget['ties_allowed']} positions (" + (f"{budget['share']:.1%} of judged)" if "share" in budget else
+             f"binomial bound at a correct runner's rate <= {budget['rate']:.4g}: {budget['source']})")})]
     parts.append(section("Requests", verdict_table(reqs), section_id="requests"))
     parts.append(section("First divergence and first tie (forensics)", forensics_table(reqs), section_id="forensics"))
     if any(r.get("shrunk") for r in reqs):

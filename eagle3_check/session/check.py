@@ -75,7 +75,7 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
 
     report.info.update(setup.info, runner=ctx.runner_name, reference=cfg.reference, dtype=ctx.cfg.dtype,
                        profile=profile_info(runner), numerics=numerics(cfg),
-                       tie_tolerance=ctx.tolerance.describe(), k_range=list(md.k_range),
+                       tie_tolerance=ctx.tolerance.describe(), tie_source=ctx.tie_rule.source, k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
     from eagle3_check.program.metadata_check import program_gelu_warning
 

@@ -70,27 +70,37 @@ class CheckContext:
     def options(self):
         return self.resolved.options
 
+    @cached_property
+    def tie_rule(self):
+        """The tolerance and budget of this run and where they came from (reference/tie_rule.py: one
+        rule for every job): --tie-budget, the calibration of a user's target in a reduced precision
+        (measured on the first check, then read from the cache), or the built-in constants."""
+        from eagle3_check.reference.tie_rule import tie_rule
+
+        if self.cfg.exact:  # identity: tolerance 0, budget 0 (session/exact.py)
+            from eagle3_check.session.exact import exact_rule
+
+            return exact_rule(self.cfg.dtype)
+        return tie_rule(self.cfg.dtype, self.cfg.fixture, self.cfg.tie_budget, self.calibration)
+
+    @cached_property
+    def calibration(self):
+        """The calibration of a `--target` model in a reduced precision (session/calibrate.py); None
+        where the built-in constants apply: float32, and the fixtures they were measured on."""
+        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte or self.cfg.exact:
+            return None
+        from eagle3_check.session.calibrate import calibration_for
+
+        return calibration_for(self)
+
     @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
-
-        if self.cfg.exact:  # identity: session/exact.py
-            from eagle3_check.session.exact import exact_tolerance
-
-            return exact_tolerance(self.cfg.dtype)
-        return tolerance_for(self.cfg.dtype)
+        return self.tie_rule.tolerance
 
     @property
-    def tie_budget(self) -> float:
-        """--tie-budget (checked in [0, 1] where the config was built), else the dtype's (a
-        real-model fixture has its own measured budget)."""
-        from eagle3_check.reference.tolerance import default_budget
-
-        if self.cfg.exact:  # identity: no tie allowed
-            return 0.0
-        if self.cfg.tie_budget is not None:
-            return self.cfg.tie_budget
-        return default_budget(self.cfg.dtype, self.cfg.fixture)
+    def tie_budget(self):
+        """A share of judged positions (--tie-budget, the constants) or a calibrated binomial bound."""
+        return self.tie_rule.budget
 
     @cached_property
     def reference(self):
@@ -206,7 +216,9 @@ class CheckContext:
 
         fx = load_fixture(fixture)  # the card measured the fixture's own request, from its own files:
         request = resolve_options(world.load_tokenizer(fx.tokenizer_path), fx.target_dir, {}).options
-        return card_expectation(read_card(fx), str(fx.card_path), k, self.options,
+        from eagle3_check.inputs import shown_path
+
+        return card_expectation(read_card(fx), shown_path(fx.card_path), k, self.options,
                                 own_prompts=not cfg.prompts and not cfg.shard, request=request)
 
 

@@ -50,11 +50,12 @@ def numerics(cfg) -> str:
     return EXACT_NUMERICS if cfg.exact else NORMAL_NUMERICS
 
 
-def exact_tolerance(dtype: str):
-    """The tie tolerance of exact mode: 0 logits, 0 ulp (the reference's argmax or a failure)."""
+def exact_rule(dtype: str):
+    """The tie rule of exact mode (reference/tie_rule.py's TieRule): tolerance 0 logits + 0 ulp, budget 0."""
+    from eagle3_check.reference.tie_rule import TieRule
     from eagle3_check.reference.tolerance import Tolerance
 
-    return Tolerance(dtype, 0.0)
+    return TieRule(Tolerance(dtype, 0.0), 0.0, "exact mode: identity (no tolerance, no budget; docs/exact.md)")
 
 
 def scope(cfg, reference):

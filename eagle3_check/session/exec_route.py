@@ -5,15 +5,14 @@ or against the goldens (`golden verify`), by `binary/`. Everything else about th
 
 from __future__ import annotations
 
-from eagle3_check.errors import InputError
+from eagle3_check.preflight import check_exec_needs_pte
 from eagle3_check.session.check import NoBar
 from eagle3_check.session.context import CheckContext
 
 
 def need_pte(ctx: CheckContext, command: str) -> None:
-    if not ctx.cfg.pte:
-        raise InputError(f"{command} --runner {ctx.cfg.runner} without --pte", "the .pte file the binary runs",
-                         "pass --pte FILE (export one with `eagle3-check export -o FILE.pte`)")
+    """Checked where the Config is built too (session/validate.py); here for a context built otherwise."""
+    check_exec_needs_pte(command, ctx.cfg.runner, ctx.cfg.pte)
 
 
 def exec_check(ctx: CheckContext, make_bar=NoBar):

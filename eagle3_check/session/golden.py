@@ -72,8 +72,13 @@ def record(ctx: CheckContext, make_bar=NoBar):
     prompts = select(prompts, cfg.only)
     reference = quantized_reference(setup, backend) or ctx.hf_reference()
     bar = make_bar(total=len(prompts), desc="record", unit="prompt", delay=0.5)  # delay: an early error is one line
+    sha = None
+    if backend == "pte":  # a pte golden names its program: acceptance is exact on it alone (golden_diff.stats_exact)
+        from eagle3_check.program.sidecar import pte_digest
+
+        sha = pte_digest(cfg.pte)
     golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key, ctx.tolerance,
-                           ctx.options, on_prompt=lambda _: bar.update(1))
+                           ctx.options, on_prompt=lambda _: bar.update(1), program_sha256=sha)
     bar.close()
     return golden, save_golden(golden, directory, force=cfg.force)
 

@@ -41,7 +41,6 @@ def quantized_check(ctx: CheckContext):
     from eagle3_check.gating.gate_model import GateReport
     from eagle3_check.program.quantize import make_spec
     from eagle3_check.reference.hf import HFReference
-    from eagle3_check.reference.tolerance import default_budget, tolerance_for
     from eagle3_check.session.validate import drift_thresholds
 
     cfg = ctx.cfg
@@ -59,8 +58,8 @@ def quantized_check(ctx: CheckContext):
 
     prompts = given_prompts(cfg, full.tokenizer) or ctx.prompts()  # --prompt-ids, --prompt, --repro
     inputs = GateInputs(pte=None, tokenizer=full.tokenizer, target_dir=full.target_dir, prompts=prompts,
-                        options=ctx.options, tolerance=tolerance_for("float32"),
-                        tie_budget=default_budget("float32"), suite=None, drift=thresholds,
+                        options=ctx.options, tolerance=ctx.tolerance,  # float32: refused otherwise, above
+                        tie_budget=ctx.tie_budget, suite=None, drift=thresholds,
                         hf_reference=HFReference(full.target_dir), fixture=full.info.get("fixture"),
                         plugin=None if ctx.runner_name == "reference" else runner,
                         full_precision=lambda md: full.program)

@@ -55,6 +55,7 @@ def validated(cfg):
         check_prompt_set(cfg.prompts, raw=cfg.raw)
     _outputs(cfg)
     _runner_template(cfg)
+    _program_files(cfg)
     from eagle3_check.session.exact import check_exact_flags
 
     check_exact_flags(cfg)
@@ -108,6 +109,35 @@ def _runner_template(cfg) -> None:
         from eagle3_check.binary.protocol import ExecCommand
 
         ExecCommand.parse(cfg.runner).check_data(cfg.data_path)
+
+
+def _program_files(cfg) -> None:
+    """What the program flags name, read from the file system (eagle3_check/preflight.py), after the
+    flag checks: a --runner that exists (a module found by its spec, a binary that is executable),
+    a binary given its --pte, a --pte and --data-path by their identifiers, the model directories'
+    config.json. Each used to wait for torch and the model (issue 52)."""
+    from eagle3_check import preflight
+
+    if cfg.has("runner") and cfg.runner:
+        if cfg.runner.startswith("exec:"):
+            from eagle3_check.binary.protocol import ExecCommand
+
+            preflight.check_executable(ExecCommand.parse(cfg.runner).argv[0], cfg.runner)
+            if cfg.command == "check" and not (cfg.list or cfg.repro) or cfg.golden_command == "verify":  # a repro names its .pte
+                preflight.check_exec_needs_pte("golden verify" if cfg.golden_command else "check", cfg.runner, cfg.pte)
+        else:
+            from eagle3_check.run.plugin import check_spec
+
+            spec = check_spec(cfg.runner)
+            preflight.check_runner_module(cfg.runner, spec.partition(":")[0])
+    if cfg.command != "gate":  # the gate's load check reports a .pte that is not one (its report, JUnit: exit 1)
+        if cfg.pte:
+            preflight.check_pte_file(cfg.pte)
+        if cfg.data_path:
+            preflight.check_ptd_file(cfg.data_path)
+    for dest, flag in DIRS.items():
+        if getattr(cfg, dest):
+            preflight.check_model_dir(getattr(cfg, dest), flag)
 
 
 def _shrink_routes(cfg, binary: bool) -> None:

@@ -28,6 +28,8 @@ from eagle3_check.suites.case import Case, Expect, PromptSpec, StopAt
 from eagle3_check.suites.chunked import CHUNKED_PREFILL
 from eagle3_check.suites.inputs import METADATA, OPTIONS
 from eagle3_check.suites.limits import CHAIN, CONTEXT, PREFILL_RANGE, STATE
+from eagle3_check.suites.text_end import TEXT_END
+from eagle3_check.suites.verify_range import VERIFY_RANGE
 
 SUITES: dict[str, list[Case]] = {
     "acceptance": ACCEPTANCE,
@@ -41,6 +43,8 @@ SUITES: dict[str, list[Case]] = {
     "chunked-prefill": CHUNKED_PREFILL,
     "metadata": METADATA,
     "chain": CHAIN,
+    "verify-range": VERIFY_RANGE,
+    "text-end": TEXT_END,
     "options": OPTIONS,
     "state": STATE,
 }

@@ -43,6 +43,7 @@ class PromptSpec:
     offset: int = 0
     times: int = 1  # anchor "chunk": how many chunks
     from_file: bool = False  # write the text to a file and read it back (the prompt-file path)
+    ends_in: str | None = None  # toy cases: the last id chosen so the output's text ends in this (text_end.py)
 
     def resolve_length(self, md: Metadata, k: int) -> int | None:
         if self.anchor is None:
@@ -61,7 +62,7 @@ class PromptSpec:
         if self.anchor:
             return f"L={self.anchor}{self.offset:+d}" if self.offset else f"L={self.anchor}"
         if self.length is not None:
-            return f"L={self.length}"
+            return f"L={self.length}" + (f" output ends in {self.ends_in!r}" if self.ends_in else "")
         src = "file" if self.from_file else "text"
         return f"{src} {self.text!r}" if self.text is not None else "fixture prompt"
 
@@ -131,7 +132,7 @@ class Case:
     # Run on the toy program (suites/toy.py) built from these ToyProgram arguments instead of the
     # program under test: a second program of another size, or a declared sliding window, that a
     # run on one given program (the gate's .pte) has too. Judged by the toy's own target.
-    toy: tuple[tuple[str, int], ...] = ()
+    toy: tuple[tuple[str, object], ...] = ()  # e.g. (("verify_range", (2, 5)), ("chain_len", 3))
 
     @property
     def suite(self) -> str:

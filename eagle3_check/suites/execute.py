@@ -60,7 +60,13 @@ from eagle3_check.suites.request import (
     prompt_problem,
 )
 from eagle3_check.suites.toy import LO, SPAN, ToyProgram
-from eagle3_check.suites.turns import profile_skip, profile_turns
+from eagle3_check.suites.turns import (
+    REFUSED_K,
+    profile_refuses,
+    profile_skip,
+    profile_turns,
+    runtime_refusal,
+)
 
 SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
@@ -283,10 +289,15 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
     prof, _ = declared(runner)  # the runner's rules (run/profiles.py): an error case may be a run under them
+    refused = profile_refuses(options, md, prof)  # runner-pr: a K other than get_chain_len, whatever the case
+    if refused:
+        return _run_error(dataclasses.replace(case, expect=REFUSED_K), env, program, options, md, k, runner,
+                          note=refused)
     profile_skip(options, md, prof, "the runner's")
     turned = profile_turns(case, md, options.chain_len, prof)
     if case.expect.error and not turned:
-        return _run_error(case, env, program, options, md, k, runner)
+        return _run_error(case, env, program, options, md, k, runner,
+                          runtime=runtime_refusal(case, md, options.chain_len, prof))
     k = prof.chain_k(options.chain_len, md.chain_len) if turned else k
     options.chunked_prefill = options.chunked_prefill or prof.chunks  # that runner chunks every request
 
@@ -370,8 +381,11 @@ def _expectations(case, env, run, verdict, rec, options) -> list[str]:
     return out
 
 
-def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
-    """Cases that must fail before any program method runs, with a clear one-line error."""
+def _run_error(case, env, program, options, md, k, runner, runtime: str | None = None,
+               note: str | None = None) -> CaseResult:
+    """Cases that must fail before any program method runs, with a clear one-line error. `runtime`
+    (`turns.runtime_refusal`): the error may also be the program's refusal of the verify window at
+    target_verify (the runtime's), after calls; `note`: why the profile must refuse (in the message)."""
     L = case.prompt.resolve_length(md, k)
     if L is not None and L < 1 and case.prompt.anchor is not None:  # e.g. min prefill 1, offset -1
         raise CaseSkip(f"{case.prompt.describe()} is L = {L} on this program: prefill-range/empty covers it")
@@ -385,6 +399,9 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
         return CaseResult(case.name, FAIL, str(e), {"L": L, "K": k})
     except Eagle3CheckError as e:
         msg, problems = str(e), []
+        by_program = _verify_refused(rec) if runtime else None
+        if by_program:  # the runner passed the program's own refusal on: the runtime's error
+            return CaseResult(case.name, PASS, f"error: {msg} ({by_program}; {runtime})", {"L": L, "K": k, "error": msg})
         if type(e).__name__ != case.expect.error:
             problems.append(f"raised {type(e).__name__}, expected {case.expect.error}")
         problems += [f"error does not mention {m!r}" for m in case.expect.mentions if m not in msg]
@@ -393,6 +410,18 @@ def _run_error(case, env, program, options, md, k, runner) -> CaseResult:
         if rec.calls:
             problems.append(f"{len(rec.calls)} program calls ran before the error (expected none)")
         details = {"L": L, "K": k, "error": msg}
-        return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or f"error: {msg}", details)
+        passed = f"error: {msg}" + (f" ({note or runtime})" if note or runtime else "")
+        return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or passed, details)
+    except Exception as e:  # noqa: BLE001 - the program's refusal of the window is the runtime's error
+        by_program = _verify_refused(rec) if runtime else None
+        if not by_program:
+            raise
+        return CaseResult(case.name, PASS, f"{by_program}; {runtime}", {"L": L, "K": k, "error": first_line(e)})
     return CaseResult(case.name, FAIL, f"expected {case.expect.error}, but the run emitted "
                       f"{len(run.tokens)} tokens ({run.stop_reason})", {"L": L, "K": k})
+
+
+def _verify_refused(rec) -> str | None:
+    """The program's refusal of a target_verify window, in words, when the run met one (None: none)."""
+    hit = next((r for r in rec.refused if r[0] == "target_verify"), None)
+    return f"the program refused target_verify at positions {hit[1]}: {hit[2]}" if hit else None

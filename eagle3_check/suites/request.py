@@ -30,7 +30,15 @@ def pick_prompt(case, env, program, md, k, options, stop_idx, base_stops, accept
     prompt) that fits the prefill range, makes each forced stop index the first stop in the reference,
     and (under full forcing) lands on the boundary the case aims at."""
     L = case.prompt.resolve_length(md, k)
-    if L is not None:
+    if case.prompt.ends_in is not None:  # a toy case: its output's text ends in this whitespace (text_end.py)
+        from eagle3_check.suites.text_end import ending_prompts
+
+        candidates = ending_prompts(env.tokenizer, env.filler_ids(L - 1, options.bos_id), options.max_new_tokens,
+                                    case.prompt.ends_in, base_stops)
+        if not candidates:
+            raise CaseSkip(f"no token in the toy's range of this tokenizer decodes to a text ending in "
+                           f"{case.prompt.ends_in!r}")
+    elif L is not None:
         candidates = [env.filler_ids(L, options.bos_id, start) for start in range(len(env.prompts))]
     elif case.prompt.text is not None:
         candidates = [case.prompt.text]

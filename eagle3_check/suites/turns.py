@@ -1,5 +1,7 @@
 """How a runner profile (run/profiles.py) changes an edge case's expectation: the error cases a
-profile runs instead of refusing (`profile_turns`), and the cases it cannot take (`profile_skip`).
+profile runs instead of refusing (`profile_turns`), the requests it must refuse (`profile_refuses`:
+runner-pr and a K other than get_chain_len), the errors that are the runtime's rather than the
+runner's (`runtime_refusal`), and the cases it cannot take (`profile_skip`).
 One rule for every runner, in process (a declared or given profile) or a binary (detected or given).
 
 Example (get_chain_len 4, K range [1, 7]): under k-runtime and chunked-prefill, `chain/lo-1`
@@ -11,7 +13,7 @@ runner, DESIGN §2 as written) and runner-pr they stay errors.
 from __future__ import annotations
 
 from eagle3_check.run.profiles import RunnerProfile
-from eagle3_check.suites.case import Case
+from eagle3_check.suites.case import Case, Expect
 from eagle3_check.suites.request import CaseSkip
 
 
@@ -41,6 +43,38 @@ def profile_skip(options, md, prof: RunnerProfile, who: str) -> None:
     asked), a K other than get_chain_len on a profile without --chain."""
     if options.chunked_prefill and not prof.chunks and prof.clamps:
         raise CaseSkip(f"chunked prefill: {who} profile {prof.name} ({prof.pr}) does not chunk")
-    if options.chain_len not in (None, md.chain_len) and not prof.chain_flag:
+    if options.chain_len not in (None, md.chain_len) and not prof.chain_flag:  # in process: profile_refuses
         raise CaseSkip(f"needs K = {options.chain_len} (not the program's default {md.chain_len}) and {who} profile "
                        f"{prof.name} has no --chain")
+
+
+# the runner-PR runner has no --chain: the one it runs (`RunnerProfile.request`) refuses any other K
+REFUSED_K = Expect(error="OptionError", mentions=("chain length K =", "runner-pr"))
+
+
+def profile_refuses(options, md, prof: RunnerProfile) -> str | None:
+    """Why the profile must refuse this request whatever the case expects (None: it need not): a K
+    other than get_chain_len under a profile without --chain (runner-pr). Example (get_chain_len 4):
+    runner-pr and K 3 -> refused (a runner that runs K 4 instead fails); K 4 or none -> None."""
+    if not prof.chain_flag and options.chain_len not in (None, md.chain_len):
+        return (f"profile {prof.name} ({prof.pr}) has no --chain: K = {options.chain_len} (not get_chain_len "
+                f"{md.chain_len}) must be refused, never run as K = {md.chain_len}")
+    return None
+
+
+def runtime_refusal(case: Case, md, k_asked: int | None, prof: RunnerProfile) -> str | None:
+    """Where the refusal of a K error case may be the runtime's instead of the runner's (None: the
+    runner's alone): a clamping profile whose clamped K is outside the program's range (DESIGN §2:
+    "a clamped K the program's target_verify cannot take is the runtime's error"). Then the program's
+    own refusal of the window at target_verify passes as well as the runner's up-front error.
+    Example (verify range [2, 5], K in [1, 4]): k-runtime and --chain 7 -> K 7, C = 8: the runtime's."""
+    if not case.expect.error or "chain length K =" not in case.expect.mentions or k_asked is None:
+        return None
+    if not (prof.chain_flag and prof.clamps):
+        return None
+    k = prof.chain_k(k_asked, md.chain_len)
+    lo, hi = md.k_range
+    if lo <= k <= hi:
+        return None
+    return (f"profile {prof.name} ({prof.pr}) clamps --chain={k_asked} to K = {k}, which the program's "
+            f"target_verify cannot take (K in [{lo}, {hi}]): the runtime's error")
