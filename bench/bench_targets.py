@@ -1,5 +1,4 @@
-"""The GPU benchmark's targets and programs (bench/gpu_bench.py, bench/verify_fused.py,
-bench/verify_variants.py): the random Llama with a permutation-bigram greedy path
+"""The GPU benchmark's targets and programs (bench/gpu_bench.py): the random Llama with a permutation-bigram greedy path
 (`permutation_bigram_init`), its EAGLE-3 draft config and the program around them, and the real
 mode's target, trained draft and chat-framed prompts from disk. Bench-only.
 """

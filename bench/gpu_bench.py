@@ -76,7 +76,7 @@ def parse_args(argv=None):
                    help="compile the target forward before capture (program/compiled.py); off: HF forward only")
     p.add_argument("--compile-mode", default="default", choices=["default", "max-autotune-no-cudagraphs"])
     p.add_argument("--compile-attention", default="grouped", choices=["grouped", "sdpa"],
-                   help="grouped: no per-head copy of the KV cache (fastest in bench/verify_variants.py)")
+                   help="grouped: no per-head copy of the KV cache (the fastest verify variant measured, docs/cuda.md)")
     p.add_argument("--draft", default="trained", choices=["trained", "random"])
     p.add_argument("--train-prompts", type=int, default=512)
     p.add_argument("--train-prompt-len", type=int, default=16)

@@ -49,11 +49,6 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return total
 
 
-def kv_bytes(target) -> int:
-    """Bytes of the adapter's whole KV cache (what an attention over every slot reads)."""
-    return sum(b.numel() * b.element_size() for n, b in target.named_buffers() if "_cache_" in n)
-
-
 def _time_graph(fn, repeats: int = 50) -> float:
     """Median ms of one replay of a CUDA graph capturing fn()."""
     stream = torch.cuda.Stream()
@@ -95,27 +90,6 @@ def matmul_only_ms(layer_weights: list[tuple[torch.Tensor, ...]], lm_head: torch
         return F.linear(x, lm_head)
 
     return _time_graph(fn)
-
-
-def graph_kernels_us(graphed_program, t: int) -> list[list]:
-    """[name, us] of every kernel in one replay of the program's T-row target_verify graph, in start
-    order, with the gaps: ["(gap)", us] where the GPU ran nothing between two kernels (torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    graph = verify_graph(graphed_program, t)
-    graph.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        graph.replay()
-        torch.cuda.synchronize()
-    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
-    out, end = [], None
-    for e in events:
-        if end is not None and e.time_range.start > end:
-            out.append(["(gap)", round(e.time_range.start - end, 2)])
-        out.append([e.name[:60], round(e.time_range.end - e.time_range.start, 2)])
-        end = max(end or 0, e.time_range.end)
-    return out
 
 
 def verify_graph(graphed_program, t: int):

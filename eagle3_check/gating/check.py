@@ -302,6 +302,8 @@ def format_table(report: CheckReport) -> str:
                      f"K range {info['k_range']} from {info.get('k_source')}")
     if "tie_source" in info:  # where the tolerance and budget came from (reference/tie_rule.py)
         lines.append(f"tie rule: {info['tie_source']}")
+    if info.get("numerics", "").startswith("exact"):  # --exact: shape-invariant kernels, the verdict is identity
+        lines.append(f"numerics: {info['numerics']}")
     lines += [f"warning: {w}" for w in info.get("program_warnings", [])]
     prof = info.get("profile")
     if prof:  # the runner's rules and how they were found (declared / detected / given)

@@ -61,17 +61,20 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
         sent = requested_options(resolved.options, read_metadata(setup.program.metadata()), runner)
         runner.expect([(f"'{p.id}'", p.text) for p in prompts], sent)  # run_check's order and options: sent ahead
     reference = ctx.reference
+    from eagle3_check.session.exact import numerics, scope
+
     bar = make_bar(total=len(prompts), desc="check", unit="req", leave=False, delay=0.5)  # early errors: no bar
     try:
-        report = run_check(setup.program, setup.tokenizer, reference, prompts, resolved.options, ctx.tolerance,
-                           runner=runner, on_request=lambda _: bar.update(1), tie_budget=budget)
+        with scope(cfg, reference):  # --exact: the runner and the reference on the shape-invariant kernels
+            report = run_check(setup.program, setup.tokenizer, reference, prompts, resolved.options, ctx.tolerance,
+                               runner=runner, on_request=lambda _: bar.update(1), tie_budget=budget)
     finally:
         bar.close()
     md = ctx.metadata()
     from eagle3_check.run.profiles import profile_info
 
     report.info.update(setup.info, runner=ctx.runner_name, reference=cfg.reference, dtype=ctx.cfg.dtype,
-                       profile=profile_info(runner),
+                       profile=profile_info(runner), numerics=numerics(cfg),
                        tie_tolerance=ctx.tolerance.describe(), tie_source=ctx.tie_rule.source, k_range=list(md.k_range),
                        k_source=md.k_source, run_options=resolved.to_json())
     from eagle3_check.program.metadata_check import program_gelu_warning
@@ -102,6 +105,10 @@ def child_program(cfg):
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the front end's process runs
+    if cfg.exact:  # --exact: the runner's process computes on the same kernels as the harness's judge
+        from eagle3_check.exact.mode import install_for_process
+
+        install_for_process()
     if cfg.device.startswith("cuda:"):
         import torch
 

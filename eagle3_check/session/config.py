@@ -67,6 +67,7 @@ class Config:
     expect_tau: float | None = None
     reference: str = "hf"
     tie_budget: float | None = None
+    exact: bool = False  # exact mode: shape-invariant kernels, verdict as identity (session/exact.py)
     # --- shrinking and replaying (session/shrink_route.py) ---
     prompt_ids: str | None = None  # the prompt as comma-separated ids
     repro: str | None = None  # a repro file to replay

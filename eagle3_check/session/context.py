@@ -77,13 +77,17 @@ class CheckContext:
         (measured on the first check, then read from the cache), or the built-in constants."""
         from eagle3_check.reference.tie_rule import tie_rule
 
+        if self.cfg.exact:  # identity: tolerance 0, budget 0 (session/exact.py)
+            from eagle3_check.session.exact import exact_rule
+
+            return exact_rule(self.cfg.dtype)
         return tie_rule(self.cfg.dtype, self.cfg.fixture, self.cfg.tie_budget, self.calibration)
 
     @cached_property
     def calibration(self):
         """The calibration of a `--target` model in a reduced precision (session/calibrate.py); None
         where the built-in constants apply: float32, and the fixtures they were measured on."""
-        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte:
+        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte or self.cfg.exact:
             return None
         from eagle3_check.session.calibrate import calibration_for
 

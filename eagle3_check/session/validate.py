@@ -56,6 +56,9 @@ def validated(cfg):
     _outputs(cfg)
     _runner_template(cfg)
     _program_files(cfg)
+    from eagle3_check.session.exact import check_exact_flags
+
+    check_exact_flags(cfg)
     if cfg.command == "check" and cfg.runner is None:  # the device-resident runner on CUDA, else the reference
         from eagle3_check.session.world import default_runner
 
