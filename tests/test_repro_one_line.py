@@ -1,4 +1,4 @@
-"""A repro command is one line that bash reads back as the same words (gating/repro.one_line):
+"""A repro command is one line that bash reads back as the same words (shrink/repro.one_line):
 prompts with newlines, tabs, quotes and control characters use bash's $'...' quoting."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from eagle3_check.gating.repro import one_line, split_line
+from eagle3_check.shrink.repro import one_line, split_line
 
 WORDS = [
     ("plain", ["eagle3-check", "check", "--prompt", "Hi there"]),

@@ -1,4 +1,4 @@
-"""Shrinking a failing request (gating/shrink.py, gating/shrink_check.py, gating/repro.py).
+"""Shrinking a failing request (shrink/search.py, gating/shrink_check.py, shrink/repro.py).
 
 The search on fake probes (what it finds, its budget, its determinism, a flaky runner), the
 seeded mutants shrunk to known minimal requests on the embedded fixture (each checked 1-minimal:
@@ -18,13 +18,13 @@ from eagle3_check.cli import main
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
-from eagle3_check.gating.repro import load_repro, split_line
-from eagle3_check.gating.shrink import Bounds, Failure, Request, failure_kind, shrink
 from eagle3_check.gating.shrink_check import check_probe, prompt_frame, shrink_report
 from eagle3_check.mutants import factory
 from eagle3_check.reference.self_ref import SelfReference
 from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.run.options import RunOptions
+from eagle3_check.shrink.repro import load_repro, split_line
+from eagle3_check.shrink.search import Bounds, Failure, Request, failure_kind, shrink
 from eagle3_check.suites.toy import ToyProgram
 
 FP32 = tolerance_for("float32")

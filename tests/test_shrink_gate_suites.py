@@ -12,14 +12,14 @@ from eagle3_check.cli import config_of, main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.gating.gate_model import GateReport
-from eagle3_check.gating.repro import split_line
-from eagle3_check.gating.shrink import budget_shares
 from eagle3_check.gating.shrink_gate_suites import shrink_gate_suites
 from eagle3_check.mutants import factory
 from eagle3_check.report.html_report import gate_html
 from eagle3_check.run.options import RunOptions
 from eagle3_check.session.shrink_gate import shrink_gate_and_write
 from eagle3_check.session.shrink_route import program_files_of
+from eagle3_check.shrink.repro import split_line
+from eagle3_check.shrink.search import budget_shares
 from eagle3_check.status import FAIL, PASS
 
 STRIPPED, EMIT_PAST = "eagle3_check.mutants:prompt_stripped", "eagle3_check.mutants:emit_past_max_new"

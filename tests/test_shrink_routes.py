@@ -17,7 +17,7 @@ import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.gating.golden import golden_root, load_golden, save_golden
-from eagle3_check.gating.repro import load_repro, split_line
+from eagle3_check.shrink.repro import load_repro, split_line
 
 MUTANT = "eagle3_check.mutants:emit_past_max_new"
 GOLDEN = "tiny-llama__eager__cpu__float32__k4__n48.json"

@@ -1,4 +1,4 @@
-"""A runner binary's failing requests shrunk (`check --runner exec:... --shrink`): gating/shrink.py's
+"""A runner binary's failing requests shrunk (`check --runner exec:... --shrink`): shrink/search.py's
 search with a probe that runs one request through the binary as `binary.check.run_exec_check` does.
 
 A binary takes its prompt as text (the seed's `--prompt`), so every candidate is text: the ids
@@ -18,7 +18,9 @@ import dataclasses
 from eagle3_check.binary.check import ExecOutcome, ExecReport, run_exec_check
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import request_ids
-from eagle3_check.gating.shrink import (
+from eagle3_check.gating.shrink_check import prompt_frame, request_text
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.shrink.search import (
     Bounds,
     Failure,
     Request,
@@ -28,8 +30,6 @@ from eagle3_check.gating.shrink import (
     normalise,
     shrink,
 )
-from eagle3_check.gating.shrink_check import prompt_frame, request_text
-from eagle3_check.program.contract import read_metadata
 from eagle3_check.status import FAIL
 
 

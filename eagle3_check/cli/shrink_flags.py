@@ -26,7 +26,7 @@ def add_replay_args(p: argparse.ArgumentParser, prompt_text: bool = False) -> No
 
 
 def add_shrink_args(p: argparse.ArgumentParser, default_on: bool = False) -> None:
-    from eagle3_check.gating.shrink import DEFAULT_BUDGET_S
+    from eagle3_check.shrink.search import DEFAULT_BUDGET_S
 
     if default_on:
         p.add_argument("--no-shrink", dest="shrink", action="store_false",

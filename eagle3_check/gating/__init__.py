@@ -8,10 +8,10 @@ file: key, record, load, save), `golden_diff` (the exact differences of runs fro
 baseline), `gate` (every check, one verdict), `gate_requests` (the gate's per-request checks),
 `gate_model` (the gate's inputs, a check's result, the report), `drift` (a quantized program's
 drift), `draft_health`, `workers`, and shrinking a failing request to its smallest reproduction
-(`shrink`, `shrink_check`, `shrink_gate`, `shrink_suite`, `repro`: docs/shrinking.md). Its reports (HTML, JUnit, provenance) are in `report`;
+(the probes `shrink_check`, `shrink_gate`, `shrink_suite`, `shrink_golden` over `shrink`'s search: docs/shrinking.md). Its reports (HTML, JUnit, provenance) are in `report`;
 the same routes through a runner binary in `binary`, which sits above gating.
 
-May import: program, run, reference, suites, report
+May import: program, run, reference, suites, report, shrink
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

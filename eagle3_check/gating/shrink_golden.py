@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 from eagle3_check.gating.golden import Golden, GoldenPrompt
 from eagle3_check.gating.golden_diff import GoldenDiff, token_diff
-from eagle3_check.gating.shrink import (
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.program.owned import graph_owned
+from eagle3_check.run.crash import RunCrash, guarded_run
+from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.run.rules import STOP
+from eagle3_check.shrink.search import (
     Bounds,
     Failure,
     Request,
@@ -32,11 +37,6 @@ from eagle3_check.gating.shrink import (
     failure_kind,
     shrink,
 )
-from eagle3_check.program.contract import read_metadata
-from eagle3_check.program.owned import graph_owned
-from eagle3_check.run.crash import RunCrash, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.rules import STOP
 
 SHRINKS = ("tokens", "length", "crashed")  # the diff fields that shrink
 KEPT_PROMPT = "prompt (the golden records tokens for this prompt only)"

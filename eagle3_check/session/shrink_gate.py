@@ -31,10 +31,10 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
         return []
     from tqdm import tqdm
 
-    from eagle3_check.gating.repro import program_record
-    from eagle3_check.gating.shrink import budget_shares
     from eagle3_check.program.pte_backend import PteBackend
     from eagle3_check.program.quantize import program_quantization
+    from eagle3_check.shrink.repro import program_record
+    from eagle3_check.shrink.search import budget_shares
 
     program = program or PteBackend(inputs.pte, inputs.data_path)
     hf = inputs.hf_reference
@@ -71,8 +71,8 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
 
 def write_gate_shrinks(cfg, report, inputs, done, record: dict, drop: tuple[str, ...]) -> list[str]:
     """A repro file for each shrunk gate case (`done`: GateShrink), its JUnit case given the repro."""
-    from eagle3_check.gating.repro import program_flags
     from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
+    from eagle3_check.shrink.repro import program_flags
 
     runner_name = cfg.runner or "reference"
     lines: list[str] = []
@@ -97,7 +97,7 @@ def gate_program_values(cfg, quantized: bool) -> dict:
     the reference target and tokenizer, `--reference self` for a quantized program (the gate judges
     its suites against the program's own decoding). The gate's run options are left out: a suite
     case runs with its own (`case_flags`)."""
-    from eagle3_check.gating.repro import PROGRAM_FLAGS
+    from eagle3_check.shrink.repro import PROGRAM_FLAGS
 
     values = {k: v for k, v in option_values(cfg).items() if k in PROGRAM_FLAGS}
     return {**values, "reference": "self" if quantized else "hf"}
@@ -106,7 +106,7 @@ def gate_program_values(cfg, quantized: bool) -> dict:
 def gate_case_command(cfg, name: str, values: dict) -> str:
     """The one line that runs the gate's suite case `name` again as the gate ran it (`check --suite`
     on the one given program: the gate's env)."""
-    from eagle3_check.gating.repro import one_line, program_flags
+    from eagle3_check.shrink.repro import one_line, program_flags
 
     runner = ["--runner", cfg.runner] if cfg.runner else []
     prompts = ["--prompts", cfg.prompts] if cfg.prompts else []
@@ -116,9 +116,9 @@ def gate_case_command(cfg, name: str, values: dict) -> str:
 def write_gate_suite_shrinks(cfg, report, done, record: dict, quantized: bool) -> list[str]:
     """A repro file for each shrunk suite case of `done` (SuiteShrink), its JUnit case (in the
     edge-suites check) given the repro; the lines to print."""
-    from eagle3_check.gating.repro import program_flags
     from eagle3_check.gating.shrink_gate_suites import EDGE_SUITES
     from eagle3_check.report.check_junit import shrunk_details, shrunk_properties
+    from eagle3_check.shrink.repro import program_flags
 
     chk = report.check(EDGE_SUITES)
     values = gate_program_values(cfg, quantized)

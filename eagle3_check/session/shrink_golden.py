@@ -33,9 +33,9 @@ def shrink_goldens_and_write(cfg, outcome, runner, runner_name: str) -> list[str
 
     from eagle3_check.gating.golden import load_golden
     from eagle3_check.gating.golden_check import golden_paths, program_for_key
-    from eagle3_check.gating.repro import program_flags, program_record
     from eagle3_check.gating.shrink_golden import shrink_golden_diffs
     from eagle3_check.session.shrink_route import program_files_of, write_one
+    from eagle3_check.shrink.repro import program_flags, program_record
 
     goldens = {g.key.stem: g for g in map(load_golden, golden_paths(list(cfg.goldens)))}
     bar = tqdm(desc="shrink (golden)", unit="probe", file=sys.stderr, leave=False, delay=0.5,

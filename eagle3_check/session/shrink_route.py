@@ -35,7 +35,7 @@ def apply_repro(cfg):
         return cfg, None
     import types
 
-    from eagle3_check.gating.repro import load_repro, replay_args
+    from eagle3_check.shrink.repro import load_repro, replay_args
 
     repro = load_repro(cfg.repro)
     ns = types.SimpleNamespace(**option_values(cfg))
@@ -110,7 +110,7 @@ def program_files_of(values: dict) -> dict:
 
 def check_replay(cfg, repro, setup) -> None:
     if repro is not None:
-        from eagle3_check.gating.repro import check_digest
+        from eagle3_check.shrink.repro import check_digest
 
         check_digest(repro, program_files(cfg, setup), f"--repro {cfg.repro}")
 
@@ -128,8 +128,8 @@ def shrink_and_write(cfg, report, setup, prompts, reference, options, tolerance,
     for each and adds its command and file to `outcome.shrunk`; returns the lines to print."""
     from tqdm import tqdm
 
-    from eagle3_check.gating.repro import program_flags, program_record
     from eagle3_check.gating.shrink_check import shrink_report
+    from eagle3_check.shrink.repro import program_flags, program_record
 
     if not any(o.verdict.status == "fail" for o in report.outcomes):
         return []
@@ -152,7 +152,7 @@ def shrink_and_write(cfg, report, setup, prompts, reference, options, tolerance,
 def write_one(cfg, name: str, shrunk: dict, result, flags: list[str], program: dict,
               runner_name: str, options) -> list[str]:
     """Writes the repro file of one shrunk request, adds its command and file to `shrunk`; the lines to print."""
-    from eagle3_check.gating.repro import repro_command, repro_data, repro_path, write_repro
+    from eagle3_check.shrink.repro import repro_command, repro_data, repro_path, write_repro
 
     out_dir = shrink_dir(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +175,7 @@ def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, toler
     from tqdm import tqdm
 
     from eagle3_check.binary.shrink import shrink_exec_report
-    from eagle3_check.gating.repro import program_flags, program_record
+    from eagle3_check.shrink.repro import program_flags, program_record
 
     bar = tqdm(desc="shrink (exec)", unit="probe", file=sys.stderr, leave=False, delay=0.5,
                disable=cfg.no_progress or cfg.json)
@@ -200,8 +200,8 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
     the lines to print. A case that is not shrunk gets its own one-line reproduction (`case_command`)."""
     if not cfg.shrink or not report.failed:
         return []
-    from eagle3_check.gating.repro import program_flags, program_record
-    from eagle3_check.gating.shrink import budget_shares
+    from eagle3_check.shrink.repro import program_flags, program_record
+    from eagle3_check.shrink.search import budget_shares
 
     if shrink_case is None:
         from eagle3_check.gating.shrink_suite import shrink_case
@@ -227,7 +227,7 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
 
 def case_command(cfg, name: str, info: dict) -> str:
     """The one line that runs suite case `name` again, as this command ran it."""
-    from eagle3_check.gating.repro import one_line, program_flags
+    from eagle3_check.shrink.repro import one_line, program_flags
 
     values = {**option_values(cfg), "fixture": info.get("fixture") or cfg.fixture}
     runner = ["--runner", cfg.runner] if cfg.runner and cfg.runner not in ("reference", "device") else []

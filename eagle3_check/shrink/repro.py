@@ -25,8 +25,8 @@ from pathlib import Path
 
 from eagle3_check.atomic import write_text_atomic
 from eagle3_check.errors import InputError
-from eagle3_check.gating.shrink import ShrinkResult
 from eagle3_check.report.provenance import file_record
+from eagle3_check.shrink.search import ShrinkResult
 
 FORMAT = "eagle3-check-repro/1"
 FLAG_OF = {"max_seq_len": "--max-seq-len", "min_prefill": "--min-prefill", "max_prefill": "--max-prefill"}
