@@ -54,7 +54,7 @@ def coverage(target: str, draft: str, prompts_file: str, device: str, tokenizer:
     import torch
     from safetensors.torch import load_file
 
-    from eagle3_check.reference.hf import HFReference
+    from eagle3_check.judge.hf import HFReference
     from eagle3_check.run.options import prompt_ids, stop_set
     from eagle3_check.session.draft_train import read_prompt_texts
     from eagle3_check.tokenizer import Tokenizer

@@ -38,8 +38,8 @@ from eagle3_check.gating.drift import DriftReport, DriftThresholds
 from eagle3_check.gating.gate_requests import run_requests, runner_tau
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.quantize import make_spec, zero_scales
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.run.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 

@@ -273,7 +273,7 @@ def derive(results: list[dict], safety: float, ulps: tuple[float, ...] = (0, 1, 
     """Per dtype, over every result given: for each ulp part U, the absolute part A such that
     A + U x ulp(top) >= safety x every margin shift of a correct runner's pair; the largest rank
     and flip share (verify or decode against the reference)."""
-    from eagle3_check.reference.tolerance import tolerance_for, ulp
+    from eagle3_check.judge.tolerance import tolerance_for, ulp
 
     lines = []
     for dtype in sorted({r["dtype"] for r in results}):

@@ -66,7 +66,7 @@ def child(args) -> int:
     import transformers  # noqa: F401
 
     import eagle3_check.program.eager  # noqa: F401
-    import eagle3_check.reference.hf  # noqa: F401
+    import eagle3_check.judge.hf  # noqa: F401
     import eagle3_check.session.check  # noqa: F401
 
     t1 = time.perf_counter()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from eagle3_check.gating.check import CheckReport, RequestOutcome
 from eagle3_check.gating.gate_model import GateCheck, GateReport
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import judge
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import judge
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.result import RunResult
 

@@ -12,8 +12,8 @@ from eagle3_check.binary.protocol import ExecOutput
 from eagle3_check.binary.recover import NUL, recover_ids
 from eagle3_check.binary.runner import ProcessRun, last_error_line, runtime_noise
 from eagle3_check.errors import InputError
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.run.profiles import CHUNKED, K_RUNTIME, RUNNER_PR, detect, profile_named
 
 # --- profiles ---------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
-from eagle3_check.reference.verdict import FAIL, PASS
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.rules import prefill_chunk_size, prefill_chunks
 from eagle3_check.status import SKIP

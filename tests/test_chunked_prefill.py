@@ -152,7 +152,7 @@ def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
 
 def test_self_reference_chunks_a_prompt_beyond_max_prefill():
     """The self reference prefills L = 40 > max prefill 32 in the rule's chunks [16, 15, 9]."""
-    from eagle3_check.reference.self_ref import SelfReference
+    from eagle3_check.judge.self_ref import SelfReference
 
     prompt = list(range(300, 340))
     prog = RecordingProgram(toy.ToyProgram(max_seq_len=64, min_prefill=9, max_prefill=32))
@@ -169,8 +169,8 @@ def test_check_audits_a_chunked_run_against_its_chunk_plan(program, tokenizer, f
     draft_decode per chunk, not one for the prompt), so a correct chunked run passes."""
     from eagle3_check.fixtures.registry import ProgramSpec
     from eagle3_check.gating.check import run_check
+    from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.program.eager import EagerBackend
-    from eagle3_check.reference.tolerance import tolerance_for
 
     small = EagerBackend(program.module, ProgramSpec(**{**program.spec.__dict__, "min_prefill": 9, "max_prefill": 32}))
     prompts = fixture.prompts()[:3]

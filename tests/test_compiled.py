@@ -12,9 +12,9 @@ import torch
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.judge.self_ref import self_greedy
 from eagle3_check.program.compiled import compile_target, compile_unavailable, llama_layout_problem
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.self_ref import self_greedy
 
 
 def backend(name: str = "tiny-llama") -> EagerBackend:

@@ -14,9 +14,9 @@ from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import format_table, run_check
 from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.contract import ProgramWrapper
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL, PASS
 from eagle3_check.report.junit import to_xml
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions

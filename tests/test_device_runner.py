@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from eagle3_check.judge.self_ref import self_greedy
 from eagle3_check.program.cuda_graph import GraphedProgram
-from eagle3_check.reference.self_ref import self_greedy
 from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions

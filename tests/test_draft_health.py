@@ -11,15 +11,15 @@ import torch
 from eagle3_check.fixtures.registry import load_fixture
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.draft_health import assess, step0_agreement
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.run.options import RunOptions, prompt_ids
 
 
 @pytest.fixture(scope="module")
 def seq(program, tokenizer, fixture):
     """A prompt and the program's greedy continuation (through the self reference's path)."""
-    from eagle3_check.reference.self_ref import self_greedy
+    from eagle3_check.judge.self_ref import self_greedy
 
     ids = prompt_ids(tokenizer, fixture.prompts()[0].text, RunOptions())
     return ids, ids + self_greedy(program, ids, 40).tokens

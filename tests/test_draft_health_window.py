@@ -30,7 +30,7 @@ class Counting:
 
 @pytest.fixture(scope="module")
 def seq(program, tokenizer, fixture):
-    from eagle3_check.reference.self_ref import self_greedy
+    from eagle3_check.judge.self_ref import self_greedy
 
     ids = prompt_ids(tokenizer, fixture.prompts()[0].text, RunOptions())
     return ids, ids + self_greedy(program, ids, 40).tokens

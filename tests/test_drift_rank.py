@@ -20,7 +20,7 @@ from eagle3_check.gating.drift import (
     drift_table,
     prompt_drift,
 )
-from eagle3_check.reference.hf import Scores
+from eagle3_check.judge.hf import Scores
 from eagle3_check.status import FAIL, PASS
 
 

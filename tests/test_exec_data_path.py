@@ -59,7 +59,7 @@ def test_check_suite_and_golden_refuse_before_any_request(tokenizer, tmp_path):
     from eagle3_check.binary.check import run_exec_check
     from eagle3_check.binary.golden import verify_exec_goldens
     from eagle3_check.binary.suites import run_exec_suite
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.suites import suite_cases
     from eagle3_check.suites.execute import SELF, SuiteEnv
 

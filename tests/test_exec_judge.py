@@ -217,7 +217,7 @@ def _scores(tokens: list[int], diff: dict[int, tuple[int, float, int]] | None = 
     """Teacher-forced rows for a binary that emitted `tokens`: row i's argmax is tokens[i] except
     at the indices of `diff` ({i: (reference argmax, margin, rank of the binary's token)}); one
     extra row (the next token: `tokens[-1] + 1`, not a stop here)."""
-    from eagle3_check.reference.hf import Scores
+    from eagle3_check.judge.hf import Scores
 
     diff = diff or {}
     n = len(tokens)
@@ -236,9 +236,9 @@ def _scores(tokens: list[int], diff: dict[int, tuple[int, float, int]] | None = 
     ({4: (7, 0.5, 2), 9: (7, 0.5, 3)}, "fail", 0, 2),
 ], ids=["one-near-tie", "two-near-ties", "far", "near-but-rank-9", "two-far-both-counted"])
 def test_scored_ids_judged_per_position(run, pieces, diff, status, ties, fails):
-    """A binary that prints its ids gets reference.verdict's rule: a difference inside the
+    """A binary that prints its ids gets judge.verdict's rule: a difference inside the
     tolerance (and within the top-N) is a tie, everything else fails, every position counted."""
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.judge.tolerance import tolerance_for
 
     v = judge(_out(run, pieces, ids=True), [], [], pieces, _req(run), _scores(run.tokens, diff),
               tolerance_for("float32"))
@@ -252,7 +252,7 @@ def test_scored_ids_judged_per_position(run, pieces, diff, status, ties, fails):
 
 def test_scored_ids_length_uses_the_reference_next_token(run, pieces):
     """Stopping one token early fails on length: the next row's token is no stop, the budget is not spent."""
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.judge.tolerance import tolerance_for
 
     short = run.tokens[:-1]
     out = _out(run, pieces, tokens=short, ids=True)

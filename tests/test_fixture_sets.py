@@ -13,10 +13,10 @@ import torch
 from eagle3_check.fixtures.card import CARD_KS, CARD_MAX_NEW, MemoReference, read_card
 from eagle3_check.fixtures.registry import load_fixture
 from eagle3_check.gating.check import run_check
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL
 from eagle3_check.run.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 

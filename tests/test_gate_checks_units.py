@@ -24,9 +24,9 @@ from eagle3_check.gating.gate import GateInputs, baseline_check, run_gate
 from eagle3_check.gating.golden_check import gate_goldens
 from eagle3_check.gating.metrics import compute_metrics, format_metric_diffs, write_baseline
 from eagle3_check.gating.tau_baseline import compare_tau
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.self_ref import SelfReference
-from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.self_ref import SelfReference
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions

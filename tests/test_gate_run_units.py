@@ -20,11 +20,11 @@ from eagle3_check.gating.gate import (
     program_dtype,
     run_gate,
 )
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.self_ref import SelfReference
+from eagle3_check.judge.tolerance import default_budget, tolerance_for
 from eagle3_check.mutants import factory
 from eagle3_check.program.quantize import QUANT_KEY
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.self_ref import SelfReference
-from eagle3_check.reference.tolerance import default_budget, tolerance_for
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.suites.toy import ToyProgram

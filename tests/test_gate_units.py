@@ -20,7 +20,7 @@ from eagle3_check.gating.gate_model import (
     summarize,
     timed,
 )
-from eagle3_check.reference.self_ref import SelfReference
+from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP, TIE

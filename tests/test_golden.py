@@ -23,9 +23,9 @@ from eagle3_check.gating.golden import (
 )
 from eagle3_check.gating.golden_diff import diff_golden, format_diffs
 from eagle3_check.gating.metrics import compare_metrics, compute_metrics, format_metric_diffs
+from eagle3_check.judge.hf import ReferenceResult, Scores
+from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.reference.hf import ReferenceResult, Scores
-from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids
 from eagle3_check.suites.toy import ToyProgram, greedy, next_token

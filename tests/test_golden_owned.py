@@ -16,10 +16,10 @@ from eagle3_check.gating.gate import GateInputs, golden_check
 from eagle3_check.gating.golden import load_golden, run_golden
 from eagle3_check.gating.golden_check import gate_goldens
 from eagle3_check.gating.golden_diff import diff_golden
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.owned import OwnedOutputs, graph_owned
-from eagle3_check.reference.verdict import FAIL, PASS
 from eagle3_check.run.loop import ReferenceRunner
 
 GOLDEN = "golden/tiny-llama__eager__cpu__float32__k4__n48.json"

@@ -3,9 +3,9 @@ position by position over the runner's tokens; the teacher-forced rows line up w
 
 import pytest
 
-from eagle3_check.reference.self_ref import self_greedy, self_score
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import PASS, judge
+from eagle3_check.judge.self_ref import self_greedy, self_score
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import PASS, judge
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 

@@ -191,7 +191,7 @@ def test_a_kv_write_past_max_seq_len_the_runner_swallowed_fails(program, tokeniz
 
     from eagle3_check.fixtures.registry import Prompt
     from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.run.loop import ReferenceRunner
     from eagle3_check.run.options import RunOptions
 

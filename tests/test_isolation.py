@@ -17,8 +17,8 @@ import torch
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL, PASS
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.run.crash import RunCrash, guarded_run, type_problem
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions

@@ -35,8 +35,8 @@ class Wrong(ReferenceRunner):
 PROBES = {
     # what the plug-in does -> (its code, the factory, the start of every request's verdict message)
     "patches-the-reference-and-verdict": ("""
-import eagle3_check.reference.hf as hf, eagle3_check.gating.check as gc, eagle3_check.reference.verdict as vd
-from eagle3_check.reference.verdict import Verdict
+import eagle3_check.judge.hf as hf, eagle3_check.gating.check as gc, eagle3_check.judge.verdict as vd
+from eagle3_check.judge.verdict import Verdict
 def _pass(run, *a, **k):
     return Verdict("pass", "patched", judged=len(run.tokens), identical=len(run.tokens))
 gc.judge = vd.judge = _pass

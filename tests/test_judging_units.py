@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL, PASS, TIE, Position, judge
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL, PASS, TIE, Position, judge
 from eagle3_check.run.result import RunResult
 from eagle3_check.run.rules import MAX_NEW, STOP, prefill_chunk_size, prefill_chunks
 
@@ -85,7 +85,7 @@ def test_a_tie_and_a_failure_together():
     v = judge(_run([5, 8, 7], [1]), scores, STOPS, 3, 256, TOL)
     assert (v.status, v.ties, v.identical, v.fails, v.tie_at) == (TIE, 1, 2, 0, [1])
     assert v.message.startswith("1 tie in 3 tokens (max_new); first at token 1: runner 8, reference 6")
-    # the tie's margin t / 4: below half the tolerance, so no "another program?" note (reference/verdict.py)
+    # the tie's margin t / 4: below half the tolerance, so no "another program?" note (judge/verdict.py)
     bad = Scores([5, 6, 7, 9], [10.0] * 4, [10.0 - t / 4] * 4, [0] * 4, [10.0, 10.0 - t / 4, 2.0, 2.0],
                  [1, 2, 9, 9])
     v = judge(_run([5, 8, 3], [1]), bad, STOPS, 3, 256, TOL)
@@ -131,7 +131,7 @@ def test_prefill_chunks_when_the_chunk_is_below_min_prefill():
 
 
 def test_judge_position_fields():
-    from eagle3_check.reference.verdict import judge_position
+    from eagle3_check.judge.verdict import judge_position
 
     scores = _scores([5, 6])
     same = judge_position(1, 6, scores, TOL)
@@ -173,7 +173,7 @@ def test_prefill_chunks_window_and_a_one_token_tail(L, window, plan):
 
 def test_a_row_without_the_runners_logit_is_a_failure_with_unknown_rank():
     """A reference row whose given logit / rank is missing (fewer given rows than argmax rows): no tie."""
-    from eagle3_check.reference.verdict import judge_position
+    from eagle3_check.judge.verdict import judge_position
 
     scores = Scores([5, 6], [10.0, 10.0], [10.0, 10.0], [0, 0], [10.0], [1])
     p = judge_position(1, 7, scores, TOL)

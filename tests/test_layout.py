@@ -4,10 +4,10 @@ Each subpackage's `__init__` docstring says what it may import ("May import: a, 
 entry names a subpackage or one module of it. A module may always import its own subpackage
 and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules docs/layout.md states:
 - the library never imports the CLI;
-- references (HF, self reference) and the verdict never import the runner loop they judge;
+- the judge (references, tolerance, verdict, audit) never imports the runner loop it judges;
 - the program contract and its backends never import the suites or gating;
 - the runner-binary package (binary) imports downward only: only the CLI, the session and the pytest plugin import it;
-- reports (report) format and never judge: they import no check (run, reference, suites, gating, binary);
+- reports (report) format and never judge: they import no check (run, judge, suites, gating, binary);
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
 - no import circle between modules, counting the imports inside functions too (a lazy import is
@@ -113,7 +113,7 @@ def test_the_library_never_imports_the_cli():
 
 
 def test_references_never_import_the_runner_loop():
-    refs = [m for m in MODULES if m.startswith("reference.")]
+    refs = [m for m in MODULES if m.startswith("judge.")]
     assert refs, "no reference modules found"
     loops = {m for m in MODULES if m.startswith("run.") and "loop" in m} | {"run.plugin"}
     assert violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None) == []
@@ -134,7 +134,7 @@ def test_only_the_front_ends_and_the_session_import_the_binary_package():
 def test_reports_import_no_check():
     reports = [m for m in MODULES if covered(m, {"report"})]
     assert "report.junit" in reports and "report.html_report" in reports
-    checks = {"run", "reference", "suites", "gating", "binary"}
+    checks = {"run", "judge", "suites", "gating", "binary"}
     assert violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None) == []
 
 

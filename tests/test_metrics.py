@@ -41,7 +41,7 @@ def test_worked_example_of_the_module_docstring():
 
 def test_tau_matches_the_check_report_definition():
     from eagle3_check.gating.check import CheckReport, RequestOutcome
-    from eagle3_check.reference.verdict import Verdict
+    from eagle3_check.judge.verdict import Verdict
 
     report = CheckReport(k=4, outcomes=[RequestOutcome(str(i), r, Verdict("pass", "")) for i, r in enumerate(WORKED)])
     m = compute_metrics(WORKED, k=4)

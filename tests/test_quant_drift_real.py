@@ -16,10 +16,10 @@ from eagle3_check.errors import InputError  # noqa: E402
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
 from eagle3_check.gating.drift import DriftThresholds  # noqa: E402
 from eagle3_check.gating.gate import DRIFT, GateInputs, request_checks  # noqa: E402
+from eagle3_check.judge.hf import HFReference  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import make_spec, zero_scales  # noqa: E402
-from eagle3_check.reference.hf import HFReference  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 from eagle3_check.tokenizer import Tokenizer  # noqa: E402
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from eagle3_check.errors import InputError, OptionError
-from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
 from eagle3_check.run.profiles import (

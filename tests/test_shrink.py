@@ -19,9 +19,9 @@ from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.shrink_check import check_probe, prompt_frame, shrink_report
+from eagle3_check.judge.self_ref import SelfReference
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.mutants import factory
-from eagle3_check.reference.self_ref import SelfReference
-from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.run.options import RunOptions
 from eagle3_check.shrink.repro import load_repro, split_line
 from eagle3_check.shrink.search import Bounds, Failure, Request, failure_kind, shrink

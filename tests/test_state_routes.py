@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from eagle3_check.gating.gate import GateInputs, edge_suites_check
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL, PASS
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.suites import SUITES, suite_cases
 from eagle3_check.suites.execute import SuiteEnv, run_case

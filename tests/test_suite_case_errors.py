@@ -18,9 +18,9 @@ import pytest
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
 from eagle3_check.gating.gate_model import GateInputs, GateReport
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.contract import ProgramWrapper, read_metadata
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.tolerance import tolerance_for
 from eagle3_check.report.junit import to_xml
 from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.suites import suite_cases

@@ -15,10 +15,10 @@ import torch
 
 from eagle3_check.fixtures.registry import DEFAULT_FIXTURE
 from eagle3_check.gating.check import run_check, shuffled_prompts
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.reference.verdict import FAIL, PASS
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions
 from eagle3_check.status import SKIP

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.gating.check import JudgedReport
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import default_budget, tolerance_for
-from eagle3_check.reference.verdict import FAIL, TIE, Verdict, judge_position
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import default_budget, tolerance_for
+from eagle3_check.judge.verdict import FAIL, TIE, Verdict, judge_position
 from eagle3_check.status import PASS
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"

@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance, tolerance_for, ulp
-from eagle3_check.reference.verdict import FAIL, PASS, TIE, Status, judge
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance, tolerance_for, ulp
+from eagle3_check.judge.verdict import FAIL, PASS, TIE, Status, judge
 from eagle3_check.run.loop import RunResult
 
 TOL = Tolerance("bfloat16", 4)
@@ -109,7 +109,7 @@ def test_ulp_worked_examples(dtype, x, want):
 def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
     import torch
 
-    from eagle3_check.reference.hf import top_two
+    from eagle3_check.judge.hf import top_two
 
     (i1, v1), (i2, v2) = top_two(torch.tensor([[1.0, 3.0, 3.0], [5.0, 1.0, 2.0]]))
     assert (i1.tolist(), i2.tolist(), (v1 - v2).tolist()) == ([1, 0], [2, 2], [0.0, 3.0])

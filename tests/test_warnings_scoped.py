@@ -61,7 +61,7 @@ def test_the_python_api_is_quiet_and_leaves_the_process_filters_alone(tmp_path):
         "filters = list(warnings.filters)\n"
         "from eagle3_check.fixtures.registry import load_fixture\n"
         "from eagle3_check.program.eager import EagerBackend\n"
-        "from eagle3_check.reference.hf import HFReference\n"
+        "from eagle3_check.judge.hf import HFReference\n"
         "from eagle3_check.run.loop import ReferenceRunner\n"
         "from eagle3_check.run.options import RunOptions\n"
         "from eagle3_check.tokenizer import Tokenizer\n"

@@ -15,7 +15,7 @@ from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
 
 self_reference = pytest.importorskip(
-    "eagle3_check.reference.self_ref", reason="needs eagle3_check.reference.self_ref (greedy through the program)")
+    "eagle3_check.judge.self_ref", reason="needs eagle3_check.judge.self_ref (greedy through the program)")
 
 PROMPT = "Count from one to ten."
 OPTIONS = RunOptions(max_new_tokens=64)

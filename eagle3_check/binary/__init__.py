@@ -8,7 +8,7 @@ judges a binary and an in-process runner), and the routes through a binary: the 
 check (`check`), the edge suites (`suites`), the goldens (`golden`) and the gate's runner checks
 (`gate`).
 
-May import: program, run, reference, suites, gating, report, shrink
+May import: program, run, judge, suites, gating, report, shrink
 (downward only: nothing below it imports it; the CLI and the pytest plugin do, and
 `run.plugin` builds an ExecRunner for `exec:` by name, as it loads any plug-in runner).
 

@@ -28,9 +28,9 @@ from eagle3_check.binary.runner import (
 from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import JudgedReport
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
 from eagle3_check.run.options import (
     RunOptions,
     check_options,

@@ -89,7 +89,7 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         return GateCheck("golden", status, "; ".join(out.diffs) or f"{sum(out.verified.values())} golden requests "
                          "identical", details=out.to_json())
 
-    from eagle3_check.reference.self_ref import SelfReference
+    from eagle3_check.judge.self_ref import SelfReference
 
     checks.append(timed("edge suites", suites))
     checks.append(timed("runner vs self reference", lambda: requests("runner vs self reference",

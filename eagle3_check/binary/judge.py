@@ -3,7 +3,7 @@
 Three modes, and the verdict says which one judged:
 - ids: the binary printed `[ids] a,b,c` on stderr; the ids' bytes must be what stdout
   printed. Given the reference's teacher-forced `Scores` over the binary's own ids and a
-  tolerance, every position is judged as `reference.verdict` judges a runner (identical /
+  tolerance, every position is judged as `judge.verdict` judges a runner (identical /
   tie / fail, all failing positions counted, the first one's forensics); the length rules
   then run on the binary's ids plus the reference's next token after them (row n). Without
   scores the ids are compared exactly with the greedy reference (first difference fails).
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.binary.protocol import ExecOutput
 from eagle3_check.binary.recover import Recovery
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import judge_position
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import judge_position
 from eagle3_check.run.rules import allowed_lengths
 from eagle3_check.status import FAIL, PASS, TIE, Status
 
@@ -116,7 +116,7 @@ def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePie
     """The verdict of one parsed run (see the module doc for the modes). Bytes, and ids without
     `scores`, are judged exactly: any difference fails, a near-tie included (its margin is shown).
     Ids with `scores` (the reference over prompt + the binary's ids) and `tolerance` get the
-    per-position, tie-aware verdict of `reference.verdict`; so do text-only runs given `recover`
+    per-position, tie-aware verdict of `judge.verdict`; so do text-only runs given `recover`
     (the ids recovered from the bytes, `binary.recover`) and `tolerance`."""
     if out.ids is not None and scores is not None and tolerance is not None:
         v = _judge_ids_scored(out, scores, tolerance, pieces, req)
@@ -174,7 +174,7 @@ def _judge_recovered(out: ExecOutput, rec: Recovery, tolerance: Tolerance, req: 
 
 def _judge_ids_scored(out, scores: Scores, tolerance: Tolerance, pieces, req: Request, ids: list[int] | None = None,
                       mode: str = IDS) -> ExecVerdict:
-    """Every position of the binary's ids against the reference's rows (reference.verdict's
+    """Every position of the binary's ids against the reference's rows (judge.verdict's
     rule), then the length rules over ids + the reference's next token (row n).
     Worked example: ids [5, 7, 9], rows argmax [5, 8, 9, 2]: index 1 is a tie if 7 is within the
     tolerance of 8 (else it fails); the length rules see [5, 7, 9, 2]: with max_new 3, N = 3 holds."""

@@ -94,7 +94,7 @@ def shrink_exec_gate(report, inputs, runner, program, hf, budget_s: float, on_pr
     run again through the binary and shrunk (`shrink_exec_report`), as `shrink_gate.shrink_gate` does in
     process (`shares` as there); the result sits in the check's `details["shrunk"][case]`."""
     from eagle3_check.gating.shrink_gate import failing_cases, gate_ks
-    from eagle3_check.reference.self_ref import SelfReference
+    from eagle3_check.judge.self_ref import SelfReference
 
     todo = failing_cases(report, inputs.prompts, gate_ks(report))
     own = SelfReference(program)

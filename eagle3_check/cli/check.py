@@ -24,7 +24,7 @@ from eagle3_check.session.provenance import report_provenance
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
 own tokens: identical (the reference's argmax), tie (a near-tie of the reference within the
-dtype's tolerance, see eagle3_check/reference/tolerance.py) or fail; then the length and stop rules.
+dtype's tolerance, see eagle3_check/judge/tolerance.py) or fail; then the length and stop rules.
 Exit code 0 only if no request fails and the ties are within the tie budget.
 
 examples:
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed, as a share of all judged positions (default per dtype: "
-                   "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
+                   "float32 0, bfloat16 see eagle3_check/judge/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
     add_program_args(p, default="the real fixture smollm2-135m", why=" for the prompt set (the `real` extra); --suite, "
                      "--quantize and --repro keep the tiny fixtures (cost: docs/real-models.md)")

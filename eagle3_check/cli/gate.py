@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed per check, a share of judged positions (default: the program's dtype's, "
-                   "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
+                   "read from the .pte: float32 0, bfloat16 see judge/tolerance.py TIE_BUDGET)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     add_html_arg(p)

@@ -9,7 +9,7 @@ teacher-forced scores of the runner's own tokens (`reference.score(prompt_ids, t
 Every run goes through `RecordingProgram` and its call log is audited against DESIGN §2
 (`audit_calls`), so a runner that returns the right tokens without calling the program fails;
 every other field it reports (text, max_new, accepted, its call counts and times, the stop
-reason) is audited against the rules and that log (`suites.audit.result_problems`).
+reason) is audited against the rules and that log (`judge.audit.result_problems`).
 Ties are counted apart from identical positions; a report passes when no request fails and
 its ties are within the tie budget (a share of all judged positions, `tolerance.TIE_BUDGET`).
 That counting is one rule for `check` and `check --runner exec:...` (`JudgedReport`, the
@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.judge.audit import result_problems
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import Verdict, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import Verdict, judge
 from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.run.loop import ReferenceRunner, check_prompt_len
 from eagle3_check.run.options import (
@@ -44,7 +45,6 @@ from eagle3_check.run.profiles import declared
 from eagle3_check.run.result import Runner, RunResult
 from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.status import FAIL, PASS, TIE
-from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer

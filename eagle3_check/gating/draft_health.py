@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eagle3_check.judge.self_ref import verify_window
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
-from eagle3_check.reference.self_ref import verify_window
 from eagle3_check.run.rules import prefill_chunks
 
 FAR = 0.8  # tau below FAR x the expected tau is flagged

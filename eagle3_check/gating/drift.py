@@ -54,7 +54,7 @@ from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.table import format_rows
 
 if TYPE_CHECKING:  # annotations only: the CLI reads the defaults before torch is imported
-    from eagle3_check.reference.hf import Scores
+    from eagle3_check.judge.hf import Scores
 
 DEFAULT_MIN_AGREEMENT = 0.43  # see the module doc: measured on the fixtures
 DEFAULT_MAX_TAU_DROP = 0.7  # absolute tau, see the module doc

@@ -43,11 +43,11 @@ from eagle3_check.gating.gate_model import (
 )
 from eagle3_check.gating.gate_requests import run_requests, runner_tau
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE, compare_tau
+from eagle3_check.judge.tolerance import default_budget, tolerance_for
+from eagle3_check.judge.verdict import FAIL
 from eagle3_check.program.contract import SpeculatorProgram, program_dtype, read_metadata
 from eagle3_check.program.metadata_check import target_facts, validate_metadata
 from eagle3_check.program.quantize import program_quantization
-from eagle3_check.reference.tolerance import default_budget, tolerance_for
-from eagle3_check.reference.verdict import FAIL
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.status import PASS, SKIP
 
@@ -65,7 +65,7 @@ def request_checks(program: SpeculatorProgram, inputs: GateInputs, hf,
     rc = run_requests(program, inputs.tokenizer, inputs.prompts, inputs.options, ks, inputs.tolerance, hf,
                       on_request=(lambda d, t: step("requests", d, t)) if step else None,
                       runner=inputs.plugin)
-    # no tie budget: the self reference has no logits, so its verdicts are never ties (reference/self_ref.py)
+    # no tie budget: the self reference has no logits, so its verdicts are never ties (judge/self_ref.py)
     checks = [summarize("runner vs self reference", rc.vs_self, "requests")]
     quant = program_quantization(program.metadata())
     if hf is None:
@@ -286,7 +286,7 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
     if hf is None and inputs.target_dir is not None:
         import torch
 
-        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.judge.hf import HFReference
 
         hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))  # the program's dtype
     if inputs.runner is not None:  # a runner binary under gate: its own checks (binary/gate.py)

@@ -15,9 +15,9 @@ from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.drift import DriftThresholds, drift_table
 from eagle3_check.gating.tau_baseline import TAU_TOLERANCE
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import FAIL, TIE
 from eagle3_check.program.contract import SpeculatorProgram
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import FAIL, TIE
 from eagle3_check.report.junit import JUnitCase, JUnitSuite
 from eagle3_check.run.crash import crash_reason
 from eagle3_check.run.options import RunOptions

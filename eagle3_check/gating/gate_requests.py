@@ -24,11 +24,11 @@ from eagle3_check.errors import ContractViolation
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import reference_json
 from eagle3_check.gating.drift import PromptDrift, prompt_drift
+from eagle3_check.judge.hf import ReferenceResult, Scores
+from eagle3_check.judge.self_ref import self_greedy, self_score
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import FAIL, PASS, TIE, Verdict, judge, judge_position
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
-from eagle3_check.reference.hf import ReferenceResult, Scores
-from eagle3_check.reference.self_ref import self_greedy, self_score
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import FAIL, PASS, TIE, Verdict, judge, judge_position
 from eagle3_check.report.junit import JUnitCase
 from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner

@@ -27,9 +27,9 @@ from pathlib import Path
 from eagle3_check.atomic import locked, os_error, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import PASS, TIE, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import PASS, TIE, judge
 from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, stop_set
@@ -181,7 +181,7 @@ def tie_bound(golden: Golden) -> float:
     """The margin at or below which a recorded position is a tie: the golden's tie_tolerance, capped at
     the absolute part of its dtype's tolerance now (record refused every margin <= the tolerance at its
     own token, which is >= that part, so a golden recorded by the tool never falls under it)."""
-    from eagle3_check.reference.tolerance import ABSOLUTE
+    from eagle3_check.judge.tolerance import ABSOLUTE
 
     floor = ABSOLUTE.get(golden.key.dtype, 0.0)
     return min(golden.tie_tolerance, floor) if golden.tie_tolerance > 0 else floor

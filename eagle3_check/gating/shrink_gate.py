@@ -23,7 +23,7 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.gate_model import GateReport
 from eagle3_check.gating.shrink_check import shrink_report
-from eagle3_check.reference.self_ref import SelfReference
+from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.shrink.search import ShrinkResult, budget_shares
 from eagle3_check.status import FAIL
 

@@ -97,7 +97,7 @@ class Context:
 
     @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
+        from eagle3_check.judge.tolerance import tolerance_for
 
         return tolerance_for(self.dtype)
 
@@ -137,7 +137,7 @@ class Context:
     @property
     def reference(self):
 
-        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.judge.hf import HFReference
 
         return self._cached("reference", lambda: CachedReference(
             HFReference(self.fixture.target_dir, self.device, getattr(torch, self.dtype))))
@@ -180,7 +180,7 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 def _check_fixture(runner, ctx: Context) -> str | None:
     from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.verdict import FAIL
+    from eagle3_check.judge.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
     report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
@@ -192,7 +192,7 @@ def _check_fixture(runner, ctx: Context) -> str | None:
 def _suite(name: str) -> Callable:
     def fn(runner, ctx: Context) -> str | None:
         """The suite's cases in order, up to the first that fails (a tie is not a kill)."""
-        from eagle3_check.reference.verdict import FAIL
+        from eagle3_check.judge.verdict import FAIL
         from eagle3_check.suites import SUITES
         from eagle3_check.suites.execute import run_case
 

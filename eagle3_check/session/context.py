@@ -72,7 +72,7 @@ class CheckContext:
 
     @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
+        from eagle3_check.judge.tolerance import tolerance_for
 
         return tolerance_for(self.cfg.dtype)
 
@@ -80,7 +80,7 @@ class CheckContext:
     def tie_budget(self) -> float:
         """--tie-budget (checked in [0, 1] where the config was built), else the dtype's (a
         real-model fixture has its own measured budget)."""
-        from eagle3_check.reference.tolerance import default_budget
+        from eagle3_check.judge.tolerance import default_budget
 
         if self.cfg.tie_budget is not None:
             return self.cfg.tie_budget
@@ -90,7 +90,7 @@ class CheckContext:
     def reference(self):
         """The greedy reference: HF (Transformers) or the program's own target methods."""
         if self.cfg.reference == "self":
-            from eagle3_check.reference.self_ref import SelfReference
+            from eagle3_check.judge.self_ref import SelfReference
 
             return SelfReference(self.program)
         return self.hf_reference()
@@ -103,7 +103,7 @@ class CheckContext:
     def hf_reference(self):
         import torch
 
-        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.judge.hf import HFReference
 
         return HFReference(self.target_dir, self.cfg.device, getattr(torch, self.cfg.dtype))
 

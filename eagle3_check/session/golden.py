@@ -28,8 +28,8 @@ def quantized_reference(setup, backend: str):
     """A quantized program's golden is judged against, and takes its margins from, the program's
     own quantized target (DESIGN §3: HF full precision is drift, not the reference); None for
     full-precision programs."""
+    from eagle3_check.judge.hf import HFReference
     from eagle3_check.program.quantize import program_quantization
-    from eagle3_check.reference.hf import HFReference
 
     if program_quantization(setup.program.metadata()) is None:
         return None

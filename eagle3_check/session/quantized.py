@@ -39,9 +39,9 @@ def quantized_check(ctx: CheckContext):
     """(GateReport, its fixture or target, the run options): build, quantize, judge (gating/gate.py)."""
     from eagle3_check.gating.gate import GateInputs, request_checks
     from eagle3_check.gating.gate_model import GateReport
+    from eagle3_check.judge.hf import HFReference
+    from eagle3_check.judge.tolerance import default_budget, tolerance_for
     from eagle3_check.program.quantize import make_spec
-    from eagle3_check.reference.hf import HFReference
-    from eagle3_check.reference.tolerance import default_budget, tolerance_for
     from eagle3_check.session.validate import drift_thresholds
 
     cfg = ctx.cfg

@@ -41,7 +41,7 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
     if hf is None and inputs.target_dir is not None:
         import torch
 
-        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.judge.hf import HFReference
 
         hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))
     bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_check.errors import Eagle3CheckError, first_line
+from eagle3_check.judge.audit import result_problems
+from eagle3_check.judge.self_ref import SelfReference, self_score
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import FAIL, TIE, judge
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.reference.self_ref import SelfReference, self_score
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import FAIL, TIE, judge
 from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
 from eagle3_check.run.loop import ReferenceRunner
 from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
@@ -47,7 +48,6 @@ from eagle3_check.run.result import Runner
 from eagle3_check.run.rules import prefill_chunks
 from eagle3_check.run.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
-from eagle3_check.suites.audit import result_problems
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
 from eagle3_check.suites.instrument import RecordingProgram, call_problems
@@ -62,7 +62,7 @@ from eagle3_check.suites.request import (
 from eagle3_check.suites.toy import LO, SPAN, ToyProgram
 from eagle3_check.suites.turns import profile_skip, profile_turns
 
-SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (reference/self_ref.py)
+SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (judge/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
 
 
@@ -107,9 +107,9 @@ class SuiteEnv:
         import torch
 
         from eagle3_check.fixtures.registry import load_fixture
+        from eagle3_check.judge.hf import HFReference
+        from eagle3_check.judge.tolerance import tolerance_for
         from eagle3_check.program.eager import EagerBackend
-        from eagle3_check.reference.hf import HFReference
-        from eagle3_check.reference.tolerance import tolerance_for
         from eagle3_check.tokenizer import Tokenizer
 
         fx = load_fixture(fixture_name)

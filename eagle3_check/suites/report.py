@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eagle3_check.reference.verdict import FAIL
+from eagle3_check.judge.verdict import FAIL
 from eagle3_check.run.result import Runner
 from eagle3_check.status import Status, overall, passes
 from eagle3_check.suites.case import Case

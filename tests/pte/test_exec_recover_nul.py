@@ -19,8 +19,8 @@ from eagle3_check.binary.byte_pieces import BytePieces  # noqa: E402
 from eagle3_check.binary.check import run_exec_check  # noqa: E402
 from eagle3_check.binary.runner import ExecRunner  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte

@@ -22,8 +22,8 @@ from eagle3_check.binary.runner import ExecRunner  # noqa: E402
 from eagle3_check.binary.suites import run_exec_suite  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
 from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.run.options import RunOptions  # noqa: E402
 from eagle3_check.suites import suite_cases  # noqa: E402
 from eagle3_check.suites.execute import SuiteEnv  # noqa: E402

@@ -95,7 +95,7 @@ def test_gate_verifies_a_golden_on_the_pte(pte_path, tmp_path, few_prompts, prog
                                            capsys):
     from eagle3_check.fixtures.registry import load_prompts
     from eagle3_check.gating.golden import GoldenKey, record_golden, save_golden
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.judge.tolerance import tolerance_for
 
     key = GoldenKey("tiny-llama", "pte", "cpu", "float32", 4, 16)
     golden = record_golden(program, tokenizer, hf_reference, load_prompts(few_prompts), key, tolerance_for("float32"))

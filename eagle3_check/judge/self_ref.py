@@ -33,8 +33,8 @@ import math
 
 import torch
 
+from eagle3_check.judge.hf import ReferenceResult, Scores, valid_prefix
 from eagle3_check.program.contract import Metadata, SpeculatorProgram, read_metadata
-from eagle3_check.reference.hf import ReferenceResult, Scores, valid_prefix
 from eagle3_check.run.rules import prefill_chunk, prefill_chunks
 
 

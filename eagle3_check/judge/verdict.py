@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.run.result import RunResult
 from eagle3_check.run.rules import EARLY, expected_length
 from eagle3_check.status import FAIL, PASS, TIE, Status
