@@ -55,7 +55,7 @@ def coverage(target: str, draft: str, prompts_file: str, device: str, tokenizer:
     from safetensors.torch import load_file
 
     from eagle3_check.judge.hf import HFReference
-    from eagle3_check.run.options import prompt_ids, stop_set
+    from eagle3_check.runners.options import prompt_ids, stop_set
     from eagle3_check.session.draft_train import read_prompt_texts
     from eagle3_check.tokenizer import Tokenizer
 

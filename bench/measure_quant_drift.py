@@ -40,7 +40,7 @@ from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.quantize import make_spec, zero_scales
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import tolerance_for
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 L = "target.model.model.layers."

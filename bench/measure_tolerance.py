@@ -126,7 +126,7 @@ def measure(src: Source, device: str, dtype: str, n_new: int, kernels: str = "ea
     from eagle3_check.program.eager import DTYPES
     from eagle3_check.program.target import TargetAdapter, load_hf_target
     from eagle3_check.quiet import third_party_quiet
-    from eagle3_check.run.options import RunOptions, prompt_ids
+    from eagle3_check.runners.options import RunOptions, prompt_ids
     from eagle3_check.tokenizer import Tokenizer
 
     dev = torch.device(device)

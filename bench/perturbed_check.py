@@ -95,7 +95,7 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
     from eagle3_check.gating.check import run_check
     from eagle3_check.judge.hf import HFReference
     from eagle3_check.judge.tolerance import default_budget, tolerance_for
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.options import RunOptions
     from eagle3_check.status import FAIL
     from eagle3_check.tokenizer import Tokenizer
 

@@ -21,7 +21,7 @@ from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import judge
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 
 TOL = Tolerance("bfloat16", 4)
 WANT = [210, 211, 212, 213, 214, 215, 216]  # the reference's argmax of rows 0..6

@@ -11,7 +11,14 @@ import itertools
 
 import pytest
 
-from eagle3_check.run.rules import CONTEXT, EARLY, MAX_NEW, STOP, allowed_lengths, expected_length
+from eagle3_check.runners.rules import (
+    CONTEXT,
+    EARLY,
+    MAX_NEW,
+    STOP,
+    allowed_lengths,
+    expected_length,
+)
 
 REF = list(range(100, 160))
 

@@ -27,8 +27,8 @@ from tokenizers import models
 from eagle3_check.cli import main
 from eagle3_check.errors import OptionError
 from eagle3_check.program.draft import DraftConfig, Eagle3DraftHead
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites import toy
 from eagle3_check.tokenizer import Tokenizer
 
@@ -239,15 +239,15 @@ CLI_CASES = [
                  id="prompt-set-missing"),
     pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--prompts", b.file("p.json", b'{"prompts": [{"text": "x"}]}')],
                  "p.json: prompts[0].id is missing", id="prompt-set-malformed"),
-    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.loop:ReferenceRuner"],
-                 "did you mean 'eagle3_check.run.loop:ReferenceRunner'", id="runner-unknown-factory"),
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.runners.loop:ReferenceRuner"],
+                 "did you mean 'eagle3_check.runners.loop:ReferenceRunner'", id="runner-unknown-factory"),
     pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "no_such_module_xyz:make"], "no_such_module_xyz",
                  id="runner-module-not-importable"),
     pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "ReferenceRunner"], "--runner 'ReferenceRunner'",
                  id="runner-not-module-colon-factory"),
-    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.options:RunOptions"], "RunOptions without run()",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.runners.options:RunOptions"], "RunOptions without run()",
                  id="runner-without-run-method"),
-    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.run.loop:STOP"], "is a str",
+    pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--runner", "eagle3_check.runners.loop:STOP"], "is a str",
                  id="runner-factory-not-callable-str"),
     pytest.param(lambda b: ["run", "--prompt", "Hi", "--target", fx(b)], "--draft not given", id="target-without-draft"),
     pytest.param(lambda b: ["mutants", "--only", "bos_twise"], "did you mean 'bos_twice'", id="unknown-mutant"),

@@ -11,10 +11,10 @@ import pytest
 import eagle3_check.binary.suites as binary_suites
 import eagle3_check.gating.gate as gate_mod
 from eagle3_check.binary.gate import exec_gate_checks
-from eagle3_check.binary.runner import ExecRunner
 from eagle3_check.gating.gate import GateInputs
 from eagle3_check.gating.gate_model import suite_junit_cases, timed
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.binary.runner import ExecRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, TIE
 from eagle3_check.suites.execute import CaseResult
 from eagle3_check.suites.report import SuiteReport

@@ -1,20 +1,20 @@
-"""Runner binaries without a `.pte`: the runner profiles (run/profiles.py), the ids recovered from a
-text-only binary's bytes (binary/recover.py) and judged per position, runtime noise kept out of the
+"""Runner binaries without a `.pte`: the runner profiles (runners/profiles.py), the ids recovered from a
+text-only binary's bytes (judge/recover.py) and judged per position, runtime noise kept out of the
 quoted error lines. The fake binary on a real `.pte` is tests/pte/test_exec_stack_top.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from eagle3_check.binary.byte_pieces import BytePieces
-from eagle3_check.binary.judge import RECOVERED, Request, judge
-from eagle3_check.binary.protocol import ExecOutput
-from eagle3_check.binary.recover import NUL, recover_ids
-from eagle3_check.binary.runner import ProcessRun, last_error_line, runtime_noise
 from eagle3_check.errors import InputError
+from eagle3_check.judge.binary import RECOVERED, Request, judge
 from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.recover import NUL, recover_ids
 from eagle3_check.judge.tolerance import Tolerance
-from eagle3_check.run.profiles import CHUNKED, K_RUNTIME, RUNNER_PR, detect, profile_named
+from eagle3_check.runners.binary.byte_pieces import BytePieces
+from eagle3_check.runners.binary.protocol import ExecOutput
+from eagle3_check.runners.binary.runner import ProcessRun, last_error_line, runtime_noise
+from eagle3_check.runners.profiles import CHUNKED, K_RUNTIME, RUNNER_PR, detect, profile_named
 
 # --- profiles ---------------------------------------------------------------------------------
 

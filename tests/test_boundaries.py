@@ -21,8 +21,8 @@ from eagle3_check.gating.metrics import compare_metrics, compute_metrics
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import TOP_N, tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS, TIE, judge, judge_position
-from eagle3_check.run.result import RunResult
-from eagle3_check.run.rules import MAX_NEW
+from eagle3_check.runners.result import RunResult
+from eagle3_check.runners.rules import MAX_NEW
 
 TOP = 12.0  # a row's top logit
 

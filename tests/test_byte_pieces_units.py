@@ -1,4 +1,4 @@
-"""binary/byte_pieces.py in units (issue 31 item 5: `make mutate-harness` over the byte alignment): every
+"""runners/binary/byte_pieces.py in units (issue 31 item 5: `make mutate-harness` over the byte alignment): every
 refusal names the file, what was expected and the fix; added tokens print literally; the byte table's
 edges; `of`, `locate` and `whole_tokens` over pieces of several lengths.
 """
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from eagle3_check.binary.byte_pieces import BytePieces, byte_table
 from eagle3_check.errors import InputError
+from eagle3_check.runners.binary.byte_pieces import BytePieces, byte_table
 
 BYTE_LEVEL = {"decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "Ġb": 1, "Ã©": 2}}}
 

@@ -70,7 +70,7 @@ def test_ties_over_the_budget_fail_the_xml_too():
     from eagle3_check.judge.verdict import Verdict
     from eagle3_check.report.check_junit import check_suite
     from eagle3_check.report.junit import to_xml
-    from eagle3_check.run.result import RunResult
+    from eagle3_check.runners.result import RunResult
 
     run = RunResult([1], [5, 6], "", 1, [1], 1.0, "max_new", 4, 2)
     report = CheckReport(4, [RequestOutcome("p", run, Verdict("tie", "tie at 1", identical=1, ties=1))],

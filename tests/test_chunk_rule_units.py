@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from eagle3_check.errors import ContractViolation, OptionError
-from eagle3_check.run.rules import prefill_chunk, prefill_chunks
+from eagle3_check.runners.rules import prefill_chunk, prefill_chunks
 
 
 class _Md:

@@ -13,8 +13,8 @@ import pytest
 
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.rules import prefill_chunk_size, prefill_chunks
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.rules import prefill_chunk_size, prefill_chunks
 from eagle3_check.status import SKIP
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.chunked import GEMMA3, TOY_WINDOWS, WINDOW_SPECS

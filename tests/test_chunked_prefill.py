@@ -3,11 +3,11 @@
 import pytest
 
 from eagle3_check.errors import OptionError
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.runners.instrument import RecordingProgram
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.suites import toy
-from eagle3_check.suites.instrument import RecordingProgram
 
 # (L, max_prefill, min_prefill, sliding_window) -> chunks, each worked out by hand from the rule
 PLANS = [
@@ -138,13 +138,13 @@ def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
 def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
     """A runner binary whose profile does not chunk: asking for chunked prefill is an error, not a silent drop."""
     from eagle3_check.binary.check import run_exec_check
-    from eagle3_check.binary.runner import ExecRunner
     from eagle3_check.fixtures.registry import Prompt
+    from eagle3_check.runners.binary.runner import ExecRunner
 
     prog = toy.ToyProgram(max_seq_len=64, min_prefill=1, max_prefill=32)
     prog.path = "toy.pte"  # program_file() finds it; the binary never starts
     runner = ExecRunner("exec:/bin/true")
-    runner.set_profile("runner-pr")  # the runner PR's binary: no chunking (run/profiles.py)
+    runner.set_profile("runner-pr")  # the runner PR's binary: no chunking (runners/profiles.py)
     with pytest.raises(OptionError, match="--chunked-prefill with the runner binary .* runner-pr"):
         run_exec_check(runner, prog, tokenizer, None, [Prompt("p", "hi")],
                        RunOptions(max_new_tokens=4, chunked_prefill=True))

@@ -18,8 +18,8 @@ from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.contract import ProgramWrapper
 from eagle3_check.report.junit import to_xml
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites import suite_cases
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("capital", "What is the capital?")]
@@ -100,7 +100,7 @@ def _plugin(tmp_path, monkeypatch, body: str) -> str:
     return str(prompts)
 
 
-ZERO = ("from eagle3_check.run.loop import ReferenceRunner\n"
+ZERO = ("from eagle3_check.runners.loop import ReferenceRunner\n"
         "class Crashy(ReferenceRunner):\n"
         "    def run(self, program, tokenizer, prompt, options):\n"
         "        if prompt.startswith('Count'):\n"

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from eagle3_check.cli import main
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUEST = ["run", "--fixture", "tiny-llama", "--prompt", "Tell me about the sea.", "--max-new-tokens", "24", "-k", "3", "--json"]

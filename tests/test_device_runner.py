@@ -12,10 +12,10 @@ import torch
 
 from eagle3_check.judge.self_ref import self_greedy
 from eagle3_check.program.cuda_graph import GraphedProgram
-from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
-from eagle3_check.suites.instrument import RecordingProgram
+from eagle3_check.runners.device_loop import DeviceRunner, PhaseTimer
+from eagle3_check.runners.instrument import RecordingProgram
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites.oracle import OracleDraftProgram
 from eagle3_check.suites.toy import ToyProgram
 

@@ -94,8 +94,8 @@ def test_offline_accepts_match_the_runner(fixture, program, tokenizer):
     from transformers import AutoModelForCausalLM
 
     from eagle3_check.fixtures.distill import greedy_data
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.loop import ReferenceRunner
+    from eagle3_check.runners.options import RunOptions
 
     text, k, max_new = "Count from one to ten.", 4, 40
     run = ReferenceRunner().run(program, tokenizer, text, RunOptions(max_new_tokens=max_new, chain_len=k))

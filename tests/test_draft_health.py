@@ -13,7 +13,7 @@ from eagle3_check.gating.check import run_check
 from eagle3_check.gating.draft_health import assess, step0_agreement
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.options import RunOptions, prompt_ids
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_step0_agreement_prefills_a_long_prompt_in_the_rule_4_chunks(program, se
     """A prompt past the max prefill (checked with --chunked-prefill) is prefilled in chunks that
     each fit the program's range, and the counts equal a one-call prefill's."""
     from eagle3_check.fixtures.registry import ProgramSpec
-    from eagle3_check.suites.instrument import RecordingProgram
+    from eagle3_check.runners.instrument import RecordingProgram
 
     ids, s = seq
     L = len(s) - 8  # L = prompt + 32 generated tokens > 32

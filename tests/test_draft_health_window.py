@@ -11,7 +11,7 @@ import pytest
 from eagle3_check.gating import draft_health
 from eagle3_check.gating.draft_health import step0_agreement, step0_from_calls, teacher_window
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.options import RunOptions, prompt_ids
 
 
 class Counting:
@@ -66,8 +66,8 @@ def test_one_target_verify_per_window_and_the_same_counts_as_the_smallest_window
 @pytest.fixture(scope="module")
 def logged_run(program, tokenizer, fixture):
     """A reference-runner run through the recording wrapper: (prompt ids + tokens, L, its calls)."""
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.suites.instrument import RecordingProgram
+    from eagle3_check.runners.instrument import RecordingProgram
+    from eagle3_check.runners.loop import ReferenceRunner
 
     rec = RecordingProgram(program)
     ids = prompt_ids(tokenizer, fixture.prompts()[0].text, RunOptions())

@@ -16,7 +16,7 @@ from eagle3_check.fixtures.draft_train import Recipe, load_target
 from eagle3_check.fixtures.registry import fixtures_root
 from eagle3_check.fixtures.self_prompts import sample_user_prompts
 from eagle3_check.program.checkpoint import load_draft
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 TINY = fixtures_root() / "tiny-llama"

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.binary.protocol import ExecCommand
-from eagle3_check.binary.runner import ExecRunner, program_data
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.program.contract import ProgramWrapper
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.binary.protocol import ExecCommand
+from eagle3_check.runners.binary.runner import ExecRunner, program_data
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites import toy
 
 OPTS = RunOptions(max_new_tokens=7)

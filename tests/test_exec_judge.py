@@ -1,4 +1,4 @@
-"""Judging a runner binary's output (binary.protocol, byte_pieces, judge), without processes.
+"""Judging a runner binary's output (runners.binary.protocol, byte_pieces, judge), without processes.
 
 Outputs are written here in the seed runner's format from a run of our reference runner on
 the eager fixture, then mutated the way a buggy binary would; each mutation must fail with
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.binary.byte_pieces import BytePieces, byte_table
-from eagle3_check.binary.judge import (
+from eagle3_check.judge.binary import (
     BYTES,
     FAIL,
     IDS,
@@ -19,9 +18,10 @@ from eagle3_check.binary.judge import (
     Request,
     judge,
 )
-from eagle3_check.binary.protocol import ExecCommand, OutputError, parse_output
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.binary.byte_pieces import BytePieces, byte_table
+from eagle3_check.runners.binary.protocol import ExecCommand, OutputError, parse_output
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 
 
 def seed_stdout(text: bytes, L: int, k: int, max_new: int, n: int, rounds: int, tau: float | None = None) -> bytes:
@@ -205,7 +205,7 @@ def test_unforced_positions_worked_example():
                                              ("usage: runner\n", True)], ids=["pr-flags", "with-chain", "not-gflags"])
 def test_chain_flag_read_from_the_binarys_help(tmp_path, help_text, chain):
     """The runner-PR binary has no --chain: K other than the program's default cannot be asked of it."""
-    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.runners.binary.runner import ExecRunner
 
     exe = tmp_path / "runner"
     exe.write_text(f"#!/bin/sh\nprintf '{help_text.replace(chr(10), chr(92) + 'n')}'\nexit 1\n")
@@ -266,7 +266,7 @@ def test_scored_ids_length_uses_the_reference_next_token(run, pieces):
 
 def test_exec_report_tie_budget():
     from eagle3_check.binary.check import ExecOutcome, ExecReport
-    from eagle3_check.binary.judge import ExecVerdict
+    from eagle3_check.judge.binary import ExecVerdict
 
     def outcome(status, judged, ties):
         return ExecOutcome("p", 3, ExecVerdict(status, "", IDS, judged=judged, ties=ties), None, None)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites.forcing import (
     FULL,
     ForcedDraft,
@@ -15,7 +16,6 @@ from eagle3_check.suites.forcing import (
     emitted_index,
     stop_ids_at,
 )
-from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.suites.toy import ToyProgram, greedy
 
 PROMPT = [7, 11, 13, 17, 19, 23, 29, 31, 37, 41]  # L = 10

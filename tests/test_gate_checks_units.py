@@ -17,7 +17,6 @@ from test_gate_run_units import PROMPTS, Bf16Toy, OtherTarget
 from test_gating import KEY, setup
 
 from eagle3_check.binary.gate import BinaryGate
-from eagle3_check.binary.runner import ExecRunner
 from eagle3_check.errors import InputError
 from eagle3_check.gating.check import reference_json
 from eagle3_check.gating.gate import GateInputs, baseline_check, run_gate
@@ -28,8 +27,9 @@ from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.binary.runner import ExecRunner
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.suites.toy import ToyProgram
 

@@ -25,7 +25,7 @@ from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.judge.tolerance import default_budget, tolerance_for
 from eagle3_check.mutants import factory
 from eagle3_check.program.quantize import QUANT_KEY
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP
 from eagle3_check.suites.toy import ToyProgram
 

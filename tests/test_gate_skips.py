@@ -11,7 +11,7 @@ import pytest
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.report.junit import to_xml
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, SKIP
 
 # on the default program (max_seq_len 256, max prefill 128) context/room-0 needs L = 256 - K = 252:

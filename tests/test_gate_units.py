@@ -22,7 +22,7 @@ from eagle3_check.gating.gate_model import (
 )
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP, TIE
 from eagle3_check.suites.toy import ToyProgram
 

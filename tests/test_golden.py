@@ -26,8 +26,8 @@ from eagle3_check.gating.metrics import compare_metrics, compute_metrics, format
 from eagle3_check.judge.hf import ReferenceResult, Scores
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids
 from eagle3_check.suites.toy import ToyProgram, greedy, next_token
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("sea", "The sea.")]

@@ -105,9 +105,9 @@ class StubRunner:
     pytest.param("float32", True, id="fp32-eager-golden-differs"),
 ])
 def test_a_binary_on_a_pte_notes_or_fails_other_acceptance(tmp_path, tokenizer, dtype, expect_diff):
-    from eagle3_check.binary.byte_pieces import BytePieces
     from eagle3_check.binary.golden import compare_prompt
     from eagle3_check.gating.golden import golden_root, load_golden
+    from eagle3_check.runners.binary.byte_pieces import BytePieces
 
     g = load_golden(golden_root() / "tiny-llama__eager__cpu__float32__k4__n48.json")
     g = dataclasses.replace(g, key=dataclasses.replace(g.key, dtype=dtype))

@@ -16,9 +16,9 @@ from eagle3_check.gating.check import CheckReport, RequestOutcome
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, save_golden
 from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs, runs_by_prompt
 from eagle3_check.judge.verdict import Verdict
-from eagle3_check.run.crash import CRASHED
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.crash import CRASHED
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.result import RunResult
 
 KEY = GoldenKey("toy", "eager", "cpu", "float32", 4, 8)
 STEM = "toy__eager__cpu__float32__k4__n8"

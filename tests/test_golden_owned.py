@@ -20,7 +20,7 @@ from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.owned import OwnedOutputs, graph_owned
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 
 GOLDEN = "golden/tiny-llama__eager__cpu__float32__k4__n48.json"
 LATE = [("proposals_kept_as_views", "host"), ("device_window_kept_as_views", "device")]

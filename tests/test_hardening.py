@@ -61,7 +61,7 @@ def pair_run(t: Path, d: Path) -> list[str]:
 PLUGINS = {
     # reports text its tokens do not decode to, and patches the tokenizer it was given to agree
     "patches-the-tokenizer": """
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 class R(ReferenceRunner):
     def run(self, program, tokenizer, prompt, options):
         run = super().run(program, tokenizer, prompt, options)
@@ -73,7 +73,7 @@ class R(ReferenceRunner):
     # the first request leaves a thread printing while the second request runs
     "thread-prints-after-run": """
 import threading, time
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 class R(ReferenceRunner):
     calls = 0
     def run(self, program, tokenizer, prompt, options):
@@ -117,7 +117,7 @@ def test_a_runner_that_patches_its_tokenizer_cannot_change_the_harnesss_decode(t
 
 
 def test_the_runners_tokenizer_is_one_copy_per_runner(tokenizer):
-    from eagle3_check.run.crash import runner_tokenizer
+    from eagle3_check.runners.crash import runner_tokenizer
 
     class R:
         pass

@@ -6,8 +6,8 @@ import pytest
 from eagle3_check.judge.self_ref import self_greedy, self_score
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import PASS, judge
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
 
 MAX_NEW = 40
 

@@ -279,7 +279,7 @@ def test_the_golden_options_schema_mirrors_run_options():
     """A RunOptions field added without its schema twin would make every new golden unreadable."""
     from dataclasses import fields
 
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.options import RunOptions
     from eagle3_check.schema import GoldenOptions
 
     assert set(GoldenOptions.model_fields) == {f.name for f in fields(RunOptions)}

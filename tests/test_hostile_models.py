@@ -192,8 +192,8 @@ def test_a_kv_write_past_max_seq_len_the_runner_swallowed_fails(program, tokeniz
     from eagle3_check.fixtures.registry import Prompt
     from eagle3_check.gating.check import run_check
     from eagle3_check.judge.tolerance import tolerance_for
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.loop import ReferenceRunner
+    from eagle3_check.runners.options import RunOptions
 
     class Overreach(ReferenceRunner):
         def run(self, program, tokenizer, prompt, options):
@@ -214,9 +214,9 @@ def test_a_kv_write_past_max_seq_len_the_runner_swallowed_fails(program, tokeniz
 def test_a_negative_kv_position_is_flagged(program, tokenizer):
     import torch
 
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.run.options import RunOptions
-    from eagle3_check.suites.instrument import RecordingProgram, call_problems
+    from eagle3_check.runners.instrument import RecordingProgram, call_problems
+    from eagle3_check.runners.loop import ReferenceRunner
+    from eagle3_check.runners.options import RunOptions
 
     rec = RecordingProgram(program)
     run = ReferenceRunner().run(rec, tokenizer, "Hi", RunOptions(max_new_tokens=1))

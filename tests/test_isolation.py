@@ -19,9 +19,9 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
-from eagle3_check.run.crash import RunCrash, guarded_run, type_problem
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.crash import RunCrash, guarded_run, type_problem
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("hi-again", "Hi")]  # one length of printed text: "debug: running Hi\\n"
 OPTS = RunOptions(max_new_tokens=8)
@@ -166,11 +166,11 @@ def test_a_runner_that_calls_the_program_out_of_protocol_fails(program, tokenize
 
 def test_guarded_run_fails_the_runners_own_keyboard_interrupt_and_lets_ctrl_c_through(program, tokenizer):
     """A KeyboardInterrupt the runner raises is its request's failure; a SIGINT of the harness (under the
-    front end's handler, run/interrupt.py) stops the run."""
+    front end's handler, runners/interrupt.py) stops the run."""
     import os
     import signal
 
-    from eagle3_check.run.interrupt import harness_sigint
+    from eagle3_check.runners.interrupt import harness_sigint
 
     class Interrupted(ReferenceRunner):
         def run(self, *a):
@@ -190,7 +190,7 @@ def test_guarded_run_fails_the_runners_own_keyboard_interrupt_and_lets_ctrl_c_th
 
 
 PLUGIN = ("import sys\n"
-          "from eagle3_check.run.loop import ReferenceRunner\n"
+          "from eagle3_check.runners.loop import ReferenceRunner\n"
           "class Exits(ReferenceRunner):\n"
           "    def run(self, program, tokenizer, prompt, options):\n"
           "        sys.exit(0)\n"

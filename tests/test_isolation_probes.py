@@ -2,7 +2,7 @@
 silence the report, corrupt `--json`, crash the harness or outlive the check. Each probe asserts
 the verdict of every request, the exit code, and the report on disk (`--junit`).
 
-A plug-in runs in its own process (eagle3_check/isolate): what it patches, prints, exits with or
+A plug-in runs in its own process (eagle3_check/runners/isolate): what it patches, prints, exits with or
 leaves running stays there. The plug-ins are written into tmp_path; each check runs two short
 requests on the embedded fixture.
 """
@@ -20,8 +20,8 @@ from eagle3_check.cli import main
 HEADER = """
 import os, sys, signal, threading, time, dataclasses, atexit
 import torch
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.result import RunResult
 
 class Wrong(ReferenceRunner):
     \"\"\"The reference runner with its last token changed: a run every verdict must fail.\"\"\"
@@ -196,7 +196,7 @@ class R(ReferenceRunner):
     assert report["info"]["isolation"]["processes"] == 2
 
 
-# --- runner binaries: the whole process tree of a request ends with it (run/proc.py) -------------------
+# --- runner binaries: the whole process tree of a request ends with it (runners/proc.py) -------------------
 
 # Each child records its pid atomically (tmp + mv) and the binary waits for the record before it
 # exits or hangs: the request cannot end (and kill the child) before the test knows the pid (a
@@ -221,8 +221,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("binary", list(BINARIES), ids=list(BINARIES))
 def test_a_binarys_children_end_with_its_request(binary, tmp_path, monkeypatch):
-    from eagle3_check.binary.runner import ExecRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.binary.runner import ExecRunner
+    from eagle3_check.runners.options import RunOptions
 
     script = tmp_path / "runner.sh"
     script.write_text("#!/bin/sh\n" + BINARIES[binary])
@@ -244,8 +244,8 @@ def test_a_binarys_children_end_with_its_request(binary, tmp_path, monkeypatch):
 
 
 def test_a_binarys_output_is_read_bounded(tmp_path):
-    from eagle3_check.binary.runner import STDERR_KEPT_BYTES, ExecRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.binary.runner import STDERR_KEPT_BYTES, ExecRunner
+    from eagle3_check.runners.options import RunOptions
 
     script = tmp_path / "loud.sh"
     script.write_text("#!/bin/sh\nhead -c 20000000 /dev/zero | tr '\\0' x >&2\necho '[ids] 1,2' >&2\n")
@@ -258,10 +258,10 @@ def test_a_binarys_output_is_read_bounded(tmp_path):
 
 def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokenizer, fixture):
     from eagle3_check.binary.check import byte_pieces_or_none, judge_process
-    from eagle3_check.binary.judge import FAIL, Request
-    from eagle3_check.binary.runner import ProcessRun
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.judge.binary import FAIL, Request
+    from eagle3_check.runners.binary.runner import ProcessRun
+    from eagle3_check.runners.loop import ReferenceRunner
+    from eagle3_check.runners.options import RunOptions
 
     run = ReferenceRunner().run(program, tokenizer, "Hi", RunOptions(max_new_tokens=4))
     pieces = byte_pieces_or_none(tokenizer)

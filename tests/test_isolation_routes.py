@@ -1,7 +1,7 @@
 """Issue 30's fault probes on every route that runs a plug-in runner: `check --suite`, `check
 --workers 2`, `golden verify` and the pytest plugin (`check`'s prompt set: test_isolation_probes.py;
 the gate, which needs a `.pte`: tests/pte/test_isolation_gate.py). On each, the plug-in runs in its
-own process (eagle3_check/isolate): a plug-in that patches the verdict at import, exits (in run(),
+own process (eagle3_check/runners/isolate): a plug-in that patches the verdict at import, exits (in run(),
 at import, in its factory, at exit), writes to fd 1, lies to `to_json` or leaves a thread calling
 the program fails every request, the exit code is 1 and the report is on disk (JUnit, or the one
 JSON document on stdout). And Ctrl-C of the harness (a real SIGINT to a subprocess) stops the run
@@ -137,7 +137,7 @@ def test_pytest_plugin_route(probe, tmp_path, monkeypatch, pytester):
 
 SLOW_SECOND = """
 import os, time
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 class R(ReferenceRunner):
     n = 0
     def run(self, program, tokenizer, prompt, options):
@@ -202,7 +202,7 @@ def test_a_fresh_process_takes_the_suites_cases_after_a_crash(tmp_path, monkeypa
     """The first case's process exits; a fresh one (given the tokenizer again) runs the rest, which pass."""
     (tmp_path / "exits_once.py").write_text(f"""
 import os
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 class R(ReferenceRunner):
     def run(self, *a):
         if not os.path.exists({str(tmp_path / 'crashed')!r}):

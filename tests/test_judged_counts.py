@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from eagle3_check.binary.check import ExecReport
-from eagle3_check.binary.judge import ExecVerdict
 from eagle3_check.gating.check import CheckReport
+from eagle3_check.judge.binary import ExecVerdict
 from eagle3_check.judge.verdict import Verdict
 from eagle3_check.status import FAIL, PASS, TIE
 

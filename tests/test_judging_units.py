@@ -10,8 +10,8 @@ import pytest
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS, TIE, Position, judge
-from eagle3_check.run.result import RunResult
-from eagle3_check.run.rules import MAX_NEW, STOP, prefill_chunk_size, prefill_chunks
+from eagle3_check.runners.result import RunResult
+from eagle3_check.runners.rules import MAX_NEW, STOP, prefill_chunk_size, prefill_chunks
 
 TOL = tolerance_for("float32")
 STOPS = frozenset({1})
@@ -192,7 +192,7 @@ def test_a_row_without_the_runners_logit_is_a_failure_with_unknown_rank():
     ((list(range(5, 15)), set(), 100, 10, 1, 14, [1, 1, 1]), (4, "context")),  # max_new = 14 - 10 cuts round 2
 ])
 def test_expected_length(args, want):
-    from eagle3_check.run.rules import expected_length
+    from eagle3_check.runners.rules import expected_length
 
     ref, stops, *rest = args
     got = expected_length(ref, frozenset(stops), *rest)

@@ -27,7 +27,7 @@ LEAVES = {"fixtures.registry"}  # subpackage modules that every layer may import
 
 
 def module_name(path: Path) -> str:
-    """eagle3_check/run/loop.py -> "run.loop"; eagle3_check/suites/__init__.py -> "suites"."""
+    """eagle3_check/runners/loop.py -> "runners.loop"; eagle3_check/suites/__init__.py -> "suites"."""
     parts = list(path.relative_to(PKG).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -63,9 +63,9 @@ def covered(name: str, entries: set[str]) -> bool:
 
 def allowed(package: str) -> set[str]:
     """The "May import:" entries of a subpackage's docstring."""
-    doc = ast.get_docstring(ast.parse((PKG / package / "__init__.py").read_text())) or ""
+    doc = ast.get_docstring(ast.parse((PKG / package.replace(".", "/") / "__init__.py").read_text())) or ""
     m = re.search(r"^May import:(.*?)(?:\(|\n\s*\n|\Z)", doc, re.M | re.S)
-    assert m, f"eagle3_check/{package}/__init__.py: its docstring lacks a 'May import:' line"
+    assert m, f"eagle3_check/{package.replace('.', '/')}/__init__.py: its docstring lacks a 'May import:' line"
     first = m.group(1).split()[0]
     if first == "anything":  # the CLI
         return {""}
@@ -115,7 +115,8 @@ def test_the_library_never_imports_the_cli():
 def test_references_never_import_the_runner_loop():
     refs = [m for m in MODULES if m.startswith("judge.")]
     assert refs, "no reference modules found"
-    loops = {m for m in MODULES if m.startswith("run.") and "loop" in m} | {"run.plugin"}
+    loops = {m for m in MODULES if m.startswith("runners.") and "loop" in m} | {"runners.plugin"}
+    assert {"runners.loop", "runners.device_loop"} <= loops
     assert violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None) == []
 
 
@@ -125,8 +126,8 @@ def test_programs_never_import_suites_or_gating():
 
 
 def test_only_the_front_ends_and_the_session_import_the_binary_package():
-    """binary/ sits above gating: nothing below it imports it (the gate is handed a `binary.gate.BinaryGate`;
-    `run.plugin` names `binary.runner.ExecRunner` as it names any plug-in runner, never importing it)."""
+    """binary/ (the routes through a binary) sits above gating: nothing below it imports it (the gate is
+    handed a `binary.gate.BinaryGate`)."""
     below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin", "session"})]
     assert violations(below, lambda m, t: "the binary package sits above it" if covered(t, {"binary"}) else None) == []
 
@@ -134,7 +135,7 @@ def test_only_the_front_ends_and_the_session_import_the_binary_package():
 def test_reports_import_no_check():
     reports = [m for m in MODULES if covered(m, {"report"})]
     assert "report.junit" in reports and "report.html_report" in reports
-    checks = {"run", "judge", "suites", "gating", "binary"}
+    checks = {"runners", "judge", "suites", "gating", "binary"}
     assert violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None) == []
 
 

@@ -15,7 +15,7 @@ from eagle3_check.gating.metrics import (
     load_baseline,
     write_baseline,
 )
-from eagle3_check.run.loop import RunResult
+from eagle3_check.runners.loop import RunResult
 
 
 def run(n_tokens: int, accepted: list[int], k: int = 4, draft_calls: int | None = None) -> RunResult:

@@ -25,7 +25,7 @@ from eagle3_check.gating.metrics import (
     load_baseline,
     write_baseline,
 )
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 
 # the module docstring's worked example: 2 requests, 16 tokens in 8 rounds, 2 prefill + 8 target_verify
 # calls, 12 + 20 draft_decode calls, accepted [4, 2, 1] + [0, 1, 0, 2, 0]

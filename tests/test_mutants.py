@@ -15,8 +15,8 @@ from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.kill import PLACEMENTS, format_kill_table, kill_run, mutant_runner
 from eagle3_check.mutants.probes import FAST_PROBES, PROBES, Context, _check_fixture
 from eagle3_check.program.cuda_graph import GraphedProgram
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.placement import DevicePlacement, HostPlacement
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.placement import DevicePlacement, HostPlacement
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_mutant_source_differs_from_the_reference(mutant):
 
 
 def test_a_stale_mutant_is_reported_not_silently_equal():
-    ghost = Mutant("ghost", "no such code", "nothing", (("this text is not in run/loop.py", "x"),))
+    ghost = Mutant("ghost", "no such code", "nothing", (("this text is not in runners/loop.py", "x"),))
     with pytest.raises(StaleMutant, match="occurs 0 times"):
         build_runner_class(ghost)
     report = kill_run([ghost], probes=PROBES[:1], ctx=Context())

@@ -11,7 +11,7 @@ from eagle3_check.fixtures.draft_train import load_target, prepare_data
 from eagle3_check.fixtures.recipe import Recipe
 from eagle3_check.fixtures.registry import fixtures_root
 from eagle3_check.fixtures.self_prompts import _turn_text, openings_of, sample_user_prompts
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 TINY = fixtures_root() / "tiny-llama"

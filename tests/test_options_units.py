@@ -12,7 +12,7 @@ from tokenizers import models, pre_tokenizers
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.inputs import PROMPT_FILE_LIMIT
 from eagle3_check.program.contract import Metadata
-from eagle3_check.run.options import (
+from eagle3_check.runners.options import (
     MAX_PROMPT_CHARS,
     RunOptions,
     check_options,

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.run.rules import CONTEXT, EARLY, MAX_NEW, STOP, expected_length
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.rules import CONTEXT, EARLY, MAX_NEW, STOP, expected_length
 
 EOS, BOS, EOT, TURN_OPEN, TURN_CLOSE = 1, 2, 50, 105, 106
 NL, H, LOWER_I = 305, 146, 179

@@ -1,4 +1,4 @@
-"""The runner loop's two data placements: the worked example of run/placement.py, pinned.
+"""The runner loop's two data placements: the worked example of runners/placement.py, pinned.
 
 Both placements must answer the loop's data questions identically (the same tokens and
 positions for every call); they differ only in where the data lives and when it is read.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.placement import PLACEMENTS, DevicePlacement, HostPlacement
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.placement import PLACEMENTS, DevicePlacement, HostPlacement
 from eagle3_check.suites.toy import ToyProgram
 
 A, X, Y, Q, R = 300, 301, 302, 303, 304

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.cli import main
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.plugin import load_runner
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.plugin import load_runner
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "plugin-runners.md"
 
@@ -20,7 +20,7 @@ def readme_example() -> str:
     return m.group(1)
 
 
-@pytest.mark.parametrize("spec", ["reference", "eagle3_check.run.loop:ReferenceRunner"])
+@pytest.mark.parametrize("spec", ["reference", "eagle3_check.runners.loop:ReferenceRunner"])
 def test_the_reference_runner_is_one_plug_in(spec):
     assert isinstance(load_runner(spec), ReferenceRunner)
 
@@ -39,7 +39,7 @@ def test_readme_example_runs_through_check(capsys, monkeypatch, tmp_path):
 
 def test_a_runner_whose_self_report_lies_fails_check(capsys, monkeypatch, tmp_path):
     (tmp_path / "liar.py").write_text(
-        "from eagle3_check.run.loop import ReferenceRunner\n"
+        "from eagle3_check.runners.loop import ReferenceRunner\n"
         "class Liar(ReferenceRunner):\n"
         "    def run(self, *a):\n"
         "        r = super().run(*a)\n"

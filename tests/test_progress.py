@@ -10,7 +10,7 @@ from eagle3_check.cli.gate import StepBars
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.program.export import PHASES, Phases
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 
 
 def test_phases_announce_each_start_and_time_each_phase_in_order():

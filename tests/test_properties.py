@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, stop_set
-from eagle3_check.run.rules import EARLY, expected_length
+from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, stop_set
+from eagle3_check.runners.rules import EARLY, expected_length
 from eagle3_check.suites.forcing import ForcedDraft, Forcing
-from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.suites.toy import ToyProgram, greedy
 
 FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

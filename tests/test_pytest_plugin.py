@@ -42,7 +42,7 @@ def test_my_program(eagle3_program, eagle3_tokenizer, eagle3_reference):
 LOSSY = '''
 import dataclasses
 
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 
 
 class Lossy:
@@ -57,7 +57,7 @@ class Lossy:
 COUNTING = '''
 from pathlib import Path
 
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 
 
 class Counting:
@@ -70,7 +70,7 @@ class Counting:
 SLEEPY = '''
 import time
 
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 
 
 class Sleepy:

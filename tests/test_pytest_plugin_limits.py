@@ -20,8 +20,8 @@ from test_pytest_plugin import (  # tests/ is on sys.path (pytest's prepend impo
     _project,
 )
 
-from eagle3_check.binary.runner import resolve_command
 from eagle3_check.gating.golden import golden_root
+from eagle3_check.runners.binary.runner import resolve_command
 
 pytest_plugins = ["pytester"]
 
@@ -113,7 +113,7 @@ def test_a_baseline_key_whose_golden_is_absent_or_of_another_fixture_skips_with_
 ], ids=["bin-without-pte", "timeout-not-a-number", "timeout-0", "ptd-without-pte", "missing-ptd",
         "template-without-data-path", "not-executable", "bad-placeholder", "two-runners", "missing-baseline"])
 def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_error(pytester, args, message):
-    """Parsed by binary/runner.py, as `check --runner exec:... --request-timeout S --data-path F` is;
+    """Parsed by runners/binary/runner.py, as `check --runner exec:... --request-timeout S --data-path F` is;
     nothing loads."""
     (pytester.path / "model.pte").write_bytes(b"")  # never loaded: the options are checked first
     (pytester.path / "model.ptd").write_bytes(b"")
@@ -134,14 +134,14 @@ def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_erro
 def test_the_request_timeout_limits_a_runner_as_check_does(pytester, runner, timeout):
     """--eagle3-request-timeout follows `check --request-timeout` (session.context.limited): a limit
     given applies to any runner; without one a plug-in gets 300 s and the reference runner none. A
-    plug-in runs in its own process (isolate/), whose limit is the same."""
-    from eagle3_check.run.watchdog import with_limit
+    plug-in runs in its own process (runners/isolate/), whose limit is the same."""
+    from eagle3_check.runners.watchdog import with_limit
     from eagle3_check.session.context import limited
 
     pytester.makeconftest('''
 def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
-    from eagle3_check.run.watchdog import limit_flag, with_limit
+    from eagle3_check.runners.watchdog import limit_flag, with_limit
 
     runner = session.config.stash[STATE].runner
     if getattr(runner, "isolated", False):  # a plug-in in its own process
@@ -158,8 +158,8 @@ def pytest_collection_finish(session):
 
 
 def test_a_runner_over_the_request_timeout_fails_its_item(pytester, warm):
-    """The hanging plug-in's process is killed (isolate/) and the item fails with the limit named.
-    The limit also bounds the child's import + factory (isolate/runner.py): 6 s leaves a loaded
+    """The hanging plug-in's process is killed (runners/isolate/) and the item fails with the limit named.
+    The limit also bounds the child's import + factory (runners/isolate/runner.py): 6 s leaves a loaded
     machine room for those (0.3 s once was not, nor was 2 s with both cores busy: 'not ready within
     2 s'), the runner sleeps 60."""
     pytester.makepyfile(sleepy=SLEEPY)

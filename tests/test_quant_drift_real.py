@@ -20,7 +20,7 @@ from eagle3_check.judge.hf import HFReference  # noqa: E402
 from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import make_spec, zero_scales  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.tokenizer import Tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.slow

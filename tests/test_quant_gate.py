@@ -23,7 +23,7 @@ from eagle3_check.mutants import factory  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import QUANT_KEY, zero_scales  # noqa: E402
 from eagle3_check.report.junit import to_xml  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.status import FAIL, PASS, SKIP  # noqa: E402
 
 BROKEN_LAYER = "target.model.model.layers.0.mlp.down_proj"  # measured: bench/results/quant-drift.json

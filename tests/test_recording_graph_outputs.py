@@ -12,9 +12,9 @@ from eagle3_check.gating.check import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import PASS
 from eagle3_check.tokenizer import Tokenizer
 

@@ -13,7 +13,7 @@ from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.report.provenance import file_record, versions
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 
 
 def test_file_and_directory_hashes(tmp_path):

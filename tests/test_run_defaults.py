@@ -1,4 +1,4 @@
-"""The run options a tokenizer and a target give (run/defaults.py, run/chat_template.py): ChatML
+"""The run options a tokenizer and a target give (runners/defaults.py, runners/chat_template.py): ChatML
 (SmolLM2's own template and config), a base model without a template (Gemma 3's post-processor
 BOS), the Gemma 4 IT defaults for the repo's Gemma-4-id fixtures only, the role errors (each
 message pinned), the sources in `run --json`, and the --target shape from the config.
@@ -18,8 +18,8 @@ from tokenizers import decoders as hf_decoders
 from tokenizers import models, pre_tokenizers, processors
 
 from eagle3_check.errors import InputError, OptionError
-from eagle3_check.run.defaults import GEMMA4, check_roles, is_gemma4, resolve_options
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.defaults import GEMMA4, check_roles, is_gemma4, resolve_options
+from eagle3_check.runners.options import RunOptions, prompt_ids
 from eagle3_check.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ import pytest
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.judge.tolerance import tolerance_for
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.profiles import (
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.profiles import (
     DESIGN_RULES,
     NEWEST,
     RUNNER_PR,
@@ -21,7 +21,7 @@ from eagle3_check.run.profiles import (
     declared,
     profile_info,
 )
-from eagle3_check.run.watchdog import TimeLimited
+from eagle3_check.runners.watchdog import TimeLimited
 from eagle3_check.suites import suite_cases
 from eagle3_check.suites.execute import SELF, SuiteEnv
 from eagle3_check.suites.report import run_suite

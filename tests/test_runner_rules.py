@@ -9,11 +9,11 @@ import itertools
 import pytest
 
 from eagle3_check.errors import OptionError
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.rules import allowed_lengths, expected_length, prefill_chunk
+from eagle3_check.runners.instrument import RecordingProgram
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.rules import allowed_lengths, expected_length, prefill_chunk
 from eagle3_check.suites import toy
-from eagle3_check.suites.instrument import RecordingProgram
 
 PROMPT = list(range(300, 310))  # L = 10 raw ids: anchor_pos of round 1 is 10
 
@@ -87,7 +87,7 @@ def test_draft_never_runs_on_the_real_fixture_with_max_new_1(program, tokenizer)
     assert len(result.tokens) == 1
 
 
-# --- rule 8/9: seeding, acceptance, reseeding (the worked example in run/loop.py) --------
+# --- rule 8/9: seeding, acceptance, reseeding (the worked example in runners/loop.py) --------
 
 
 def test_seed_pairs_prompt_features_with_the_next_token(tokenizer):
@@ -186,7 +186,7 @@ def test_context_limit_stops_generation_mid_request(tokenizer):
 
 
 def test_expected_length_worked_example():
-    # the example in run/rules.py: L = 10, K = 4, max_seq_len = 20, accepted = [4, 1] -> 8, context
+    # the example in runners/rules.py: L = 10, K = 4, max_seq_len = 20, accepted = [4, 1] -> 8, context
     ref = list(range(200, 240))
     exp = expected_length(ref, frozenset(), 100, 10, 4, 20, [4, 1])
     assert (exp.length, exp.reason) == (8, "context")

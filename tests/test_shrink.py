@@ -22,7 +22,7 @@ from eagle3_check.gating.shrink_check import check_probe, prompt_frame, shrink_r
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.mutants import factory
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.shrink.repro import load_repro, split_line
 from eagle3_check.shrink.search import Bounds, Failure, Request, failure_kind, shrink
 from eagle3_check.suites.toy import ToyProgram

@@ -15,7 +15,7 @@ from eagle3_check.gating.gate_model import GateReport
 from eagle3_check.gating.shrink_gate_suites import shrink_gate_suites
 from eagle3_check.mutants import factory
 from eagle3_check.report.html_report import gate_html
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.session.shrink_gate import shrink_gate_and_write
 from eagle3_check.session.shrink_route import program_files_of
 from eagle3_check.shrink.repro import split_line

@@ -9,7 +9,7 @@ import pytest
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.gate import GateInputs, run_gate
 from eagle3_check.judge.tolerance import tolerance_for
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP, TIE, overall, passes
 from eagle3_check.suites import suite_cases
 from eagle3_check.suites.execute import SuiteEnv

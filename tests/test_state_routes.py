@@ -15,7 +15,7 @@ from eagle3_check.gating.gate import GateInputs, edge_suites_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.suites import SUITES, suite_cases
 from eagle3_check.suites.execute import SuiteEnv, run_case
 from eagle3_check.suites.toy import ToyProgram

@@ -22,7 +22,7 @@ from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.contract import ProgramWrapper, read_metadata
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.report.junit import to_xml
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.suites import suite_cases
 from eagle3_check.suites.execute import SELF, SuiteEnv
 from eagle3_check.suites.report import run_suite

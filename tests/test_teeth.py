@@ -19,8 +19,8 @@ from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import SKIP
 from eagle3_check.suites import ORDERED, SUITES, all_cases, shuffled_cases, suite_cases
 from eagle3_check.suites.execute import SuiteEnv, run_case

@@ -1,5 +1,5 @@
 """A hanging in-process runner is a FAIL naming the request and the limit; the report is still written
-(issue 17 part 2: a per-request timeout, run/watchdog.py)."""
+(issue 17 part 2: a per-request timeout, runners/watchdog.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from eagle3_check.gating.check import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.contract import ProgramWrapper
-from eagle3_check.run.crash import RunCrash, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.watchdog import TimeLimited, busy_reason
+from eagle3_check.runners.crash import RunCrash, guarded_run
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.watchdog import TimeLimited, busy_reason
 
 PROMPTS = [Prompt("hi", "Hi"), Prompt("count", "Count from one to ten."), Prompt("capital", "What is the capital?")]
 OPTS = RunOptions(max_new_tokens=6)
@@ -118,7 +118,7 @@ def test_guarded_run_timeout_is_a_run_crash_naming_the_request(program, tokenize
 
 
 HANG = ("import threading, time\n"
-        "from eagle3_check.run.loop import ReferenceRunner\n"
+        "from eagle3_check.runners.loop import ReferenceRunner\n"
         "RELEASE = threading.Event()\n"
         "class Hangs(ReferenceRunner):\n"
         "    def run(self, program, tokenizer, prompt, options):\n"
@@ -180,11 +180,11 @@ def test_a_hanging_suite_case_and_golden_prompt_fail_with_the_timeout(fixture, p
 
 
 @pytest.mark.parametrize("spec, given, want", [
-    ("reference", None, None), ("device", None, None), ("eagle3_check.run.loop:ReferenceRunner", None, None),
+    ("reference", None, None), ("device", None, None), ("eagle3_check.runners.loop:ReferenceRunner", None, None),
     ("my.plugin:make", None, 300.0), ("my.plugin:make", 12.0, 12.0), ("reference", 7.0, 7.0),
 ], ids=["reference", "device", "reference-by-path", "plugin-default", "plugin-given", "reference-given"])
 def test_the_cli_limits_plug_ins_by_default_and_our_runners_only_when_asked(spec, given, want):
-    from eagle3_check.run.watchdog import with_limit
+    from eagle3_check.runners.watchdog import with_limit
     from eagle3_check.session.context import limited
 
     runner = ReferenceRunner()

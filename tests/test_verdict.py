@@ -12,7 +12,7 @@ import pytest
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import Tolerance, tolerance_for, ulp
 from eagle3_check.judge.verdict import FAIL, PASS, TIE, Status, judge
-from eagle3_check.run.loop import RunResult
+from eagle3_check.runners.loop import RunResult
 
 TOL = Tolerance("bfloat16", 4)
 WANT = [210, 211, 212, 213, 214, 215, 216]  # argmax of rows 0..6 (row 6: the token after the run)

@@ -13,8 +13,8 @@ from eagle3_check.program.contract import (
     read_metadata,
 )
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions
 
 
 def _eager(program, form: str) -> EagerBackend:

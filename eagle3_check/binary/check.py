@@ -13,11 +13,17 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from eagle3_check.binary.byte_pieces import BytePieces
-from eagle3_check.binary.judge import FAIL, ExecVerdict, Request, judge
-from eagle3_check.binary.protocol import ExecOutput, OutputError, parse_output
-from eagle3_check.binary.recover import Recovery, recover_ids
-from eagle3_check.binary.runner import (
+from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
+from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.gating.check import JudgedReport
+from eagle3_check.judge.binary import FAIL, ExecVerdict, Request, judge
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.recover import Recovery, recover_ids
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.program.contract import read_metadata
+from eagle3_check.runners.binary.byte_pieces import BytePieces
+from eagle3_check.runners.binary.protocol import ExecOutput, OutputError, parse_output
+from eagle3_check.runners.binary.runner import (
     ExecRunner,
     ProcessRun,
     binary_options,
@@ -25,20 +31,14 @@ from eagle3_check.binary.runner import (
     program_file,
     runtime_noise,
 )
-from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
-from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import JudgedReport
-from eagle3_check.judge.hf import Scores
-from eagle3_check.judge.tolerance import Tolerance
-from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.options import (
+from eagle3_check.runners.options import (
     RunOptions,
     check_options,
     check_tokenizer,
     prompt_ids,
     stop_set,
 )
-from eagle3_check.run.rules import CONTEXT
+from eagle3_check.runners.rules import CONTEXT
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
@@ -100,7 +100,7 @@ def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: lis
     `score` (the reference's teacher-forced scores of the request's prompt + given tokens) and
     `tolerance`, a binary that prints its ids is judged per position, ties included; with
     `decode` too (the reference's greedy tokens after the prompt + a prefix), so is a text-only
-    binary: its ids are recovered from the bytes (`binary.recover`). An `[ids]` id outside the
+    binary: its ids are recovered from the bytes (`judge.recover`). An `[ids]` id outside the
     vocabulary (`vocab_size`, else the byte pieces') fails the request, never the harness."""
     why = proc.failure(timeout)
     if why:
@@ -247,7 +247,7 @@ def format_exec_table(report: ExecReport) -> str:
     modes = ", ".join(f"{m}: {n}" for m, n in sorted(report.info.get("judged_by", {}).items()))
     ties = (f", {c['tie']} tie ({c['tie_positions']} positions, budget {report.ties_allowed})"
             if c["tie"] or c["tie_positions"] else "")
-    if "run_options" in report.info:  # run/defaults.py
+    if "run_options" in report.info:  # runners/defaults.py
         lines += ["", report.info["run_options"]["summary"]]
     prof = report.info.get("profile")
     if prof:

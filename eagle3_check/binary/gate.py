@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_check.binary.check import run_exec_check
-from eagle3_check.binary.judge import FAIL, PASS, TIE
-from eagle3_check.binary.runner import ExecRunner, program_file
+from eagle3_check.judge.binary import FAIL, PASS, TIE
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.report.junit import JUnitCase
+from eagle3_check.runners.binary.runner import ExecRunner, program_file
 
 
 @dataclass

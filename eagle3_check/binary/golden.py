@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle3_check.binary.byte_pieces import BytePieces
-from eagle3_check.binary.protocol import OutputError, parse_output
-from eagle3_check.binary.runner import ExecRunner, binary_options, program_data
 from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, load_golden
 from eagle3_check.gating.golden_diff import acceptance_note, stats_exact
 from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.program.sidecar import sidecar_fixture
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.binary.byte_pieces import BytePieces
+from eagle3_check.runners.binary.protocol import OutputError, parse_output
+from eagle3_check.runners.binary.runner import ExecRunner, binary_options, program_data
+from eagle3_check.runners.options import RunOptions, prompt_ids
 
 DTYPE_REFUSED = "unexpected scalar type"  # ExecuTorch's error when a binary feeds another dtype than the method's
 # why a binary's golden runs cannot be gated against the metrics baseline

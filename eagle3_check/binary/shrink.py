@@ -119,7 +119,7 @@ def shrink_exec_case(case, env, runner, budget_s: float, on_probe=None) -> tuple
     JSON for the case's details, a note why not when there is no result)."""
     from eagle3_check.binary.suites import _as_text, skip_reason
     from eagle3_check.gating.shrink_suite import EnvReference, plain
-    from eagle3_check.run.options import stop_set
+    from eagle3_check.runners.options import stop_set
     from eagle3_check.suites.execute import case_setup
     from eagle3_check.suites.request import CaseSkip, pick_prompt
 

@@ -5,7 +5,7 @@ draft proposals to exist at all (a stop or max new tokens placed inside a forced
 that patch the program (extra `get_eos_ids`) skip, with the reason. Cases whose forcing only
 shapes the acceptance run unforced (their L, K and budget boundaries are kept; the forced
 aim is reported as not observed). Metadata cases run on a copy of the `.pte` with the key
-dropped (`pte_edit`); chain cases need a `--chain` flag (the runner-PR binary has none). Each is judged like `check` (`binary.judge`); error cases pass on a
+dropped (`pte_edit`); chain cases need a `--chain` flag (the runner-PR binary has none). Each is judged like `check` (`judge.binary`); error cases pass on a
 clean error exit (a status >= 1, no summary line) whose stderr names what the case needs.
 Expectations a binary cannot show (draft calls, run notes) are listed as not observed.
 """
@@ -19,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eagle3_check.binary.check import byte_pieces_or_none, judge_process
-from eagle3_check.binary.judge import FAIL, PASS, TIE, Request
-from eagle3_check.binary.protocol import OutputError, parse_output
-from eagle3_check.binary.runner import (
+from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.judge.binary import FAIL, PASS, TIE, Request
+from eagle3_check.runners.binary.protocol import OutputError, parse_output
+from eagle3_check.runners.binary.runner import (
     ExecRunner,
     binary_options,
     last_error_line,
@@ -29,8 +30,7 @@ from eagle3_check.binary.runner import (
     program_file,
     runtime_noise,
 )
-from eagle3_check.errors import Eagle3CheckError
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import (
     SKIP,

@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg, func = config_of(argv)
         set_budget(cfg.max_memory)  # resources.py: the memory estimate's budget
         offline_environment()
-        from eagle3_check.run.interrupt import harness_sigint
+        from eagle3_check.runners.interrupt import harness_sigint
 
-        with harness_sigint():  # Ctrl-C: each route writes what it judged and exits 130 (run/interrupt.py)
+        with harness_sigint():  # Ctrl-C: each route writes what it judged and exits 130 (runners/interrupt.py)
             return int(func(cfg) or 0)
     except Eagle3CheckError as e:
         print(f"error: {e}", file=sys.stderr)

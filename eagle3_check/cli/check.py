@@ -104,7 +104,7 @@ def main(cfg) -> int:
     ctx = CheckContext(cfg)
     from eagle3_check.session.check import check_isolated, isolated
 
-    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
+    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/runners/isolate): never imported here
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
         return print_report(ctx, check_isolated(ctx, bars(cfg)))
@@ -158,7 +158,7 @@ def print_report(ctx, checked) -> int:
 
 
 def stopped(*reports) -> int:
-    """130 when Ctrl-C stopped a report (written with what was judged, run/interrupt.py), else 0."""
+    """130 when Ctrl-C stopped a report (written with what was judged, runners/interrupt.py), else 0."""
     import sys
 
     lines = [r.interrupted for r in reports if getattr(r, "interrupted", None)]

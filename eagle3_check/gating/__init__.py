@@ -11,7 +11,7 @@ drift), `draft_health`, `workers`, and shrinking a failing request to its smalle
 (the probes `shrink_check`, `shrink_gate`, `shrink_suite`, `shrink_golden` over `shrink`'s search: docs/shrinking.md). Its reports (HTML, JUnit, provenance) are in `report`;
 the same routes through a runner binary in `binary`, which sits above gating.
 
-May import: program, run, judge, suites, report, shrink
+May import: program, runners, judge, suites, report, shrink
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

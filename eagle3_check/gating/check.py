@@ -32,20 +32,20 @@ from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import Verdict, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
-from eagle3_check.run.loop import ReferenceRunner, check_prompt_len
-from eagle3_check.run.options import (
+from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.loop import ReferenceRunner, check_prompt_len
+from eagle3_check.runners.options import (
     RunOptions,
     check_options,
     check_tokenizer,
     prompt_ids,
     stop_set,
 )
-from eagle3_check.run.profiles import declared
-from eagle3_check.run.result import Runner, RunResult
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.runners.profiles import declared
+from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.status import FAIL, PASS, TIE
-from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
@@ -117,7 +117,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
     outcomes: list[RequestOutcome] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # fixture, backend, device, dtype, runner
     tie_budget: float = 0.0  # ties allowed, as a share of judged positions
-    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (runners/interrupt.py): what was not run
 
     @property
     def tau(self) -> float:
@@ -217,7 +217,7 @@ def run_check(
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
-    # the request as the runner's profile runs it (run/profiles.py: K clamped, every prompt chunked, or as
+    # the request as the runner's profile runs it (runners/profiles.py: K clamped, every prompt chunked, or as
     # given); the runner is asked with the K given (its clamp is checked) and the profile's chunking
     judged = declared(runner)[0].request(options, md)
     k = check_options(judged, md, md.vocab_size or tokenizer.vocab_size)
@@ -229,8 +229,8 @@ def run_check(
     try:
         _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner,
                       on_request, md, k, stops)
-    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (run/interrupt.py)
-        from eagle3_check.run.interrupt import interrupted_line
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (runners/interrupt.py)
+        from eagle3_check.runners.interrupt import interrupted_line
 
         report.interrupted = interrupted_line(len(report.outcomes), len(prompts))
     return report

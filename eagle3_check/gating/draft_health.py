@@ -28,7 +28,7 @@ import torch
 
 from eagle3_check.judge.self_ref import verify_window
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
-from eagle3_check.run.rules import prefill_chunks
+from eagle3_check.runners.rules import prefill_chunks
 
 FAR = 0.8  # tau below FAR x the expected tau is flagged
 
@@ -163,7 +163,7 @@ def card_expectation(card: dict | None, card_path: str, k: int, options, own_pro
     expectation."""
     from dataclasses import replace
 
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.options import RunOptions
 
     if card is None:
         return None, f"no card at {card_path}"

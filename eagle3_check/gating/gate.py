@@ -221,7 +221,7 @@ def _dtype_defaults(inputs: GateInputs, program) -> None:
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
     """Runs every check; `program` defaults to `PteBackend(inputs.pte)`. Ctrl-C of the harness
-    (run/interrupt.py) ends it with the checks done so far and a failing "interrupted" check."""
+    (runners/interrupt.py) ends it with the checks done so far and a failing "interrupted" check."""
     if inputs.runner is not None and not callable(getattr(inputs.runner, "checks", None)):
         raise InputError(f"GateInputs.runner is a {type(inputs.runner).__name__}", "a runner binary's gate "
                          "(binary.gate.BinaryGate)", "pass runner=BinaryGate(ExecRunner(spec))")

@@ -19,8 +19,8 @@ from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, TIE
 from eagle3_check.program.contract import SpeculatorProgram
 from eagle3_check.report.junit import JUnitCase, JUnitSuite
-from eagle3_check.run.crash import crash_reason
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.crash import crash_reason
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import PASS, SKIP, Status, overall, passes, skip_note
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
@@ -182,7 +182,7 @@ def format_table(report: GateReport, verdict: str = "GATE", about: str | None = 
         lines += ["", f"quantization drift ({d['quantization']}; self reference vs HF full precision, teacher-forced):"]
         lines += drift_table(d)
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
-    if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (run/defaults.py)
+    if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (runners/defaults.py)
         lines += ["", report.info["run_options"]["summary"]]
     about = report.info.get("pte") if about is None else about
     lines += ["", f"{verdict}: {'PASS' if report.passed else 'FAIL'}{tau}   ({about})"]

@@ -30,10 +30,10 @@ from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, PASS, TIE, Verdict, judge, judge_position
 from eagle3_check.program.contract import SpeculatorProgram, read_metadata
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, stop_set
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, stop_set
+from eagle3_check.runners.result import RunResult
 from eagle3_check.status import SKIP
 
 

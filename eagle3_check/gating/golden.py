@@ -30,10 +30,10 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import PASS, TIE, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, stop_set
-from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, stop_set
+from eagle3_check.runners.result import Runner, RunResult
 
 SCHEMA = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "executorch")

@@ -31,8 +31,8 @@ from eagle3_check.gating.metrics import (
     load_baseline,
 )
 from eagle3_check.program.owned import graph_owned
-from eagle3_check.run.crash import CRASHED
-from eagle3_check.run.result import Runner, RunResult
+from eagle3_check.runners.crash import CRASHED
+from eagle3_check.runners.result import Runner, RunResult
 from eagle3_check.status import skip_note
 
 BACKENDS = ("eager", "pte")
@@ -98,7 +98,7 @@ class GateOutcome:
     keys: dict[str, GoldenKey] = field(default_factory=dict)  # key stem -> key
     skipped: dict[str, str] = field(default_factory=dict)  # key stem -> why it could not run here
     baseline: str | None = None
-    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (runners/interrupt.py): what was not run
     shrunk: dict = field(default_factory=dict)  # --shrink: key stem -> prompt id -> its shrunk request (JSON)
     shrunk_lines: list[str] = field(default_factory=list, compare=False)  # --shrink: what to print after it
 
@@ -166,8 +166,8 @@ def gate_goldens(
     paths = golden_paths(paths)
     try:
         _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend)
-    except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (run/interrupt.py)
-        from eagle3_check.run.interrupt import interrupted_line
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (runners/interrupt.py)
+        from eagle3_check.runners.interrupt import interrupted_line
 
         out.interrupted = interrupted_line(len(out.runs) + len(out.skipped), len(paths), "goldens")
     return out

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from eagle3_check.gating.golden import Golden, GoldenPrompt, load_golden
-from eagle3_check.run.crash import CRASHED
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.crash import CRASHED
+from eagle3_check.runners.result import RunResult
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 from eagle3_check.atomic import locked, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.gating.golden import dumps
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 from eagle3_check.table import format_rows
 
 SCHEMA = 1

@@ -23,7 +23,7 @@ from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import CheckReport, RequestOutcome, request_ids, run_check
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.options import RunOptions, prompt_ids
 from eagle3_check.shrink.search import (
     DEFAULT_BUDGET_S,
     Bounds,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.gating.gate import gate_suite_env
 from eagle3_check.gating.gate_model import GateReport
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.shrink.search import ShrinkResult
 from eagle3_check.status import FAIL
 from eagle3_check.suites.case import Case

@@ -25,9 +25,9 @@ from eagle3_check.gating.golden import Golden, GoldenPrompt
 from eagle3_check.gating.golden_diff import GoldenDiff, token_diff
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.owned import graph_owned
-from eagle3_check.run.crash import RunCrash, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.rules import STOP
+from eagle3_check.runners.crash import RunCrash, guarded_run
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.rules import STOP
 from eagle3_check.shrink.search import (
     Bounds,
     Failure,

@@ -17,7 +17,7 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.gating.check import run_check
 from eagle3_check.gating.shrink_check import shrink_report
 from eagle3_check.judge.self_ref import SelfReference
-from eagle3_check.run.options import stop_set
+from eagle3_check.runners.options import stop_set
 from eagle3_check.shrink.search import ShrinkResult
 from eagle3_check.status import FAIL
 from eagle3_check.suites.case import Case

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from eagle3_check.suites.instrument import RecordingProgram
+from eagle3_check.runners.instrument import RecordingProgram
 
 METHODS = ("prefill", "target_verify", "draft_decode")
 

@@ -35,7 +35,7 @@ import torch
 
 from eagle3_check.judge.hf import ReferenceResult, Scores, valid_prefix
 from eagle3_check.program.contract import Metadata, SpeculatorProgram, read_metadata
-from eagle3_check.run.rules import prefill_chunk, prefill_chunks
+from eagle3_check.runners.rules import prefill_chunk, prefill_chunks
 
 
 def _prefill(program: SpeculatorProgram, prompt_ids: list[int], md: Metadata) -> int:

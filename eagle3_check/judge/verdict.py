@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import Tolerance
-from eagle3_check.run.result import RunResult
-from eagle3_check.run.rules import EARLY, expected_length
+from eagle3_check.runners.result import RunResult
+from eagle3_check.runners.rules import EARLY, expected_length
 from eagle3_check.status import FAIL, PASS, TIE, Status
 
 

@@ -7,7 +7,7 @@ mutants` (`make mutants`) runs every mutant through `check` and the kill probes
 over emulated CUDA graphs on CPU, real ones with --device cuda) and prints a kill table;
 the score must be 100 % on both. A survivor prints its `needs`: the case the suites lack.
 
-May import: program, run, judge, suites, gating, fixtures (never the CLI).
+May import: program, runners, judge, suites, gating, fixtures (never the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from eagle3_check.mutants.engine import Mutant, StaleMutant, build_runner_class
 
-OPTIONS = "eagle3_check.run.options"
-PLACEMENT = "eagle3_check.run.placement"
+OPTIONS = "eagle3_check.runners.options"
+PLACEMENT = "eagle3_check.runners.placement"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -288,7 +288,7 @@ BY_NAME = {m.name: m for m in MUTANTS}
 
 def factory(name: str, placement: str = "host"):
     """A no-argument factory of the mutant runner `name` (what --runner calls) with the
-    runner loop's data `placement` ("host" or "device", see eagle3_check.run.placement)."""
+    runner loop's data `placement` ("host" or "device", see eagle3_check.runners.placement)."""
     mutant = BY_NAME[name]
 
     def make():

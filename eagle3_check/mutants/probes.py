@@ -26,7 +26,7 @@ from eagle3_check.mutants.toy_case import (
     one_token_string_not_a_key,
 )
 from eagle3_check.program.contract import REQUIRED_KEYS
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites import toy
 
 

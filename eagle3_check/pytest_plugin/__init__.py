@@ -11,7 +11,7 @@ built program, tokenizer, reference and runner of one test session (`state`, on 
 under test (`binary`), the test items with their failure texts (`items`), and the pytest-xdist
 scheduler that keeps a baseline key's items on one worker (`workers`).
 
-May import: program, run, judge, suites, gating, binary, session (lazily, inside functions: test_layout checks that the
+May import: program, runners, judge, suites, gating, binary, session (lazily, inside functions: test_layout checks that the
 package's module level imports nothing of eagle3_check but the leaves)
 """
 

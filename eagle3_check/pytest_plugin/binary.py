@@ -1,6 +1,6 @@
 """A runner binary under test (`--eagle3-runner-bin CMD`, `--eagle3-request-timeout S`).
 
-The options are parsed by `binary.runner` (`resolve_command`, `exec_runner`: the parser of
+The options are parsed by `runners.binary.runner` (`resolve_command`, `exec_runner`: the parser of
 `check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
 `--eagle3-pte`, and gets its `.ptd` (`--eagle3-data-path`) as the seed's `--data_path` (a template
 without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are
@@ -20,7 +20,7 @@ FLAG, TIMEOUT_FLAG, DATA_FLAG = "--eagle3-runner-bin", "--eagle3-request-timeout
 
 def exec_runner_from(s: dict[str, str | None]):
     """The runner binary the settings name (parsed and checked now, before anything loads), or None."""
-    from eagle3_check.binary.runner import exec_runner, resolve_command
+    from eagle3_check.runners.binary.runner import exec_runner, resolve_command
 
     if not s["runner_bin"]:
         return None
@@ -46,10 +46,10 @@ def golden_why(state, golden) -> str | None:
 
 def golden_diffs(state, golden, prompt) -> list[str]:
     """One golden prompt through the binary, compared exactly: one line per difference."""
-    from eagle3_check.binary.byte_pieces import BytePieces
     from eagle3_check.binary.golden import compare_prompt
-    from eagle3_check.binary.runner import binary_options, program_data
     from eagle3_check.program.contract import read_metadata
+    from eagle3_check.runners.binary.byte_pieces import BytePieces
+    from eagle3_check.runners.binary.runner import binary_options, program_data
 
     md = read_metadata(state.program.metadata())
     golden.check_vocab(md.vocab_size or state.tokenizer.vocab_size)

@@ -10,10 +10,10 @@ tokenizer of a `.pte` are the ones `check --pte` uses (`program.sidecar.referenc
 `--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
 export sidecar names).
 
-The runner under test is a plug-in in its own process (`--eagle3-runner`, isolate/: the session's
+The runner under test is a plug-in in its own process (`--eagle3-runner`, runners/isolate/: the session's
 program called over the pipe), the reference runner in process (the default; limited per
 request as `check --request-timeout` limits it, `watchdog.time_limited`) or a runner binary
-(`--eagle3-runner-bin`, `binary.runner`) that runs the `.pte` file itself, judged by `binary/`
+(`--eagle3-runner-bin`, `runners.binary.runner`) that runs the `.pte` file itself, judged by `binary/`
 as `check --runner exec:` judges it. A golden prompt runs once per session: its golden item and
 the metrics-baseline item of its key share the run (`golden_run`).
 """
@@ -40,7 +40,7 @@ class Eagle3State:
 
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
-        self.exec_runner = exec_runner  # binary.runner.ExecRunner with --eagle3-runner-bin, else None
+        self.exec_runner = exec_runner  # runners.binary.runner.ExecRunner with --eagle3-runner-bin, else None
         self.timeout = timeout  # --eagle3-request-timeout in seconds (None: not given)
         self.cfg = plugin_config(settings, self.max_new, timeout)
         # the world `check` assembles, from this session's Config (session/context.py); the program
@@ -76,8 +76,8 @@ class Eagle3State:
         n = s["max_new_tokens"]
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise OptionError(f"--eagle3-max-new-tokens {n}", "an integer >= 1", "pass e.g. 64")
-        from eagle3_check.binary.runner import request_timeout
         from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG, exec_runner_from
+        from eagle3_check.runners.binary.runner import request_timeout
 
         timeout = request_timeout(s["request_timeout"], TIMEOUT_FLAG)  # `check --request-timeout`'s rule
         return cls(s, exec_runner_from(s), timeout)
@@ -159,7 +159,7 @@ class Eagle3State:
     def runner(self):
         """The runner under test, under `check --request-timeout`'s rule (`watchdog.time_limited`):
         --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner.
-        A plug-in runs in its own process (isolate/), started on first use; the reference runner here."""
+        A plug-in runs in its own process (runners/isolate/), started on first use; the reference runner here."""
         return self.ctx.runner
 
     @property
@@ -286,7 +286,7 @@ class Eagle3State:
         return self.prompts
 
     @property
-    def resolved_options(self):  # as `check` resolves them for this tokenizer and target (run/defaults.py)
+    def resolved_options(self):  # as `check` resolves them for this tokenizer and target (runners/defaults.py)
         return self.ctx.resolved
 
     def options(self, **fields):  # a request's own fields on top, as given (no role rules)
@@ -314,7 +314,7 @@ class Eagle3State:
 
     def golden_run(self, golden, prompt):
         """One golden prompt run with the golden's options, once per session (a RunResult)."""
-        from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
+        from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
 
         key = (golden.key.stem, prompt.prompt_id)
         if key not in self._runs:
@@ -352,7 +352,7 @@ class Eagle3State:
         """The metrics of the golden's runs (shared with its golden items) against the baseline's
         entry of its key: one MetricDiff per differing metric ([]: identical)."""
         from eagle3_check.gating.metrics import compare_metrics, compute_metrics
-        from eagle3_check.run.crash import CRASHED
+        from eagle3_check.runners.crash import CRASHED
 
         runs = [self.golden_run(golden, p) for p in golden.prompts]
         from eagle3_check.gating.golden_check import gated_metrics

@@ -9,5 +9,5 @@ process or over workers), `suite.py` (the edge suites), `quantized.py` (`check -
 side: `export.py`, `draft_train.py`, `fixture_build.py`, `mutants.py`. The CLI and the pytest
 plugin parse, build a `Config`, call these and print.
 
-May import: program, run, judge, suites, gating, binary, report, fixtures, mutants, isolate, shrink (not the CLI, not the pytest plugin).
+May import: program, runners, judge, suites, gating, binary, report, fixtures, mutants, shrink (not the CLI, not the pytest plugin).
 """

@@ -68,7 +68,7 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     finally:
         bar.close()
     md = ctx.metadata()
-    from eagle3_check.run.profiles import profile_info
+    from eagle3_check.runners.profiles import profile_info
 
     report.info.update(setup.info, runner=ctx.runner_name, reference=cfg.reference, dtype=ctx.cfg.dtype,
                        profile=profile_info(runner),
@@ -89,9 +89,9 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
 
 
 def isolated(cfg, spec: str) -> bool:
-    """Does this `check` run its runner in a child process (isolate/policy.wants_isolation)? The
+    """Does this `check` run its runner in a child process (runners/isolate/policy.wants_isolation)? The
     prompt set only: the suites, `--quantize` and `--workers` run plug-ins in process."""
-    from eagle3_check.isolate.policy import wants_isolation
+    from eagle3_check.runners.isolate.policy import wants_isolation
 
     return not (cfg.quantize or cfg.suite or cfg.workers > 1) and wants_isolation(spec, cfg.isolate, cfg.in_process)
 
@@ -111,22 +111,22 @@ def child_program(cfg):
 
 
 def check_isolated(ctx: CheckContext, make_bar=NoBar) -> Checked:
-    """`check` with the runner in a child process (eagle3_check/isolate): started first, so it builds
+    """`check` with the runner in a child process (eagle3_check/runners/isolate): started first, so it builds
     its program while this side builds the reference; the plug-in is never imported here."""
-    from eagle3_check.isolate.runner import IsolatedRunner
-    from eagle3_check.run.plugin import check_spec
+    from eagle3_check.runners.isolate.runner import IsolatedRunner
+    from eagle3_check.runners.plugin import check_spec
     from eagle3_check.session.isolation import limit_of, preload
 
     name = ctx.runner_name
     check_spec(name)  # its form, before anything loads; the child imports it
     runner = IsolatedRunner(name, functools.partial(child_program, ctx.cfg), limit_of(name, ctx.cfg.runner_timeout))
-    preload()  # torch and transformers, before the child forks (isolate/fork.py)
+    preload()  # torch and transformers, before the child forks (runners/isolate/fork.py)
     return _through(ctx, runner, make_bar)
 
 
 def _through(ctx: CheckContext, runner, make_bar, **info) -> Checked:
     """check_prompts through an isolated runner (or pool), started here, closed after (Ctrl-C included)."""
-    from eagle3_check.isolate.policy import isolation_info
+    from eagle3_check.runners.isolate.policy import isolation_info
 
     runner.start()
     try:
@@ -141,7 +141,7 @@ def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
     IsolatedPool), each with its own program and the runner, any runner; this process judges every
     request in prompt order (the report is the serial run's)."""
     from eagle3_check.gating.workers import worker_devices
-    from eagle3_check.run.plugin import check_spec
+    from eagle3_check.runners.plugin import check_spec
     from eagle3_check.session.isolation import IsolatedPool, limit_of, preload
 
     cfg = ctx.cfg

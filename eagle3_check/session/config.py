@@ -38,7 +38,7 @@ class Config:
     compile: str | None = None  # off / layer / model (None: the command has no --compile)
     compile_mode: str | None = None
     compile_attention: str | None = None
-    # --- runner options (run/options.py; unset ones come from the tokenizer's files) ---
+    # --- runner options (runners/options.py; unset ones come from the tokenizer's files) ---
     prompt: str | None = None
     prompt_file: str | None = None
     chat_prefix: str | None = None
@@ -56,8 +56,8 @@ class Config:
     prompts: str | None = None
     runner: str | None = None
     runner_timeout: float | None = None
-    runner_profile: str | None = None  # the runner's rules (run/profiles.py); default: detected / declared
-    isolate: bool = False  # the reference/device runner in its own process too (eagle3_check/isolate)
+    runner_profile: str | None = None  # the runner's rules (runners/profiles.py); default: detected / declared
+    isolate: bool = False  # the reference/device runner in its own process too (eagle3_check/runners/isolate)
     in_process: bool = False  # a plug-in runner in the harness's process
     suite: str | None = None
     list: bool = False

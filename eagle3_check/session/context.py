@@ -63,7 +63,7 @@ class CheckContext:
 
     @cached_property
     def resolved(self):
-        """run.defaults.ResolvedOptions: the run options and where each came from."""
+        """runners.defaults.ResolvedOptions: the run options and where each came from."""
         return world.resolved_options(self.cfg)
 
     @property
@@ -113,9 +113,9 @@ class CheckContext:
 
     @cached_property
     def loaded_runner(self):
-        """The runner as loaded (run/plugin.py) in this process: a Runner, or a binary.runner.ExecRunner.
+        """The runner as loaded (runners/plugin.py) in this process: a Runner, or a runners.binary.runner.ExecRunner.
         An isolated runner (`isolated`) is never loaded here: `runner` is its child."""
-        from eagle3_check.run.plugin import load_runner
+        from eagle3_check.runners.plugin import load_runner
 
         return load_runner(self.runner_name)
 
@@ -126,16 +126,16 @@ class CheckContext:
 
     @property
     def isolated(self) -> bool:
-        """Does the runner run in its own process (isolate/policy.wants_isolation: a plug-in unless
+        """Does the runner run in its own process (runners/isolate/policy.wants_isolation: a plug-in unless
         --in-process; ours with --isolate)? Decided from the spec, before anything loads it."""
-        from eagle3_check.isolate.policy import wants_isolation
+        from eagle3_check.runners.isolate.policy import wants_isolation
 
         return wants_isolation(self.runner_name, self.cfg.isolate, self.cfg.in_process)
 
     @cached_property
     def runner(self):
         """The runner under test: an isolated one in its child process, the harness's program called over
-        the pipe (isolate/remote.py), under the per-request limit; an in-process one under that limit
+        the pipe (runners/isolate/remote.py), under the per-request limit; an in-process one under that limit
         (`watchdog.time_limited`); a binary with --request-timeout as its timeout."""
         if self.isolated:
             from eagle3_check.session.isolation import remote_runner
@@ -144,7 +144,7 @@ class CheckContext:
             return self._isolated_runner
         runner = self.loaded_runner
         if self.is_exec:
-            from eagle3_check.binary.runner import request_timeout
+            from eagle3_check.runners.binary.runner import request_timeout
 
             t = request_timeout(self.cfg.runner_timeout)
             if t is not None:
@@ -153,7 +153,7 @@ class CheckContext:
                 runner.set_profile(self.cfg.runner_profile)
             return runner
         if self.cfg.runner_profile:  # an in-process runner judged by (ours: run by) the given profile
-            from eagle3_check.run.profiles import declare
+            from eagle3_check.runners.profiles import declare
 
             declare(runner, self.cfg.runner_profile)
         return limited(runner, self.runner_name, self.cfg.runner_timeout, self.limit_flag)
@@ -196,7 +196,7 @@ class CheckContext:
         from eagle3_check.fixtures.card import read_card
         from eagle3_check.fixtures.registry import load_fixture
         from eagle3_check.gating.draft_health import card_expectation
-        from eagle3_check.run.defaults import resolve_options
+        from eagle3_check.runners.defaults import resolve_options
 
         fx = load_fixture(fixture)  # the card measured the fixture's own request, from its own files:
         request = resolve_options(world.load_tokenizer(fx.tokenizer_path), fx.target_dir, {}).options
@@ -209,7 +209,7 @@ def limited(runner, spec: str, timeout: float | None, flag: str | None = None):
     given; else a plug-in gets the default (300 s) and our own runners (reference, device),
     which may take long on a large model on CPU, run unlimited. `flag`: the option the limit's
     message names (default `--request-timeout`)."""
-    from eagle3_check.run.watchdog import time_limited
+    from eagle3_check.runners.watchdog import time_limited
 
     return time_limited(runner, spec, timeout) if flag is None else time_limited(runner, spec, timeout, flag)
 

@@ -1,6 +1,6 @@
 """`draft train`'s inputs from a `Config`: every one checked before anything loads (one-line
 errors), the prompt sets read, the recipe and the run options resolved from the tokenizer found
-beside --target (run/defaults.py)."""
+beside --target (runners/defaults.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def train_inputs(cfg) -> dict:
     if tok is None or not tok.is_file():
         raise InputError(f"--tokenizer {tok or '(none beside --target)'} does not exist", "a tokenizer.json",
                          "pass --tokenizer PATH/tokenizer.json")
-    cfg = cfg.replace(tokenizer=str(tok))  # the run options resolve from this tokenizer's files (run/defaults.py)
+    cfg = cfg.replace(tokenizer=str(tok))  # the run options resolve from this tokenizer's files (runners/defaults.py)
     out = Path(cfg.output)
     if out.exists():
         raise InputError(f"-o {out} already exists", "a new directory", "pass a new -o DIR or delete it")

@@ -35,7 +35,7 @@ def exec_check(ctx: CheckContext, make_bar=NoBar):
     finally:
         bar.close()
     report.info.update(setup.info, reference=ctx.cfg.reference, tie_tolerance=ctx.tolerance.describe(),
-                       ties="per position: the printed [ids], or the ids recovered from the bytes (binary/recover.py)",
+                       ties="per position: the printed [ids], or the ids recovered from the bytes (judge/recover.py)",
                        run_options=resolved.to_json())
     lines, shrunk = shrink_route.shrink_exec_and_write(ctx.cfg, report, setup, prompts, reference, resolved.options,
                                                        ctx.tolerance, runner)  # --shrink

@@ -25,7 +25,7 @@ def run_gate(ctx: CheckContext, on_check=None, on_step=None):
         report = run(inputs, on_check=on_check)
     finally:
         ctx.close()  # an isolated plug-in's process
-    from eagle3_check.isolate.policy import isolation_info
+    from eagle3_check.runners.isolate.policy import isolation_info
 
     if ctx.isolated and ctx.cfg.runner:
         report.info["isolation"] = isolation_info(ctx.runner)
@@ -63,14 +63,14 @@ def gate_inputs(ctx: CheckContext):
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     drift_options(cfg, inputs, fx)
-    if cfg.runner and not ctx.is_exec:  # in its own process (isolate/), else as loaded (run/plugin.py)
+    if cfg.runner and not ctx.is_exec:  # in its own process (runners/isolate/), else as loaded (runners/plugin.py)
         inputs.plugin = ctx.runner if ctx.isolated else ctx.loaded_runner
     elif cfg.runner:
         from eagle3_check.binary.gate import BinaryGate
 
         inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
     if cfg.runner_profile and not ctx.is_exec and inputs.plugin is None:
-        inputs.plugin = ctx.runner  # ours, running by the given profile (run/profiles.py)
+        inputs.plugin = ctx.runner  # ours, running by the given profile (runners/profiles.py)
     if cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
     return inputs, (fx.name if fx else None), target_dir, resolved

@@ -2,14 +2,14 @@
 
 - `remote_runner(spec, ...)`: the suites, the gate, `golden verify`, `--quantize` and the pytest
   plugin: the child imports the plug-in and nothing else; each request's program is the harness's,
-  called over the pipe (isolate/remote.py), so a case's forcing, patched metadata or toy program is
+  called over the pipe (runners/isolate/remote.py), so a case's forcing, patched metadata or toy program is
   the one the runner gets, as in process.
 - `IsolatedPool`: `check --workers N`: N children, each building its own program (on `cuda:i`
   with --device cuda) and running the runner there; this process judges every request, in prompt
   order, while each child runs its next one (the report is the serial run's).
 
-Every way out of a child is that request's FAIL and a fresh child takes the rest (isolate/runner.py);
-the decision is `isolate.policy.wants_isolation`, taken from the spec before anything loads it.
+Every way out of a child is that request's FAIL and a fresh child takes the rest (runners/isolate/runner.py);
+the decision is `runners.isolate.policy.wants_isolation`, taken from the spec before anything loads it.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from __future__ import annotations
 
 def limit_of(spec: str, timeout: float | None) -> float | None:
     """The per-request limit an isolated `spec` gets: `check --request-timeout`'s rule (watchdog)."""
-    from eagle3_check.run.watchdog import time_limited
+    from eagle3_check.runners.watchdog import time_limited
 
     return getattr(time_limited(object(), spec, timeout), "seconds", None)
 
 
 def preload() -> None:
-    """torch and transformers imported before a child forks (isolate/fork.py: it starts with them)."""
+    """torch and transformers imported before a child forks (runners/isolate/fork.py: it starts with them)."""
     import eagle3_check.program.eager  # noqa: F401
-    import eagle3_check.run.loop  # noqa: F401
+    import eagle3_check.runners.loop  # noqa: F401
 
 
 def remote_runner(spec: str, timeout: float | None, flag: str | None = None):
     """An IsolatedRunner for `spec` with no program of its own, started and ready: a plug-in that cannot
     be found is the one-line error here, before any work; one that dies loading fails every request."""
-    from eagle3_check.isolate.runner import IsolatedRunner
-    from eagle3_check.run.plugin import check_spec
+    from eagle3_check.runners.isolate.runner import IsolatedRunner
+    from eagle3_check.runners.plugin import check_spec
 
     check_spec(spec)  # its form, before anything loads; the child imports it
     preload()
@@ -51,7 +51,7 @@ class IsolatedPool:
     isolated = True
 
     def __init__(self, spec: str, builds: list, timeout: float | None, flag: str = "--request-timeout"):
-        from eagle3_check.isolate.runner import IsolatedRunner
+        from eagle3_check.runners.isolate.runner import IsolatedRunner
 
         self.spec = spec
         self.members = [IsolatedRunner(spec, b, timeout, flag) for b in builds]

@@ -68,7 +68,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
 
 
 def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: list | None) -> list:
-    from eagle3_check.run.profiles import profile_info
+    from eagle3_check.runners.profiles import profile_info
     from eagle3_check.suites.report import run_suite
 
     cfg = ctx.cfg
@@ -88,7 +88,7 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
             if shrunk_lines is not None:
                 shrunk_lines += lines
         if ctx.isolated:
-            from eagle3_check.isolate.policy import isolation_info
+            from eagle3_check.runners.isolate.policy import isolation_info
 
             report.info["isolation"] = isolation_info(runner)
         reports.append(report)

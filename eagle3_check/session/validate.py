@@ -3,7 +3,7 @@
 `validated(cfg)` looks at whichever options the command has, so one pass serves every
 command; it returns the config with `--target`/`--draft` hub ids resolved to their local
 directories. What needs the program (its K range, its vocab size) is checked again once it
-has loaded (run/options.check_options). Every error is one line (errors.py).
+has loaded (runners/options.check_options). Every error is one line (errors.py).
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ def _outputs(cfg) -> None:
 
 def _runner_template(cfg) -> None:
     """A runner binary's template that cannot pass the given --data-path: refused here, not after the
-    program and the reference have loaded (binary/protocol.py checks it again on every request)."""
+    program and the reference have loaded (runners/binary/protocol.py checks it again on every request)."""
     if (cfg.runner or "").startswith("exec:") and getattr(cfg, "data_path", None):
-        from eagle3_check.binary.protocol import ExecCommand
+        from eagle3_check.runners.binary.protocol import ExecCommand
 
         ExecCommand.parse(cfg.runner).check_data(cfg.data_path)
 
@@ -208,14 +208,14 @@ def _ranges(cfg) -> None:
             flag = "--" + dest.replace("_", "-")
             raise OptionError(f"{dest.replace('_', ' ')} {v}", "-1 (none) or a token id >= 0", f"fix {flag}")
     if cfg.stop_ids is not None:
-        from eagle3_check.run.options import parse_stop_ids
+        from eagle3_check.runners.options import parse_stop_ids
 
         for sid in parse_stop_ids(cfg.stop_ids):
             if sid < 0:
                 raise OptionError(f"stop id {sid}", "token ids >= 0", "fix --stop-ids")
     _chain_len(cfg)
     check_share("--tie-budget", cfg.tie_budget)
-    from eagle3_check.binary.runner import request_timeout
+    from eagle3_check.runners.binary.runner import request_timeout
 
     request_timeout(cfg.runner_timeout)  # one rule with the pytest plugin's
     if cfg.max_memory is not None and not cfg.max_memory > 0:
@@ -243,8 +243,8 @@ def _chain_len(cfg) -> None:
     k = cfg.chain_len
     if k is None:
         return
-    if getattr(cfg, "runner_profile", None):  # a profile that clamps K runs any -k (run/profiles.py)
-        from eagle3_check.run.profiles import profile_named
+    if getattr(cfg, "runner_profile", None):  # a profile that clamps K runs any -k (runners/profiles.py)
+        from eagle3_check.runners.profiles import profile_named
 
         if profile_named(cfg.runner_profile).clamps and profile_named(cfg.runner_profile).chain_flag:
             return

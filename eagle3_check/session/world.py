@@ -4,7 +4,7 @@ The program is an embedded fixture (default), `--target/--draft` on the eager ba
 (optionally compiled, optionally replayed as CUDA graphs), or a `.pte` on the ExecuTorch
 backend with the reference its sidecar names (`program.sidecar.reference_for_pte`). The run
 options resolve from the tokenizer's and the target's own files with the given options on
-top (run/defaults.py); that needs no program, so a role error is one line before a model loads.
+top (runners/defaults.py); that needs no program, so a role error is one line before a model loads.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def build_pte_program(cfg) -> ProgramSetup:
 
 def given_options(cfg) -> dict:
     """The RunOptions fields the config gives: the template/stop/BOS/EOS options only when given
-    (their defaults come from the tokenizer: run/defaults.py), max new tokens, K, chunked prefill."""
-    from eagle3_check.run.options import parse_stop_ids
+    (their defaults come from the tokenizer: runners/defaults.py), max new tokens, K, chunked prefill."""
+    from eagle3_check.runners.options import parse_stop_ids
 
     given = {f: getattr(cfg, f) for f in ("chat_prefix", "chat_suffix", "bos_id", "eos_id")
              if getattr(cfg, f) is not None}
@@ -132,17 +132,17 @@ def given_options(cfg) -> dict:
             given[f] = getattr(cfg, f)
     profile = getattr(cfg, "runner_profile", None)
     if profile and not (cfg.runner or "").startswith("exec:"):  # an in-process runner given a profile that chunks
-        from eagle3_check.run.profiles import profile_named
+        from eagle3_check.runners.profiles import profile_named
 
         if profile_named(profile).chunks and profile_named(profile).clamps:
-            given["chunked_prefill"] = True  # every request is chunked as that runner chunks it (run/profiles.py)
+            given["chunked_prefill"] = True  # every request is chunked as that runner chunks it (runners/profiles.py)
     return given
 
 
 def resolved_options(cfg):
     """The run options of the config's tokenizer and target (`request_world`) with the given
-    options on top, and where each came from (a run.defaults.ResolvedOptions)."""
-    from eagle3_check.run.defaults import resolve_options
+    options on top, and where each came from (a runners.defaults.ResolvedOptions)."""
+    from eagle3_check.runners.defaults import resolve_options
 
     tok_path, target_dir = request_world(cfg)
     tokenizer = load_tokenizer(tok_path)
@@ -151,12 +151,12 @@ def resolved_options(cfg):
 
 
 def check_tokenizer_vocab(tokenizer, target_dir: Path) -> None:
-    """run.options.check_tokenizer against the target config's vocab_size, before any program
+    """runners.options.check_tokenizer against the target config's vocab_size, before any program
     loads (the program's own vocab size is checked again once it has)."""
     import json
     import types
 
-    from eagle3_check.run.options import check_tokenizer
+    from eagle3_check.runners.options import check_tokenizer
 
     try:
         cfg = json.loads((Path(target_dir) / "config.json").read_text(encoding="utf-8"))
@@ -200,7 +200,7 @@ def load_tokenizer(path: str | Path):
 
 def prompt_text(cfg) -> str:
     """`run`'s one prompt: --prompt-file's text, else --prompt (empty only with --raw)."""
-    from eagle3_check.run.options import read_prompt_file
+    from eagle3_check.runners.options import read_prompt_file
 
     if cfg.prompt_file:
         return read_prompt_file(cfg.prompt_file)

@@ -4,7 +4,7 @@
 `edge` is every suite together. A case's expectation is derived at run time from DESIGN §2
 and a greedy reference (see `suites.execute`), never from hard-coded tokens.
 
-May import: program, run, judge (never gating, fixture building, mutants or the CLI).
+May import: program, runners, judge (never gating, fixture building, mutants or the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

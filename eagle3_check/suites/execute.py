@@ -40,17 +40,17 @@ from eagle3_check.judge.self_ref import SelfReference, self_score
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, TIE, judge
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.run.crash import RunCrash, crash_reason, guarded_run
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.run.profiles import declared
-from eagle3_check.run.result import Runner
-from eagle3_check.run.rules import prefill_chunks
-from eagle3_check.run.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
+from eagle3_check.runners.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.profiles import declared
+from eagle3_check.runners.result import Runner
+from eagle3_check.runners.rules import prefill_chunks
+from eagle3_check.runners.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import ForcedDraft, block_end, emitted_index
-from eagle3_check.suites.instrument import RecordingProgram, call_problems
 from eagle3_check.suites.request import (
     CaseSkip,
     StopPatch,
@@ -282,7 +282,7 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
-    prof, _ = declared(runner)  # the runner's rules (run/profiles.py): an error case may be a run under them
+    prof, _ = declared(runner)  # the runner's rules (runners/profiles.py): an error case may be a run under them
     profile_skip(options, md, prof, "the runner's")
     turned = profile_turns(case, md, options.chain_len, prof)
     if case.expect.error and not turned:

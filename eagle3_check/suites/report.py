@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eagle3_check.judge.verdict import FAIL
-from eagle3_check.run.result import Runner
+from eagle3_check.runners.result import Runner
 from eagle3_check.status import Status, overall, passes
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
@@ -18,7 +18,7 @@ class SuiteReport:
     suite: str
     results: list[CaseResult] = field(default_factory=list)
     info: dict = field(default_factory=dict)
-    interrupted: str | None = None  # Ctrl-C of the harness stopped it (run/interrupt.py): what was not run
+    interrupted: str | None = None  # Ctrl-C of the harness stopped it (runners/interrupt.py): what was not run
     shrunk_lines: list[str] = field(default_factory=list)  # --shrink: what to print after the table (not JSON)
 
     @property
@@ -59,8 +59,8 @@ def run_suite(
             report.results.append(result)
             if on_case:
                 on_case(result)
-    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (run/interrupt.py)
-        from eagle3_check.run.interrupt import interrupted_line
+    except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (runners/interrupt.py)
+        from eagle3_check.runners.interrupt import interrupted_line
 
         report.interrupted = interrupted_line(len(report.results), len(cases), "cases")
     return report

@@ -1,4 +1,4 @@
-"""How a runner profile (run/profiles.py) changes an edge case's expectation: the error cases a
+"""How a runner profile (runners/profiles.py) changes an edge case's expectation: the error cases a
 profile runs instead of refusing (`profile_turns`), and the cases it cannot take (`profile_skip`).
 One rule for every runner, in process (a declared or given profile) or a binary (detected or given).
 
@@ -10,7 +10,7 @@ runner, DESIGN §2 as written) and runner-pr they stay errors.
 
 from __future__ import annotations
 
-from eagle3_check.run.profiles import RunnerProfile
+from eagle3_check.runners.profiles import RunnerProfile
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.request import CaseSkip
 

@@ -21,9 +21,9 @@ from eagle3_check.judge.tolerance import default_budget, tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids
 from eagle3_check.suites.oracle import OracleDraftProgram
 from eagle3_check.tokenizer import Tokenizer
 

@@ -13,8 +13,8 @@ from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 pytestmark = [

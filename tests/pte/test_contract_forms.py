@@ -18,8 +18,8 @@ from eagle3_check.judge.tolerance import default_budget, tolerance_for  # noqa: 
 from eagle3_check.program.contract import VERIFY_KV_WINDOW, VERIFY_PLAIN, read_metadata  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import data_path_for  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.binary.golden import verify_exec_goldens  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
 from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -22,12 +22,12 @@ pytest.importorskip("executorch.runtime", reason="executorch not installed: pip 
 
 from eagle3_check.binary.check import run_exec_check  # noqa: E402
 from eagle3_check.binary.golden import verify_exec_goldens  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
 from eagle3_check.binary.suites import run_exec_suite  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
 from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
 from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.suites import suite_cases  # noqa: E402
 from eagle3_check.suites.execute import SuiteEnv  # noqa: E402
 
@@ -77,7 +77,7 @@ def test_each_seeded_bug_fails_with_its_reason(pte_program, tokenizer, hf_refere
 
 def test_ignored_stops_fail(pte_program, tokenizer, hf_reference, program):
     """The stop id is the reference's 4th token: the right run ends there, the buggy one goes on."""
-    from eagle3_check.run.options import prompt_ids
+    from eagle3_check.runners.options import prompt_ids
 
     opts = RunOptions(max_new_tokens=12)
     ref = hf_reference.greedy(prompt_ids(tokenizer, PROMPT[0].text, opts), 12).tokens

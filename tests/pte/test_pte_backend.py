@@ -18,8 +18,8 @@ from eagle3_check.program.contract import read_metadata  # noqa: E402
 from eagle3_check.program.export import BACKEND_KEY, PHASES  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions, prompt_ids  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions, prompt_ids  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -4,11 +4,11 @@ A spawned child imports torch and transformers again (measured: about 6 s of CPU
 embedded fixture's 13 s check on the shared 2-core machine), which isolation would pay on every
 check. Forked from a harness that has imported them and nothing more (one Python thread, CUDA not
 initialised, Linux), the child starts with them loaded and builds only its program. Anywhere else
-(`can_fork()` false) the child is spawned (`python -m eagle3_check.isolate.child`). Either way the
+(`can_fork()` false) the child is spawned (`python -m eagle3_check.runners.isolate.child`). Either way the
 plug-in is imported only in the child, after the fork.
 
 `Forked` is the little of `subprocess.Popen` that the harness uses (pid, poll, wait, returncode,
-stdout), so `run.proc.end_tree` ends a forked child's tree as it ends a spawned one's.
+stdout), so `runners.proc.end_tree` ends a forked child's tree as it ends a spawned one's.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def fork_child(req_r: int, rep_w: int, keep: set[int]) -> Forked:
 
         if faulthandler.is_enabled():  # the parent's (pytest's) writes to the parent's stderr: ours to fd 2
             faulthandler.enable(file=sys.stderr)
-        from eagle3_check.isolate.child import main
+        from eagle3_check.runners.isolate.child import main
 
         code = main([str(req_r), str(rep_w)])
         sys.stdout.flush()

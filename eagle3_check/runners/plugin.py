@@ -2,13 +2,13 @@
 
 A factory is any callable (a class, a function) that takes no arguments and returns an
 object with `run(program, tokenizer, prompt, options) -> RunResult` (the `Runner`
-protocol in run/loop.py). `eagle3-check check --runner module:factory` judges that runner
-exactly as it judges ours; `reference` is short for `eagle3_check.run.loop:ReferenceRunner`.
+protocol in runners/loop.py). `eagle3-check check --runner module:factory` judges that runner
+exactly as it judges ours; `reference` is short for `eagle3_check.runners.loop:ReferenceRunner`.
 
     load_runner("reference")                             # ReferenceRunner()
     load_runner("my_pkg.runners:make_runner")            # my_pkg.runners.make_runner()
     load_runner("eagle3_check.mutants:accept_off_by_one")  # a seeded mutant
-    load_runner("exec:./eagle3_speculator_runner")        # a runner binary (binary/runner.py)
+    load_runner("exec:./eagle3_speculator_runner")        # a runner binary (runners/binary/runner.py)
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ import difflib
 import importlib
 
 from eagle3_check.errors import InputError
-from eagle3_check.run.result import Runner
+from eagle3_check.runners.result import Runner
 
 ALIASES = {
-    "reference": "eagle3_check.run.loop:ReferenceRunner",
-    "device": "eagle3_check.run.device_loop:DeviceRunner",  # data on the program's device (CUDA)
+    "reference": "eagle3_check.runners.loop:ReferenceRunner",
+    "device": "eagle3_check.runners.device_loop:DeviceRunner",  # data on the program's device (CUDA)
 }
-# `exec:PATH [ARGS]`: a runner binary, ExecRunner(spec). Named, as the aliases are: the binary package sits
-# above run (it judges through references, suites and gating), so run reaches it only by name.
-EXEC = "eagle3_check.binary.runner:ExecRunner"
-FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.run.loop:ReferenceRunner"
+FIX_FORMAT = "pass --runner module:factory, e.g. --runner eagle3_check.runners.loop:ReferenceRunner"
 
 
 def check_spec(spec: str) -> str:
@@ -41,10 +38,11 @@ def check_spec(spec: str) -> str:
 
 def load_runner(spec: str) -> Runner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
-    `exec:PATH [ARGS]` is a runner binary instead (`binary.runner.ExecRunner`, judged by `binary.check`)."""
-    if spec.startswith("exec:"):
-        module_name, _, attr = EXEC.partition(":")
-        return getattr(importlib.import_module(module_name), attr)(spec)
+    `exec:PATH [ARGS]` is a runner binary instead (`runners.binary.runner.ExecRunner`, judged by `binary.check`)."""
+    if spec.startswith("exec:"):  # a runner binary is a kind of runner: runners.binary, imported on use
+        from eagle3_check.runners.binary.runner import ExecRunner
+
+        return ExecRunner(spec)
     spec = check_spec(spec)
     module_name, _, attr = spec.partition(":")
     try:
@@ -73,6 +71,6 @@ def load_runner(spec: str) -> Runner:
         raise InputError(
             f"--runner {spec!r}: {attr}() returned a {type(runner).__name__} without run()",
             "an object with run(program, tokenizer, prompt, options) -> RunResult",
-            "give the runner a run method (see the Runner protocol in eagle3_check/run/loop.py)",
+            "give the runner a run method (see the Runner protocol in eagle3_check/runners/loop.py)",
         )
     return runner

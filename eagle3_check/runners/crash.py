@@ -15,7 +15,7 @@ the harness; what it prints to stdout is captured (stdout carries `--json`) and 
 request with the text in the reason; a RunResult whose tokens, prompt ids, accepted counts,
 rounds or K are not Python ints (float, numpy, tensor) fails with the offending field; a run
 that takes longer than its limit (`watchdog.TimeLimited`; the CLI gives plug-ins 300 s) fails with
-the request and the limit named (run/watchdog.py: worker thread, abandoned).
+the request and the limit named (runners/watchdog.py: worker thread, abandoned).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import threading
 import weakref
 
 from eagle3_check.errors import Eagle3CheckError
-from eagle3_check.run.proc import captured_fd
-from eagle3_check.run.result import RunResult
-from eagle3_check.run.watchdog import (
+from eagle3_check.runners.proc import captured_fd
+from eagle3_check.runners.result import RunResult
+from eagle3_check.runners.watchdog import (
     RequestTimeout,
     captured_stdout,
     limit_flag,
@@ -66,7 +66,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     captured, within the runner's time limit (`what` names the request in a timeout); any
     exception or SystemExit, a timeout, a non-RunResult return, output on stdout or a field of
     the wrong type is turned into `RunCrash` with the one-line reason."""
-    if getattr(runner, "isolated", False):  # its own process (isolate.runner): a crash there is its RunCrash
+    if getattr(runner, "isolated", False):  # its own process (runners.isolate.runner): a crash there is its RunCrash
         own = prompt if isinstance(prompt, str) else list(prompt)
         run = runner.run_named(program, tokenizer, own, copy.deepcopy(options), what or "?")
         problem = type_problem(run)
@@ -87,7 +87,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     except RequestTimeout as e:
         raise RunCrash(str(e)) from None
     except KeyboardInterrupt as e:
-        from eagle3_check.run.interrupt import signalled
+        from eagle3_check.runners.interrupt import signalled
 
         if signalled():  # Ctrl-C of the harness: every route stops (and writes what it judged)
             raise
@@ -98,7 +98,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
         left = stray_threads(before)  # marked: what they print later is dropped, never the next request's
     if not isinstance(run, RunResult):
         raise RunCrash(f"contract violated: the runner's run() returned {type(run).__name__}; expected an "
-                       "eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run() (see the Runner protocol)")
+                       "eagle3_check.runners.loop.RunResult. Fix: return RunResult(...) from run() (see the Runner protocol)")
     if left and not type(runner).__module__.startswith("eagle3_check."):  # ours: a torch pool thread is not a finding
         names = ", ".join(t.name[:40] for t in left[:3])
         raise RunCrash(f"contract violated: the runner left {len(left)} thread(s) running after run() returned "

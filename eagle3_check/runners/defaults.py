@@ -7,7 +7,7 @@ applies:
 - a flag the user gave (`given`);
 - the seed's Gemma 4 IT defaults (`RunOptions()`) when the tokenizer is Gemma 4's
   (`is_gemma4`: its control tokens at the ids those defaults name);
-- otherwise the files: the chat template (run/chat_template.py) gives the prefix and suffix and,
+- otherwise the files: the chat template (runners/chat_template.py) gives the prefix and suffix and,
   when the suffix starts with one added token (`<|im_end|>`), the stop token (end of turn);
   `generation_config.json`, else the target's `config.json`, gives the EOS ids (the first is
   `eos_id`, the rest `stop_ids`), else `tokenizer_config.json`'s `eos_token`; BOS is none under a
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.inputs import read_json
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 FIELDS = ("chat_prefix", "chat_suffix", "raw", "stop_ids", "stop_token", "bos_id", "eos_id")
@@ -88,7 +88,7 @@ def resolve_options(tokenizer: Tokenizer, target_dir: str | Path | None, given: 
 
 
 def _from_files(tokenizer: Tokenizer, target_dir, given: dict, sources: dict, notes: list) -> dict:
-    from eagle3_check.run.chat_template import find_template, split_template
+    from eagle3_check.runners.chat_template import find_template, split_template
 
     out: dict = {"raw": False}
     sources.setdefault("raw", "default")

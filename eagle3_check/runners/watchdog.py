@@ -11,7 +11,7 @@ harness waits at most `seconds` for it (`run_limited`). On timeout the worker is
   race with it on the same caches;
 - what it prints from then on is dropped (`StdoutRouter`): stdout carries `--json`.
 A thread a run starts and leaves running after `run()` returns is a stray (`stray_threads`): its
-sys.stdout writes are dropped the same way, so it cannot blame a later request (run/crash.py fails
+sys.stdout writes are dropped the same way, so it cannot blame a later request (runners/crash.py fails
 the request that left it, for a plug-in runner).
 A subprocess was the alternative: it can be killed, but the program (an eager module, a loaded
 `.pte`, CUDA graphs, the recording wrapper that audits every call) lives in this process and
@@ -43,7 +43,7 @@ FLAG = "--request-timeout"  # the option named in a timeout's message (the plugi
 GRACE_S = 2.0  # after a timeout, how long an abandoned program call gets to return
 _ABANDONED: weakref.WeakSet = weakref.WeakSet()  # threads of abandoned runs (their stdout is dropped);
 # Thread objects, not idents: an ident is reused by a later thread, whose output must not be dropped
-_STRAY: weakref.WeakSet = weakref.WeakSet()  # threads a run left running after it returned (run/crash.py):
+_STRAY: weakref.WeakSet = weakref.WeakSet()  # threads a run left running after it returned (runners/crash.py):
 # their stdout is dropped, so what they print during a later request never blames that request
 _BUSY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # root program -> why it is busy
 
@@ -83,7 +83,7 @@ def limit_flag(runner) -> str:
 def time_limited(runner, spec: str, seconds: float | None, flag: str = FLAG):
     """`runner` (loaded from `spec`) under the per-request limit the options give: `seconds` when
     given, else DEFAULT_REQUEST_TIMEOUT for a plug-in and none for our own runners (`ALIASES`)."""
-    from eagle3_check.run.plugin import ALIASES
+    from eagle3_check.runners.plugin import ALIASES
 
     if seconds is None and (spec in ALIASES or spec in ALIASES.values()):
         return runner

@@ -40,8 +40,8 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eagle3_check.binary.byte_pieces import BytePieces
 from eagle3_check.judge.hf import Scores
+from eagle3_check.runners.binary.byte_pieces import BytePieces
 
 NUL = "printf('%s') stops at the NUL byte"
 REPLACED = "invalid UTF-8 printed as U+FFFD"

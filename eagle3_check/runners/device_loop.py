@@ -1,4 +1,4 @@
-"""The device-resident runner: the reference loop (`run.loop.ReferenceRunner`) with the device
+"""The device-resident runner: the reference loop (`runners.loop.ReferenceRunner`) with the device
 placement (`placement.DevicePlacement`): positions, the verify window and the reseed slices
 stay on the program's device, and a round makes one device-to-host read. Same rules, same
 calls, same arguments as `ReferenceRunner()` (a CPU test checks them call for call).
@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.placement import check_shapes, check_vocab, program_device
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.placement import check_shapes, check_vocab, program_device
 
 
 class PhaseTimer:

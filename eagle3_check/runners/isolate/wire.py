@@ -20,7 +20,7 @@ import pickle
 import struct
 from dataclasses import fields
 
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 
 MAX_FRAME = 512 * 1024 * 1024  # bytes in one frame (a request's call log with its features)
 MAX_LEN = 1_000_000  # items in one list the child reports (tokens, calls, positions)
@@ -221,7 +221,7 @@ def tensor_from_plain(d, where: str):
 
 def calls_from_plain(d) -> tuple[list, list]:
     """(instrument.Call list, refused list) from `calls_plain`'s dict, validated."""
-    from eagle3_check.suites.instrument import Call
+    from eagle3_check.runners.instrument import Call
 
     if not isinstance(d, dict) or not isinstance(d.get("calls"), list) or not isinstance(d.get("refused"), list) \
             or len(d["calls"]) > MAX_LEN:

@@ -1,5 +1,5 @@
 """What a run returns (RunResult) and the plug-in runner interface (Runner); the stop reasons
-are `run.rules`'.
+are `runners.rules`'.
 
 Its own module so that references, the verdict and gating read a run without importing the
 runner loop they judge (tests/test_layout.py checks that).
@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from eagle3_check.program.contract import SpeculatorProgram
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 

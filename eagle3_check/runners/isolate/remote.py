@@ -1,7 +1,7 @@
 """The harness's program, called from the runner's process: every route that sets up its own program.
 
 `check`'s prompt set gives the child a builder and the child runs on its own copy of the program
-(isolate/child.py). The suites, the gate, `golden verify` and the pytest plugin set up a program
+(runners/isolate/child.py). The suites, the gate, `golden verify` and the pytest plugin set up a program
 per case instead (a spec, forcing, patched metadata or stop ids, a toy program, a `.pte` as
 loaded), which a builder cannot name. There the child gets no program of its own: each request
 carries the program's metadata, whether it owns its outputs, and the tokenizer (when it changed),
@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 
 from eagle3_check import errors
-from eagle3_check.isolate import wire
+from eagle3_check.runners.isolate import wire
 
 METHODS = ("prefill", "target_verify", "draft_decode", "reset")
 

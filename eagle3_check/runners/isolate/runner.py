@@ -1,6 +1,6 @@
 """`IsolatedRunner`: a runner (`module:factory`, or ours with `--isolate`) run in its own process.
 
-The harness never imports the plug-in: a child (`isolate.child`) builds its own copy of the
+The harness never imports the plug-in: a child (`runners.isolate.child`) builds its own copy of the
 program with the builder it is given, imports the plug-in, and answers requests; this side sends
 each request, reads the reply (plain JSON, validated by `wire`) and hands the run and its call
 log to the judging code as if the runner had run here: the call log fills the harness's own
@@ -25,10 +25,10 @@ import sys
 import time
 
 from eagle3_check.errors import InputError
-from eagle3_check.isolate import wire
-from eagle3_check.isolate.process import EXIT_WAIT_S, Child, ChildGone, status_line
-from eagle3_check.run.crash import RunCrash
-from eagle3_check.run.proc import BoundedOutput
+from eagle3_check.runners.crash import RunCrash
+from eagle3_check.runners.isolate import wire
+from eagle3_check.runners.isolate.process import EXIT_WAIT_S, Child, ChildGone, status_line
+from eagle3_check.runners.proc import BoundedOutput
 
 BUILD_LIMIT_S = 1800.0  # building the program in the child (a real model on CPU: minutes)
 TAIL_CHARS = 600  # output tail in a reason line
@@ -37,7 +37,7 @@ TAIL_CHARS = 600  # output tail in a reason line
 class IsolatedRunner:
     """A runner in a child process (see the module doc). `build` is a picklable no-argument callable
     returning (program, tokenizer): the child calls it; None: the child has no program of its own and
-    each request's program is the harness's, called over the pipe (isolate/remote.py: the suites, the
+    each request's program is the harness's, called over the pipe (runners/isolate/remote.py: the suites, the
     gate, golden verify, the pytest plugin). `spec` is the `--runner` value. One more request at any
     time (a shrinker's smaller one): `run(program, tokenizer, prompt, options)`, as any runner."""
 
@@ -165,7 +165,7 @@ class IsolatedRunner:
     def set_twin(self, program) -> None:
         """`program` is the harness's copy of what the child builds (check's prompt set): requests on it
         run on the child's own program; on any other, over the pipe."""
-        from eagle3_check.run.watchdog import root_of
+        from eagle3_check.runners.watchdog import root_of
 
         self.twin = root_of(program)
 
@@ -174,7 +174,7 @@ class IsolatedRunner:
         program is not the harness's twin of the child's own (a shrinker's smaller program, say)."""
         if self.remote:
             return True
-        from eagle3_check.run.watchdog import root_of
+        from eagle3_check.runners.watchdog import root_of
 
         return self.twin is not None and program is not None and root_of(program) is not self.twin
 
@@ -183,7 +183,7 @@ class IsolatedRunner:
         req = {"prompt": prompt, "options": options}
         self._over_pipe = self.remote_for(program)
         if self._over_pipe:
-            from eagle3_check.isolate.remote import owns_outputs
+            from eagle3_check.runners.isolate.remote import owns_outputs
 
             md = program.metadata()
             req["remote"] = {"metadata": md, "owned": owns_outputs(program),
@@ -245,8 +245,8 @@ class IsolatedRunner:
         return run
 
     def _serve(self, child: Child, program, msg: dict, deadline: float) -> dict:
-        """One call of the runner on the harness's program (isolate/remote.py), answered; the next message."""
-        from eagle3_check.isolate.remote import serve_call
+        """One call of the runner on the harness's program (runners/isolate/remote.py), answered; the next message."""
+        from eagle3_check.runners.isolate.remote import serve_call
 
         try:
             reply = serve_call(program, msg)
@@ -259,7 +259,7 @@ class IsolatedRunner:
     def _judgeable(self, msg: dict, program, tokenizer):
         if "crash" in msg:
             from eagle3_check.errors import Eagle3CheckError
-            from eagle3_check.isolate.remote import rebuild_error
+            from eagle3_check.runners.isolate.remote import rebuild_error
 
             cause = self._raised if isinstance(self._raised, Eagle3CheckError) else None
             if cause is None and isinstance(msg.get("raised"), list) and len(msg["raised"]) == 4:

@@ -1,4 +1,4 @@
-"""The runner's own process: `python -m eagle3_check.isolate.child REQUEST_FD REPLY_FD`.
+"""The runner's own process: `python -m eagle3_check.runners.isolate.child REQUEST_FD REPLY_FD`.
 
 It reads a setup frame (a pickle from the harness: the program builder and the runner spec),
 builds the program and the tokenizer, says "built", imports the plug-in and calls its factory,
@@ -22,13 +22,13 @@ import traceback
 
 
 def _reason(e: BaseException) -> str:
-    from eagle3_check.run.crash import crash_reason
+    from eagle3_check.runners.crash import crash_reason
 
     return crash_reason(e)  # KeyboardInterrupt included: the runner's own, this request's failure
 
 
 def serve(rfd: int, wfd: int) -> int:
-    from eagle3_check.isolate import wire
+    from eagle3_check.runners.isolate import wire
 
     payload = wire.read_frame_blocking(rfd)
     if payload is None:
@@ -38,13 +38,13 @@ def serve(rfd: int, wfd: int) -> int:
     setup = pickle.loads(payload)
     from eagle3_check.errors import Eagle3CheckError
 
-    try:  # no builder: the harness's program, call by call (isolate/remote.py)
+    try:  # no builder: the harness's program, call by call (runners/isolate/remote.py)
         program, tokenizer = setup["build"]() if setup["build"] is not None else (None, None)
     except Eagle3CheckError as e:
         wire.send_json(wfd, {"error": str(e), "stage": "build"})
         return 0
     wire.send_json(wfd, {"built": True})
-    from eagle3_check.run.plugin import load_runner
+    from eagle3_check.runners.plugin import load_runner
 
     try:
         runner = load_runner(setup["spec"])
@@ -61,10 +61,10 @@ def serve(rfd: int, wfd: int) -> int:
 def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
     import pickle
 
-    from eagle3_check.isolate import wire
-    from eagle3_check.isolate.remote import RemoteProgram, error_parts
-    from eagle3_check.run.result import RunResult
-    from eagle3_check.suites.instrument import RecordingProgram
+    from eagle3_check.runners.instrument import RecordingProgram
+    from eagle3_check.runners.isolate import wire
+    from eagle3_check.runners.isolate.remote import RemoteProgram, error_parts
+    from eagle3_check.runners.result import RunResult
 
     while True:
         payload = wire.read_frame_blocking(rfd)
@@ -93,7 +93,7 @@ def _requests(rfd: int, wfd: int, runner, program, tokenizer) -> int:
         _close(rec)  # (which ends a thread's next call)
         if not isinstance(run, RunResult):
             wire.send_json(wfd, {"crash": f"contract violated: the runner's run() returned {type(run).__name__}; "
-                                 "expected an eagle3_check.run.loop.RunResult. Fix: return RunResult(...) from run()"})
+                                 "expected an eagle3_check.runners.loop.RunResult. Fix: return RunResult(...) from run()"})
             continue
         reply = {"run": wire.run_plain(run), "threads_left": left}
         if remote is None:

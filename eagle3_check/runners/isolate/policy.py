@@ -24,7 +24,7 @@ def pickled_ok(build) -> None:
 def wants_isolation(spec: str, isolate: bool = False, in_process: bool = False) -> bool:
     """Does `--runner spec` run in its own process? A plug-in (`module:factory`) does unless
     `--in-process`; our own runners (reference, device) only with `--isolate`; a binary is a process already."""
-    from eagle3_check.run.plugin import ALIASES
+    from eagle3_check.runners.plugin import ALIASES
 
     if spec.startswith("exec:"):
         return False

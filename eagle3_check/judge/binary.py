@@ -13,7 +13,7 @@ Three modes, and the verdict says which one judged:
   fails; the message gives the reference margin there.
 - recovered: no ids, but the reference can score and re-decode (`recover`, a tolerance given):
   the ids are recovered from the bytes by aligning them with the reference's top tokens
-  (`binary.recover`) and then judged as printed ids are, ties counted; a byte the reference's
+  (`judge.recover`) and then judged as printed ids are, ties counted; a byte the reference's
   top tokens cannot continue fails with its offset.
 All modes check N against the length DESIGN §2 fixes (`rules.allowed_lengths`), the header
 (L, K, max_new) against the request, and R / tau against N.
@@ -30,13 +30,13 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from eagle3_check.binary.byte_pieces import BytePieces
-from eagle3_check.binary.protocol import ExecOutput
-from eagle3_check.binary.recover import Recovery
 from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.recover import Recovery
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import judge_position
-from eagle3_check.run.rules import allowed_lengths
+from eagle3_check.runners.binary.byte_pieces import BytePieces
+from eagle3_check.runners.binary.protocol import ExecOutput
+from eagle3_check.runners.rules import allowed_lengths
 from eagle3_check.status import FAIL, PASS, TIE, Status
 
 IDS, BYTES, RECOVERED = "ids", "bytes", "recovered"  # RECOVERED: ids recovered from the bytes (`recover`)
@@ -117,7 +117,7 @@ def judge(out: ExecOutput, ref: list[int], margins: list[float], pieces: BytePie
     `scores`, are judged exactly: any difference fails, a near-tie included (its margin is shown).
     Ids with `scores` (the reference over prompt + the binary's ids) and `tolerance` get the
     per-position, tie-aware verdict of `judge.verdict`; so do text-only runs given `recover`
-    (the ids recovered from the bytes, `binary.recover`) and `tolerance`."""
+    (the ids recovered from the bytes, `judge.recover`) and `tolerance`."""
     if out.ids is not None and scores is not None and tolerance is not None:
         v = _judge_ids_scored(out, scores, tolerance, pieces, req)
     elif out.ids is None and recover is not None and tolerance is not None and pieces is not None:

@@ -1,9 +1,9 @@
 """`--runner exec:PATH`: a runner binary (the seed's C++ runner, or yours) run as a subprocess.
 
 One process per request, its stdout and stderr read as bytes, bounded (head and tail,
-`run.proc.BoundedOutput`), a per-request timeout that holds within a second or two (no
+`runners.proc.BoundedOutput`), a per-request timeout that holds within a second or two (no
 `communicate()` without a deadline), and on completion or timeout the request's whole process
-tree ended (`run.proc.end_tree`: its process group, its descendants, and, this process being
+tree ended (`runners.proc.end_tree`: its process group, its descendants, and, this process being
 their subreaper, its double-forked and `setsid` children too), stderr kept for the verdict. The binary gets the program
 file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
 `--data_path`), the tokenizer file and the request as the seed's flags (`protocol`).
@@ -26,11 +26,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle3_check.binary.protocol import ExecCommand
 from eagle3_check.errors import InputError
-from eagle3_check.run.options import RunOptions
-from eagle3_check.run.proc import BoundedOutput, become_subreaper, children_of, end_tree, read_until
-from eagle3_check.run.profiles import NEWEST, RunnerProfile, detect, profile_named
+from eagle3_check.runners.binary.protocol import ExecCommand
+from eagle3_check.runners.options import RunOptions
+from eagle3_check.runners.proc import (
+    BoundedOutput,
+    become_subreaper,
+    children_of,
+    end_tree,
+    read_until,
+)
+from eagle3_check.runners.profiles import NEWEST, RunnerProfile, detect, profile_named
 
 DEFAULT_TIMEOUT_S = 300.0
 STDERR_KEPT = 4000  # characters of stderr kept in a verdict (the end of it)
@@ -108,7 +114,7 @@ class ExecRunner:
     def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S, flag: str = "--runner",
                  profile: str | None = None):
         """`flag` is the option that gave `spec`, named in its errors; `profile`: the runner profile's
-        name (`run.profiles`, `--runner-profile`), None to detect it from the binary's `--help`."""
+        name (`runners.profiles`, `--runner-profile`), None to detect it from the binary's `--help`."""
         self.spec = spec
         self.command = ExecCommand.parse(spec, flag)
         self.timeout = timeout
@@ -130,7 +136,7 @@ class ExecRunner:
 
     @property
     def profile(self) -> RunnerProfile:
-        """The binary's runner profile (`run.profiles`): given, or detected once from its `--help`
+        """The binary's runner profile (`runners.profiles`): given, or detected once from its `--help`
         (gflags lists its flags); a templated command, or a binary whose help lists no seed flag, is
         taken as the newest profile (`profile_how` says so)."""
         if self._profile is None:

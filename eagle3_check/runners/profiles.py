@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from eagle3_check.errors import InputError, OptionError
-from eagle3_check.run.rules import prefill_chunk_size, prefill_chunks
+from eagle3_check.runners.rules import prefill_chunk_size, prefill_chunks
 
 CLAMP = (1, 7)  # main.cpp from #20345 on: K clamped to [1, 7] (verify M = K + 1 <= 8)
 

@@ -1,4 +1,4 @@
-"""Data placement for the runner loop (`run.loop.ReferenceRunner`): where the verify window and
+"""Data placement for the runner loop (`runners.loop.ReferenceRunner`): where the verify window and
 the positions live, how a round's `a` is read back, how the reseed tokens are taken.
 
 The loop (DESIGN §2) is written once; a placement answers its few data questions:

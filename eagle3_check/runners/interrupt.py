@@ -2,7 +2,7 @@
 
 Both arrive as KeyboardInterrupt. Under `harness_sigint()` (the front end's, around a command)
 SIGINT sets a flag before it raises, so `signalled()` says which one it was: the runner's own is
-that request's failure (run/crash.py; in a child process it is the child's crash), the harness's
+that request's failure (runners/crash.py; in a child process it is the child's crash), the harness's
 stops every route, which writes the report with what was judged so far, marked interrupted, and
 exits 130. Outside it (a library caller, a worker thread) SIGINT is Python's default.
 

@@ -32,7 +32,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from eagle3_check.errors import InputError
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 
 PLACEHOLDERS = ("model_path", "tokenizer_path", "prompt", "max_new_tokens", "bos_id", "eos_id", "chain",
                 "chat_prefix", "chat_suffix", "stop_ids", "stop_token", "raw_prompt", "data_path")

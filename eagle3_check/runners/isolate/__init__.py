@@ -3,11 +3,11 @@ report, or outlive the check.
 
 What lives here: `wire` (the framed protocol: pickles to the child, plain JSON back, validated),
 `child` (the runner's process: its own program, tokenizer and plug-in; `python -m
-eagle3_check.isolate.child`), `fork` (starting it by fork where safe) and `runner` (`IsolatedRunner`, the harness's side: one child at a
+eagle3_check.runners.isolate.child`), `fork` (starting it by fork where safe) and `runner` (`IsolatedRunner`, the harness's side: one child at a
 time, every way out of it a verdict, its output per request). The process tree and bounded reads
-are `run.proc`'s.
+are `runners.proc`'s.
 
-May import: program, run, suites
+May import: program, runners
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

@@ -1,10 +1,10 @@
 """The reference runner: DESIGN §2 exactly (the shifted, vLLM-EAGLE scheme), one loop.
 
 A runner is anything with `run(program, tokenizer, prompt, options) -> RunResult`
-(`Runner`, in run/result.py); `ReferenceRunner` is ours. Plug-in runners implement the same.
-The loop is written once; where its data lives is a strategy (`run/placement.py`):
+(`Runner`, in runners/result.py); `ReferenceRunner` is ours. Plug-in runners implement the same.
+The loop is written once; where its data lives is a strategy (`runners/placement.py`):
 `ReferenceRunner()` keeps it in host lists, `ReferenceRunner("device")` (alias
-`run.device_loop.DeviceRunner`) in device buffers with one read back per round.
+`runners.device_loop.DeviceRunner`) in device buffers with one read back per round.
 Mutation testing (`eagle3_check.mutants`) edits this loop and runs it on both.
 
 Worked example of one round (K = 4), the index arithmetic the tests pin:
@@ -29,7 +29,7 @@ import torch
 
 from eagle3_check.errors import ContractViolation, OptionError
 from eagle3_check.program.contract import Metadata, SpeculatorProgram, read_metadata
-from eagle3_check.run.options import (
+from eagle3_check.runners.options import (
     RunOptions,
     check_options,
     check_tokenizer,
@@ -37,10 +37,10 @@ from eagle3_check.run.options import (
     prompt_ids,
     stop_set,
 )
-from eagle3_check.run.placement import PLACEMENTS, check_output, check_vocab
-from eagle3_check.run.profiles import DESIGN_NAME, profile_named
-from eagle3_check.run.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
-from eagle3_check.run.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
+from eagle3_check.runners.placement import PLACEMENTS, check_output, check_vocab
+from eagle3_check.runners.profiles import DESIGN_NAME, profile_named
+from eagle3_check.runners.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
+from eagle3_check.runners.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
 
@@ -80,11 +80,11 @@ def check_prompt_len(n: int, md: Metadata, chunked: bool = False) -> None:
 
 
 class ReferenceRunner:
-    """DESIGN §2 with data placement `placement` ("host" or "device", see run/placement.py)."""
+    """DESIGN §2 with data placement `placement` ("host" or "device", see runners/placement.py)."""
 
     name = "reference"
     plan = staticmethod(prefill_chunks)  # the chunked-prefill plan (a test runner swaps in a wrong one)
-    profile = DESIGN_NAME  # DESIGN §2 as written; `--runner-profile NAME` runs a seed version's rules (run/profiles.py)
+    profile = DESIGN_NAME  # DESIGN §2 as written; `--runner-profile NAME` runs a seed version's rules (runners/profiles.py)
 
     def __init__(self, placement: str = "host", timer=None):
         self.placement = PLACEMENTS[placement]

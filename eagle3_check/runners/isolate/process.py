@@ -1,7 +1,7 @@
 """One runner process and its pipes, the harness's side: start it (forked where safe, else spawned),
 send it frames, read its frames and its fd 1/2 output with `select` against a deadline, end its tree.
 
-`IsolatedRunner` (isolate/runner.py) decides what to send and what each way out means.
+`IsolatedRunner` (runners/isolate/runner.py) decides what to send and what each way out means.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from eagle3_check.isolate import wire
-from eagle3_check.isolate.fork import Forked, can_fork, fork_child
-from eagle3_check.run.proc import BoundedOutput, children_of, end_tree
+from eagle3_check.runners.isolate import wire
+from eagle3_check.runners.isolate.fork import Forked, can_fork, fork_child
+from eagle3_check.runners.proc import BoundedOutput, children_of, end_tree
 
 # How long a child whose reply pipe closed gets to finish exiting before it is called still running:
 # a forked child that calls sys.exit runs the interpreter's shutdown (torch loaded), which took over 2 s
@@ -48,11 +48,11 @@ class Child:
     def __init__(self, setup: dict, env: dict):
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
-        if can_fork():  # the harness's imports carry over (isolate/fork.py)
+        if can_fork():  # the harness's imports carry over (runners/isolate/fork.py)
             self.proc = fork_child(req_r, rep_w, {self.req_w, self.rep_r})
         else:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "eagle3_check.isolate.child", str(req_r), str(rep_w)],
+                [sys.executable, "-m", "eagle3_check.runners.isolate.child", str(req_r), str(rep_w)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w), start_new_session=True, env=env)
         self.forked = isinstance(self.proc, Forked)
