@@ -92,7 +92,7 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                     fixture: str | None = None, draft_dir: Path | None = None, spec=None, reference=None) -> list[dict]:
     """One `run_check` per perturbation; rows of verdict counts, tie margins and the pass/fail."""
     from eagle3_check.fixtures.registry import ProgramSpec
-    from eagle3_check.gating.check import run_check
+    from eagle3_check.jobs.check.prompt_set import run_check
     from eagle3_check.judge.hf import HFReference
     from eagle3_check.judge.tolerance import default_budget, tolerance_for
     from eagle3_check.runners.options import RunOptions

@@ -15,8 +15,8 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from eagle3_check.gating.check import CheckReport, RequestOutcome
-from eagle3_check.gating.gate_model import GateCheck, GateReport
+from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome
+from eagle3_check.jobs.gate.model import GateCheck, GateReport
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import judge

@@ -258,7 +258,7 @@ CLI_CASES = [
     pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--dtype", "float16"], "invalid choice: 'float16'", id="dtype-not-a-choice"),
     pytest.param(lambda b: [*RUN, "-k", "four"], "invalid int value: 'four'", id="k-not-an-integer"),
     pytest.param(lambda b: ["export"], "-o/--output", id="export-without-output"),
-    # checked before anything loads (session/validate.validated, where the Config is built)
+    # checked before anything loads (jobs/common/validate.validated, where the Config is built)
     pytest.param(lambda b: ["check", "--fixture", "tiny-llama", "--cuda-graph"], "--cuda-graph with --device cpu", id="cuda-graph-on-cpu"),
     pytest.param(lambda b: [*RUN, "--device", "gpu"], "--device gpu", id="device-unknown"),
     pytest.param(lambda b: [*RUN, "--eos-id", "999999"], "eos id 999999", id="eos-id-out-of-vocab"),

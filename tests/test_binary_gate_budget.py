@@ -1,4 +1,4 @@
-"""The gate's edge-suite check (through a runner binary, and in process: `gate_model.suite_junit_cases`)
+"""The gate's edge-suite check (through a runner binary, and in process: `jobs.gate.model.suite_junit_cases`)
 counts its tie positions against the program's dtype's tie budget, a share of judged positions as
 for requests. Through a binary it used no budget (0: the real stack top on the seed's tiny-gemma4
 export, "62 tie positions exceed the tie budget of 0 (0.0% of 113)" while its requests had 7%),
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-import eagle3_check.binary.suites as binary_suites
-import eagle3_check.gating.gate as gate_mod
-from eagle3_check.binary.gate import exec_gate_checks
-from eagle3_check.gating.gate import GateInputs
-from eagle3_check.gating.gate_model import suite_junit_cases, timed
+import eagle3_check.jobs.gate.gate as gate_mod
+import eagle3_check.jobs.suites.binary as binary_suites
+from eagle3_check.jobs.gate.binary import exec_gate_checks
+from eagle3_check.jobs.gate.gate import GateInputs
+from eagle3_check.jobs.gate.model import suite_junit_cases, timed
+from eagle3_check.jobs.suites.execute import CaseResult
+from eagle3_check.jobs.suites.report import SuiteReport
 from eagle3_check.runners.binary.runner import ExecRunner
 from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, TIE
-from eagle3_check.suites.execute import CaseResult
-from eagle3_check.suites.report import SuiteReport
 from eagle3_check.suites.toy import ToyProgram
 
 

@@ -15,9 +15,9 @@ import math
 
 import pytest
 
-from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt
-from eagle3_check.gating.golden_diff import diff_golden
-from eagle3_check.gating.metrics import compare_metrics, compute_metrics
+from eagle3_check.jobs.golden.diff import diff_golden
+from eagle3_check.jobs.golden.file import Golden, GoldenKey, GoldenPrompt
+from eagle3_check.jobs.golden.metrics import compare_metrics, compute_metrics
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import TOP_N, tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS, TIE, judge, judge_position

@@ -17,7 +17,7 @@ from test_real_fixtures import real
 ], ids=["default-request", "a-bos-flag"])
 def test_default_check_of_a_real_fixture_expects_its_card(name, flags, expects):
     from eagle3_check.cli import config_of  # the flags as check parses them, nothing run
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs.common.context import CheckContext
 
     fx = real(name)
     card = json.loads(fx.card_path.read_text())

@@ -66,7 +66,7 @@ def test_suite_reports_become_testsuites(capsys, tmp_path):
 
 def test_ties_over_the_budget_fail_the_xml_too():
     """A report failed by its ties alone (no request fails) has a failing 'tie budget' case."""
-    from eagle3_check.gating.check import CheckReport, RequestOutcome
+    from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome
     from eagle3_check.judge.verdict import Verdict
     from eagle3_check.report.check_junit import check_suite
     from eagle3_check.report.junit import to_xml

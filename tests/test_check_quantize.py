@@ -1,4 +1,4 @@
-"""`check --quantize SCHEME` (session/quantized.py): the gate's quantized checks in process, on an
+"""`check --quantize SCHEME` (jobs/gate/quantized.py): the gate's quantized checks in process, on an
 eager fixture: the runner against the program's own greedy decoding, and the drift of that decoding
 from the full-precision HF target, printed with the gate's drift lines. Bad input is one line each."""
 

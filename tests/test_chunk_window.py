@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3_check.jobs.suites.execute import SuiteEnv, run_case
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.runners.loop import ReferenceRunner
@@ -18,7 +19,6 @@ from eagle3_check.runners.rules import prefill_chunk_size, prefill_chunks
 from eagle3_check.status import SKIP
 from eagle3_check.suites import SUITES
 from eagle3_check.suites.chunked import GEMMA3, TOY_WINDOWS, WINDOW_SPECS
-from eagle3_check.suites.execute import SuiteEnv, run_case
 
 NAMES = {f"chunked-prefill/{n}" for n, _, _ in WINDOW_SPECS} | {f"chunked-prefill/toy-{n}" for n, _ in TOY_WINDOWS}
 WINDOW_CASES = [c for c in SUITES["chunked-prefill"] if c.name in NAMES]

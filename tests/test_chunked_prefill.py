@@ -114,7 +114,7 @@ class TailIgnoringRunner(ReferenceRunner):
 
 @pytest.fixture(scope="module")
 def gemma_env():
-    from eagle3_check.suites.execute import SuiteEnv
+    from eagle3_check.jobs.suites.execute import SuiteEnv
 
     return SuiteEnv.eager("tiny-gemma4")
 
@@ -125,8 +125,8 @@ def gemma_env():
     (TailIgnoringRunner, "chunked-prefill/3chunks+1"),
 ], ids=["window-overflow", "tail-ignored-chunk+1", "tail-ignored-3chunks+1"])
 def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
+    from eagle3_check.jobs.suites.execute import run_case
     from eagle3_check.suites import suite_cases
-    from eagle3_check.suites.execute import run_case
 
     case = suite_cases(case_name)[0]
     assert run_case(case, gemma_env).status == "pass"  # the reference runner passes it
@@ -137,8 +137,8 @@ def test_wrong_chunking_fails_the_suite(gemma_env, runner, case_name):
 
 def test_an_exec_runner_with_chunked_prefill_is_an_error(tokenizer):
     """A runner binary whose profile does not chunk: asking for chunked prefill is an error, not a silent drop."""
-    from eagle3_check.binary.check import run_exec_check
     from eagle3_check.fixtures.registry import Prompt
+    from eagle3_check.jobs.check.binary import run_exec_check
     from eagle3_check.runners.binary.runner import ExecRunner
 
     prog = toy.ToyProgram(max_seq_len=64, min_prefill=1, max_prefill=32)
@@ -168,7 +168,7 @@ def test_check_audits_a_chunked_run_against_its_chunk_plan(program, tokenizer, f
     """`check --chunked-prefill`: the call audit expects the plan's prefill and seed chunks (one
     draft_decode per chunk, not one for the prompt), so a correct chunked run passes."""
     from eagle3_check.fixtures.registry import ProgramSpec
-    from eagle3_check.gating.check import run_check
+    from eagle3_check.jobs.check.prompt_set import run_check
     from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.program.eager import EagerBackend
 

@@ -1,4 +1,4 @@
-"""`run` / `check --compile {off,layer,model}` on CPU (session/world.compile_program): inductor compiles the
+"""`run` / `check --compile {off,layer,model}` on CPU (jobs/common/world.compile_program): inductor compiles the
 tiny fixture's target forward and draft steps here (a C++ compiler is all it needs), the check
 passes with the uncompiled run's tokens, the report records the settings, and what would be
 ignored or cannot run is a one-line error (exit 2). The CUDA path: tests/gpu/test_compile_cli_cuda.py.

@@ -12,8 +12,8 @@ import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import format_table, run_check
-from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.jobs.check.prompt_set import format_table, run_check
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.contract import ProgramWrapper
@@ -158,14 +158,14 @@ class NoneAlways(ReferenceRunner):
 
 
 def run_case_with(case, env, runner):
-    from eagle3_check.suites.execute import run_case
+    from eagle3_check.jobs.suites.execute import run_case
 
     return run_case(case, env, runner)
 
 
 @pytest.fixture(scope="module")
 def suite_env_default(fixture, program, tokenizer, hf_reference):
-    from eagle3_check.suites.execute import SuiteEnv
+    from eagle3_check.jobs.suites.execute import SuiteEnv
 
     return SuiteEnv(lambda spec: program, tokenizer, hf_reference, [p.text for p in fixture.prompts()], tolerance_for("float32"),
                     fixture=fixture.name)
@@ -201,8 +201,8 @@ def test_gate_with_a_program_that_raises_fails_instead_of_a_traceback(program, t
 
 
 def test_golden_verify_with_a_crashing_runner_reports_a_crashed_diff(program, tokenizer):
-    from eagle3_check.gating.golden import golden_root, load_golden
-    from eagle3_check.gating.golden_check import gate_goldens
+    from eagle3_check.jobs.golden.file import golden_root, load_golden
+    from eagle3_check.jobs.golden.verify import gate_goldens
 
     class CrashOnSecond(ReferenceRunner):  # goldens re-run their recorded prompt ids: crash by call order
         calls = 0

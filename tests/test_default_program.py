@@ -1,4 +1,4 @@
-"""The program a command runs when no flag names one (session/default_program.py): the real fixture
+"""The program a command runs when no flag names one (jobs/common/default_program.py): the real fixture
 smollm2-135m for `run` and check's prompt set, tiny-llama for the routes that cost more there; the
 real extra missing is one line naming both fixes. Config only: no torch, no model."""
 
@@ -10,7 +10,7 @@ from eagle3_check import gguf_fixture
 from eagle3_check.cli import config_of
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, fixtures_root
-from eagle3_check.session.default_program import REAL_DEFAULT
+from eagle3_check.jobs.common.default_program import REAL_DEFAULT
 
 TINY = str(fixtures_root() / "tiny-llama")
 PROMPTS = str(fixtures_root() / "prompts.json")

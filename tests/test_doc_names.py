@@ -3,7 +3,7 @@ that starts with one of eagle3_check's modules resolves (the module imports, eac
 a submodule or a declared field), a stale module name is caught, and README stays one screen.
 
 What counts as a name (`NAME` below): an inline code span whose whole text is dotted identifiers,
-optionally `module:attr` (`gating.check.judge`, `rules.expected_length`, `runners.device_loop.DeviceRunner`,
+optionally `module:attr` (`jobs.check.prompt_set.judge`, `rules.expected_length`, `runners.device_loop.DeviceRunner`,
 `eagle3_check.runners.loop:ReferenceRunner`). Its head decides:
 
 - `eagle3_check`, or the last component of any module or package of eagle3_check (`rules`, `run`,
@@ -156,9 +156,9 @@ def test_every_name_in_a_docstring_exists():
 
 
 def test_the_pattern_takes_names_and_leaves_ordinary_code():
-    text = ("`gating.check.judge` `eagle3_check.runners.loop:ReferenceRunner` `metrics.json` `--json` "
+    text = ("`jobs.check.prompt_set.judge` `eagle3_check.runners.loop:ReferenceRunner` `metrics.json` `--json` "
             "`options.max_new_tokens = 1` `golden/x.json` `f(x)`\n```bash\n`rules.nothing`\n```\n")
-    assert names_in(text) == ["gating.check.judge", "eagle3_check.runners.loop:ReferenceRunner", "metrics.json"]
+    assert names_in(text) == ["jobs.check.prompt_set.judge", "eagle3_check.runners.loop:ReferenceRunner", "metrics.json"]
     assert [problem(n) for n in names_in(text)] == [None, None, None]
 
 

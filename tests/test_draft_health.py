@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import load_fixture
-from eagle3_check.gating.check import run_check
-from eagle3_check.gating.draft_health import assess, step0_agreement
+from eagle3_check.jobs.check.draft_health import assess, step0_agreement
+from eagle3_check.jobs.check.prompt_set import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.runners.options import RunOptions, prompt_ids
@@ -127,7 +127,7 @@ def test_card_expectation_only_for_the_card_s_own_run(card, k, options, own, req
     """The card's run is the fixture's own request (`request_`; none: the Gemma 4 frame of the
     tiny fixtures) at the card's max new tokens: a real fixture's default check (its ChatML
     frame) is that run; any flag that changes the request is not."""
-    from eagle3_check.gating.draft_health import card_expectation
+    from eagle3_check.jobs.check.draft_health import card_expectation
 
     tau, source = card_expectation(card, "fx/card.json", k, options, own, request=request_)
     assert tau == expect and why in source, source

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from eagle3_check.gating import draft_health
-from eagle3_check.gating.draft_health import step0_agreement, step0_from_calls, teacher_window
+from eagle3_check.jobs.check import draft_health
+from eagle3_check.jobs.check.draft_health import step0_agreement, step0_from_calls, teacher_window
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.runners.options import RunOptions, prompt_ids
 

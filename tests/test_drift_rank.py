@@ -1,4 +1,4 @@
-"""Drift by rank (gating/drift.py): the far-divergence statistic on hand-made HF rows.
+"""Drift by rank (jobs/check/drift.py): the far-divergence statistic on hand-made HF rows.
 
 Worked example (pinned below): the program emits [5, 7, 9, 3]; HF's rows, teacher-forced over
 them, have argmax [5, 8, 9, 4] and rank the program's tokens [1, 2, 1, 250] with logits 0.5 and
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.gating.drift import (
+from eagle3_check.jobs.check.drift import (
     DEFAULT_FAR_RANK,
     DEFAULT_MAX_FAR_SHARE,
     DEFAULT_MAX_MEAN_GAP,

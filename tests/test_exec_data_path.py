@@ -56,12 +56,12 @@ def test_program_data_is_found_through_wrappers():
 
 def test_check_suite_and_golden_refuse_before_any_request(tokenizer, tmp_path):
     """The refusal is about the whole run: one line before the binary (which would fail) is started."""
-    from eagle3_check.binary.check import run_exec_check
-    from eagle3_check.binary.golden import verify_exec_goldens
-    from eagle3_check.binary.suites import run_exec_suite
+    from eagle3_check.jobs.check.binary import run_exec_check
+    from eagle3_check.jobs.golden.binary import verify_exec_goldens
+    from eagle3_check.jobs.suites.binary import run_exec_suite
+    from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
     from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.suites import suite_cases
-    from eagle3_check.suites.execute import SELF, SuiteEnv
 
     runner = ExecRunner("exec:/bin/false {model_path}")
     prog = _toy_pte("toy.ptd")

@@ -188,7 +188,7 @@ def test_unknown_placeholder_is_a_one_line_error():
 
 def test_unforced_positions_worked_example():
     """A binary runs unforced: the case's stop index and budget become plain numbers from its pattern."""
-    from eagle3_check.binary.suites import _unforced_positions
+    from eagle3_check.jobs.suites.binary import _unforced_positions
     from eagle3_check.suites.case import Case, StopAt
     from eagle3_check.suites.forcing import Forcing
     from eagle3_check.suites.request import CaseSkip
@@ -265,7 +265,7 @@ def test_scored_ids_length_uses_the_reference_next_token(run, pieces):
 
 
 def test_exec_report_tie_budget():
-    from eagle3_check.binary.check import ExecOutcome, ExecReport
+    from eagle3_check.jobs.check.binary import ExecOutcome, ExecReport
     from eagle3_check.judge.binary import ExecVerdict
 
     def outcome(status, judged, ties):

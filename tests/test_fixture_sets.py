@@ -12,7 +12,7 @@ import torch
 
 from eagle3_check.fixtures.card import CARD_KS, CARD_MAX_NEW, MemoReference, read_card
 from eagle3_check.fixtures.registry import load_fixture
-from eagle3_check.gating.check import run_check
+from eagle3_check.jobs.check.prompt_set import run_check
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL

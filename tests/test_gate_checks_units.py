@@ -1,5 +1,5 @@
 """The gate's load, metadata, golden and baseline checks through `run_gate` on the toy program
-(`gating/gate.py`): the load step probes the file in a child before loading it with its data file,
+(`jobs/gate/gate.py`): the load step probes the file in a child before loading it with its data file,
 metadata problems are one case each, a check that raises fails under its own name, the golden
 check runs each recorded request (a .pte golden on the given program, other fixtures' skipped),
 the metrics and tau baselines, a runner binary in place of the reference runner, and the HF
@@ -16,13 +16,13 @@ import torch
 from test_gate_run_units import PROMPTS, Bf16Toy, OtherTarget
 from test_gating import KEY, setup
 
-from eagle3_check.binary.gate import BinaryGate
 from eagle3_check.errors import InputError
-from eagle3_check.gating.check import reference_json
-from eagle3_check.gating.gate import GateInputs, baseline_check, run_gate
-from eagle3_check.gating.golden_check import gate_goldens
-from eagle3_check.gating.metrics import compute_metrics, format_metric_diffs, write_baseline
-from eagle3_check.gating.tau_baseline import compare_tau
+from eagle3_check.jobs.check.prompt_set import reference_json
+from eagle3_check.jobs.gate.binary import BinaryGate
+from eagle3_check.jobs.gate.gate import GateInputs, baseline_check, run_gate
+from eagle3_check.jobs.golden.metrics import compute_metrics, format_metric_diffs, write_baseline
+from eagle3_check.jobs.golden.tau_baseline import compare_tau
+from eagle3_check.jobs.golden.verify import gate_goldens
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.judge.tolerance import tolerance_for
@@ -259,7 +259,7 @@ def test_a_runner_binary_is_gated_in_place_of_the_reference_runner(tokenizer):
 def test_a_bare_runner_binary_is_a_one_line_error_naming_the_wrapper(tokenizer):
     with pytest.raises(InputError) as e:
         run_gate(_inputs(tokenizer, runner=ExecRunner("exec:/bin/true")), ToyProgram())
-    assert str(e.value) == ("GateInputs.runner is a ExecRunner; expected a runner binary's gate (binary.gate.BinaryGate). "
+    assert str(e.value) == ("GateInputs.runner is a ExecRunner; expected a runner binary's gate (jobs.gate.binary.BinaryGate). "
                             "Fix: pass runner=BinaryGate(ExecRunner(spec))")
 
 

@@ -10,9 +10,9 @@ import json
 
 from test_gating import KEY, setup
 
-from eagle3_check.gating.gate import GateInputs, baseline_check, golden_check
-from eagle3_check.gating.golden_check import gate_goldens
-from eagle3_check.gating.metrics import compute_metrics, write_baseline
+from eagle3_check.jobs.gate.gate import GateInputs, baseline_check, golden_check
+from eagle3_check.jobs.golden.metrics import compute_metrics, write_baseline
+from eagle3_check.jobs.golden.verify import gate_goldens
 from eagle3_check.suites.toy import ToyProgram
 
 

@@ -1,4 +1,4 @@
-"""The gate's report, pinned to the character (`gating/gate_model.py`): a check's JSON, the report's
+"""The gate's report, pinned to the character (`jobs/gate/model.py`): a check's JSON, the report's
 JSON, its JUnit suites (one per check, the check's own failure added where no case failed), the
 table (with and without the drift section) and the summary rule's corner cases."""
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from eagle3_check.gating.drift import DriftReport, DriftThresholds, PromptDrift, drift_table
-from eagle3_check.gating.gate_model import (
+from eagle3_check.jobs.check.drift import DriftReport, DriftThresholds, PromptDrift, drift_table
+from eagle3_check.jobs.gate.model import (
     DRIFT,
     GateCheck,
     GateReport,

@@ -1,4 +1,4 @@
-"""How `run_gate` wires its checks (`gating/gate.py`), on the toy program in well under a second a
+"""How `run_gate` wires its checks (`jobs/gate/gate.py`), on the toy program in well under a second a
 test: what each check is given (K, the tie budget, the reference, the plug-in runner, the
 fixture, progress), the report's info, the quantized path (drift against a full-precision twin,
 edge suites against the program itself), ties within and past the budget, the dtype defaults,
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import (
+from eagle3_check.jobs.gate.gate import (
     DRIFT,
     GateInputs,
     _dtype_defaults,

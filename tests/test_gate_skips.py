@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
 from eagle3_check.report.junit import to_xml
 from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, SKIP

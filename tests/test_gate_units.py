@@ -11,8 +11,8 @@ import pytest
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import run_gate
-from eagle3_check.gating.gate_model import (
+from eagle3_check.jobs.gate.gate import run_gate
+from eagle3_check.jobs.gate.model import (
     GateCheck,
     GateInputs,
     GateReport,

@@ -6,9 +6,9 @@ import dataclasses
 
 from test_golden import PROMPTS, TOL, ToyReference
 
-from eagle3_check.gating.golden import GoldenKey, record_golden, save_golden
-from eagle3_check.gating.golden_check import gate_goldens, unavailable
-from eagle3_check.gating.metrics import compute_metrics, write_baseline
+from eagle3_check.jobs.golden.file import GoldenKey, record_golden, save_golden
+from eagle3_check.jobs.golden.metrics import compute_metrics, write_baseline
+from eagle3_check.jobs.golden.verify import gate_goldens, unavailable
 from eagle3_check.suites.toy import ToyProgram
 
 KEY = GoldenKey("toy", "eager", "cpu", "float32", 3, 16)

@@ -46,7 +46,7 @@ class FakePte:
 ])
 def test_check_names_the_warning_beside_its_verdict(fixture, lowering, warned):
     from eagle3_check.fixtures.registry import load_fixture
-    from eagle3_check.gating.check import CheckReport, format_table
+    from eagle3_check.jobs.check.prompt_set import CheckReport, format_table
     from eagle3_check.program.metadata_check import program_gelu_warning
 
     w = program_gelu_warning(FakePte(lowering), load_fixture(fixture).target_dir)

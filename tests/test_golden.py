@@ -13,7 +13,8 @@ import json
 import pytest
 
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.golden import (
+from eagle3_check.jobs.golden.diff import diff_golden, format_diffs
+from eagle3_check.jobs.golden.file import (
     GoldenError,
     GoldenKey,
     load_golden,
@@ -21,8 +22,7 @@ from eagle3_check.gating.golden import (
     run_golden,
     save_golden,
 )
-from eagle3_check.gating.golden_diff import diff_golden, format_diffs
-from eagle3_check.gating.metrics import compare_metrics, compute_metrics, format_metric_diffs
+from eagle3_check.jobs.golden.metrics import compare_metrics, compute_metrics, format_metric_diffs
 from eagle3_check.judge.hf import ReferenceResult, Scores
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.program.contract import read_metadata

@@ -1,4 +1,4 @@
-"""A golden run on another backend than its own (`golden_diff.stats_exact`, DESIGN §3): tokens are
+"""A golden run on another backend than its own (`jobs.golden.diff.stats_exact`, DESIGN §3): tokens are
 compared exactly everywhere; rounds, accepted counts and tau exactly on the golden's own backend
 and in float32, and as notes for a reduced-precision golden run on a `.pte` (SmolLM2's bf16 golden
 `code-explain-recursion`: 9 rounds eager, 10 on its XNNPACK export, the same 16 tokens)."""
@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
-from eagle3_check.gating.golden import GoldenKey
-from eagle3_check.gating.golden_diff import diff_golden, stats_exact
+from eagle3_check.jobs.golden.diff import diff_golden, stats_exact
+from eagle3_check.jobs.golden.file import GoldenKey
 from tests.test_golden_diff_units import golden, prompt, run_of
 
 BF16_EAGER = GoldenKey("toy", "eager", "cpu", "bfloat16", 4, 8)
@@ -71,7 +71,7 @@ def test_the_stop_reason_is_still_compared_when_acceptance_is_a_note():
     assert (d.field, d.got, d.want, len(notes)) == ("stop_reason", "stop", "max_new", 1)
 
 
-# --- through a runner binary (binary/golden.compare_prompt), on a stub binary's output ---------
+# --- through a runner binary (jobs/golden/binary.compare_prompt), on a stub binary's output ---------
 
 
 class StubProc:
@@ -105,8 +105,8 @@ class StubRunner:
     pytest.param("float32", True, id="fp32-eager-golden-differs"),
 ])
 def test_a_binary_on_a_pte_notes_or_fails_other_acceptance(tmp_path, tokenizer, dtype, expect_diff):
-    from eagle3_check.binary.golden import compare_prompt
-    from eagle3_check.gating.golden import golden_root, load_golden
+    from eagle3_check.jobs.golden.binary import compare_prompt
+    from eagle3_check.jobs.golden.file import golden_root, load_golden
     from eagle3_check.runners.binary.byte_pieces import BytePieces
 
     g = load_golden(golden_root() / "tiny-llama__eager__cpu__float32__k4__n48.json")

@@ -14,16 +14,16 @@ import pytest
 from test_golden import KMinusOneRunner  # tests/ is on sys.path (pytest's prepend import mode)
 
 from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures, load_fixture
-from eagle3_check.gating.golden import golden_root, load_golden, run_golden
-from eagle3_check.gating.golden_check import gate_goldens, golden_paths, program_for_key
-from eagle3_check.gating.golden_diff import diff_golden, format_diffs
-from eagle3_check.gating.metrics import (
+from eagle3_check.jobs.golden.diff import diff_golden, format_diffs
+from eagle3_check.jobs.golden.file import golden_root, load_golden, run_golden
+from eagle3_check.jobs.golden.metrics import (
     compare_metrics,
     compute_metrics,
     default_baseline_path,
     format_metric_diffs,
     load_baseline,
 )
+from eagle3_check.jobs.golden.verify import gate_goldens, golden_paths, program_for_key
 
 PATHS = golden_paths() if golden_root().is_dir() else []
 RECORD = "eagle3-check golden record --fixture {f} -k 4 --max-new-tokens 48 --only ..."

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle3_check.gating.check import CheckReport, RequestOutcome
-from eagle3_check.gating.golden import Golden, GoldenKey, GoldenPrompt, save_golden
-from eagle3_check.gating.golden_diff import GoldenDiff, diff_golden, format_diffs, runs_by_prompt
+from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome
+from eagle3_check.jobs.golden.diff import GoldenDiff, diff_golden, format_diffs, runs_by_prompt
+from eagle3_check.jobs.golden.file import Golden, GoldenKey, GoldenPrompt, save_golden
 from eagle3_check.judge.verdict import Verdict
 from eagle3_check.runners.crash import CRASHED
 from eagle3_check.runners.options import RunOptions

@@ -1,5 +1,5 @@
 """A golden check where no golden applies to the program fails (the skip rule) with one line that
-says why each golden skipped and how to record one that applies (gating/golden_check.py
+says why each golden skipped and how to record one that applies (jobs/golden/verify.py
 `no_golden_line`; the gate's golden check, in process and through a binary, and `golden verify
 --runner exec:`). The route on a real `.pte` is tests/pte/test_golden_none_applies_pte.py."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_check.gating.golden_check import no_golden_line
+from eagle3_check.jobs.golden.verify import no_golden_line
 
 SKIPPED = {"tiny-gemma4__eager__cpu__float32__k4__n48": "a float32 golden; this program is a bfloat16 program"}
 
@@ -36,7 +36,7 @@ def test_through_a_binary_the_gates_fixture_names_a_pte_without_a_sidecar(tmp_pa
     """The seed's own export has no sidecar: the gate's --fixture names the fixture to record with."""
     from types import SimpleNamespace
 
-    from eagle3_check.binary.golden import ExecGoldenOutcome, none_applies
+    from eagle3_check.jobs.golden.binary import ExecGoldenOutcome, none_applies
 
     pte = tmp_path / "seed.pte"
     line = none_applies(ExecGoldenOutcome(skipped=SKIPPED), pte, SimpleNamespace(dtype="bfloat16"), Path("golden"),

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle3_check.gating.gate import GateInputs, golden_check
-from eagle3_check.gating.golden import load_golden, run_golden
-from eagle3_check.gating.golden_check import gate_goldens
-from eagle3_check.gating.golden_diff import diff_golden
+from eagle3_check.jobs.gate.gate import GateInputs, golden_check
+from eagle3_check.jobs.golden.diff import diff_golden
+from eagle3_check.jobs.golden.file import load_golden, run_golden
+from eagle3_check.jobs.golden.verify import gate_goldens
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.program.eager import EagerBackend

@@ -36,7 +36,7 @@ def test_golden_verify_runs_on_one_thread_by_default(two_threads, capsys):
 ])
 def test_the_threads_are_set_before_the_goldens_run(two_threads, monkeypatch, tmp_path, argv, want):
     """The goldens themselves replaced by a recorder of the thread count they would run with."""
-    import eagle3_check.gating.golden_check as golden_check
+    import eagle3_check.jobs.golden.verify as golden_check
 
     seen = []
 

@@ -169,7 +169,7 @@ def test_golden_verify_refuses_a_golden_whose_margins_are_ties(tmp_path, capsys,
 
 
 def test_every_committed_golden_clears_its_tie_bound():
-    from eagle3_check.gating.golden import load_golden, recorded_tie
+    from eagle3_check.jobs.golden.file import load_golden, recorded_tie
 
     for path in sorted((ROOT / "golden").glob("*.json")):
         assert recorded_tie(load_golden(path)) is None, path.name

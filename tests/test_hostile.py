@@ -143,7 +143,7 @@ def test_a_lone_surrogate_on_the_command_line_is_one_line(capsys):
     ({"rounds": -1}, "rounds = -1"),
 ], ids=["n-alpha-string", "n-alpha-above-one", "negative-rounds"])
 def test_a_hostile_metrics_baseline_is_one_line(entry, named, tmp_path, capsys):
-    from eagle3_check.gating.metrics import default_baseline_path
+    from eagle3_check.jobs.golden.metrics import default_baseline_path
 
     data = json.loads(default_baseline_path().read_text())
     stem = GOLDEN.stem
@@ -161,7 +161,7 @@ def test_a_hostile_metrics_baseline_is_one_line(entry, named, tmp_path, capsys):
     ({"tau": None}, "tau = None"),
 ], ids=["tau-string", "tau-negative", "tau-bool", "tau-missing", "tau-null"])
 def test_a_hostile_tau_baseline_is_one_line(data, named, tmp_path):
-    from eagle3_check.gating.tau_baseline import read_baseline_tau
+    from eagle3_check.jobs.golden.tau_baseline import read_baseline_tau
 
     p = tmp_path / "base.json"
     p.write_text(json.dumps(data))
@@ -171,7 +171,7 @@ def test_a_hostile_tau_baseline_is_one_line(data, named, tmp_path):
 
 
 def test_a_tau_baseline_reads_a_gate_report_and_a_bare_tau(tmp_path):
-    from eagle3_check.gating.tau_baseline import read_baseline_tau
+    from eagle3_check.jobs.golden.tau_baseline import read_baseline_tau
 
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"tau": 2.5, "passed": True, "info": {"k": 4}, "checks": []}))

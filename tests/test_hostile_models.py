@@ -190,7 +190,7 @@ def test_a_kv_write_past_max_seq_len_the_runner_swallowed_fails(program, tokeniz
     import torch
 
     from eagle3_check.fixtures.registry import Prompt
-    from eagle3_check.gating.check import run_check
+    from eagle3_check.jobs.check.prompt_set import run_check
     from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.runners.loop import ReferenceRunner
     from eagle3_check.runners.options import RunOptions

@@ -11,8 +11,8 @@ from html_pages import TOL, Page, check_report, gate_report, run_for, self_conta
 
 from eagle3_check.cli import main as cli_main
 from eagle3_check.errors import InputError
-from eagle3_check.gating.golden_check import GateOutcome
-from eagle3_check.gating.golden_diff import GoldenDiff
+from eagle3_check.jobs.golden.diff import GoldenDiff
+from eagle3_check.jobs.golden.verify import GateOutcome
 from eagle3_check.report.bench_report import bench_html
 from eagle3_check.report.html_page import write_html
 from eagle3_check.report.html_report import check_html, gate_html, golden_html, n_alpha
@@ -104,7 +104,7 @@ def test_gate_page_lists_the_checks_and_plots_tau_per_k():
 
 def test_golden_page_tables_diffs_and_runs():
     runs = {pid: run_for(pid) for pid in ("same", "tied")}
-    from eagle3_check.gating.golden import GoldenKey
+    from eagle3_check.jobs.golden.file import GoldenKey
 
     key = GoldenKey("tiny-llama", "eager", "cpu", "float32", 2, 6)
     diff = GoldenDiff(key.stem, "tied", "tokens", "token 2: 9, golden 212", index=2, got=9, want=212, margin=0.02)

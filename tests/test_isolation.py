@@ -16,7 +16,7 @@ import torch
 
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import run_check
+from eagle3_check.jobs.check.prompt_set import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.runners.crash import RunCrash, guarded_run, type_problem
@@ -224,9 +224,9 @@ def test_cli_check_json_stays_valid_and_exits_1(factory, reason, capsys, monkeyp
 
 
 def test_sys_exit_in_a_suite_case_and_in_golden_verify_is_a_finding(fixture, program, tokenizer, hf_reference):
-    from eagle3_check.gating.golden import GoldenKey, record_golden, run_golden
+    from eagle3_check.jobs.golden.file import GoldenKey, record_golden, run_golden
+    from eagle3_check.jobs.suites.execute import SuiteEnv, run_case
     from eagle3_check.suites import suite_cases
-    from eagle3_check.suites.execute import SuiteEnv, run_case
 
     env = SuiteEnv(lambda spec: program, tokenizer, hf_reference, [p.text for p in fixture.prompts()],
                    tolerance_for("float32"), fixture=fixture.name)

@@ -35,7 +35,7 @@ class Wrong(ReferenceRunner):
 PROBES = {
     # what the plug-in does -> (its code, the factory, the start of every request's verdict message)
     "patches-the-reference-and-verdict": ("""
-import eagle3_check.judge.hf as hf, eagle3_check.gating.check as gc, eagle3_check.judge.verdict as vd
+import eagle3_check.judge.hf as hf, eagle3_check.jobs.check.prompt_set as gc, eagle3_check.judge.verdict as vd
 from eagle3_check.judge.verdict import Verdict
 def _pass(run, *a, **k):
     return Verdict("pass", "patched", judged=len(run.tokens), identical=len(run.tokens))
@@ -257,7 +257,7 @@ def test_a_binarys_output_is_read_bounded(tmp_path):
 
 
 def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokenizer, fixture):
-    from eagle3_check.binary.check import byte_pieces_or_none, judge_process
+    from eagle3_check.jobs.check.binary import byte_pieces_or_none, judge_process
     from eagle3_check.judge.binary import FAIL, Request
     from eagle3_check.runners.binary.runner import ProcessRun
     from eagle3_check.runners.loop import ReferenceRunner

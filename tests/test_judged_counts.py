@@ -1,12 +1,12 @@
-"""gating.check.JudgedReport: the one rule by which `check` and `check --runner exec:...` count requests and
+"""jobs.check.prompt_set.JudgedReport: the one rule by which `check` and `check --runner exec:...` count requests and
 positions and spend the tie budget; each report's JSON keeps its own keys."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from eagle3_check.binary.check import ExecReport
-from eagle3_check.gating.check import CheckReport
+from eagle3_check.jobs.check.binary import ExecReport
+from eagle3_check.jobs.check.prompt_set import CheckReport
 from eagle3_check.judge.binary import ExecVerdict
 from eagle3_check.judge.verdict import Verdict
 from eagle3_check.status import FAIL, PASS, TIE

@@ -1,13 +1,16 @@
 """The package layout's import rules, checked over the import graph (ast; nothing is imported).
 
 Each subpackage's `__init__` docstring says what it may import ("May import: a, b.c"); an
-entry names a subpackage or one module of it. A module may always import its own subpackage
+entry names a subpackage or one module of it; a nested subpackage (jobs.check) may also import what
+its parents (jobs) allow. A module may always import its own subpackage
 and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules docs/layout.md states:
 - the library never imports the CLI;
 - the judge (references, tolerance, verdict, audit) never imports the runner loop it judges;
-- the program contract and its backends never import the suites or gating;
-- the runner-binary package (binary) imports downward only: only the CLI, the session and the pytest plugin import it;
-- reports (report) format and never judge: they import no check (run, judge, suites, gating, binary);
+- the program contract and its backends never import the runners, the judge, the suites or the jobs;
+- the jobs sit above everything but the front ends and the mutants: nothing below imports them, but
+  fixtures.card (a card's tau measured with the prompt-set check), named here;
+- shrinking (shrink) knows no job: each job passes its probe;
+- reports (report) format and never judge: they import no check (runners, judge, suites, jobs, shrink);
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
 - no import circle between modules, counting the imports inside functions too (a lazy import is
@@ -95,14 +98,20 @@ def test_every_entry_of_every_docstring_names_a_module():
             assert e in MODULES, f"eagle3_check/{package}/__init__.py allows {e!r}, which is no module"
 
 
+def inherited(package: str) -> set[str]:
+    """What a nested subpackage (jobs.check) may import: its own entries and its parents' (jobs)."""
+    parts = package.split(".")
+    return set().union(*(allowed(".".join(parts[:i])) for i in range(1, len(parts) + 1)))
+
+
 @pytest.mark.parametrize("package", SUBPACKAGES)
 def test_a_subpackage_imports_only_what_its_docstring_allows(package):
-    ok = allowed(package) | {package} | LEAVES | TOP
+    ok = inherited(package) | {package} | LEAVES | TOP
 
     def rule(m, target):
         if covered(target, ok):
             return None
-        return f"{package}'s docstring allows only {', '.join(sorted(allowed(package)))}"
+        return f"{package}'s docstring allows only {', '.join(sorted(inherited(package)))}"
 
     mods = [m for m in MODULES if m == package or m.startswith(package + ".")]
     assert violations(mods, rule) == []
@@ -120,22 +129,36 @@ def test_references_never_import_the_runner_loop():
     assert violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None) == []
 
 
-def test_programs_never_import_suites_or_gating():
+def test_programs_never_import_runners_judge_suites_or_jobs():
     progs = [m for m in MODULES if m == "program" or m.startswith("program.")]
-    assert violations(progs, lambda m, t: "suites/gating" if covered(t, {"suites", "gating"}) else None) == []
+    above = {"runners", "judge", "suites", "jobs", "shrink"}
+    assert violations(progs, lambda m, t: "a program sits below it" if covered(t, above) else None) == []
 
 
-def test_only_the_front_ends_and_the_session_import_the_binary_package():
-    """binary/ (the routes through a binary) sits above gating: nothing below it imports it (the gate is
-    handed a `binary.gate.BinaryGate`)."""
-    below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin", "session"})]
-    assert violations(below, lambda m, t: "the binary package sits above it" if covered(t, {"binary"}) else None) == []
+ABOVE_JOBS = {"jobs", "cli", "pytest_plugin", "mutants"}  # the jobs, the front ends, the mutants' kill table
+BELOW_INTO_JOBS = {("fixtures.card", "jobs.check.prompt_set")}  # a card's tau, measured with the prompt-set check
+
+
+def test_nothing_below_the_jobs_imports_them():
+    """The jobs (check, suites, golden, gate over their shared world) sit above the runners, the judge,
+    shrinking, the suites' cases, the reports and the fixtures; only the front ends and the mutants import
+    them, and the one import from below is named in BELOW_INTO_JOBS."""
+    below = [m for m in LIBRARY if not covered(m, ABOVE_JOBS)]
+    assert {"runners.loop", "judge.verdict", "shrink.search", "suites.case", "fixtures.card"} <= set(below)
+    assert violations(below, lambda m, t: "the jobs sit above it" if covered(t, {"jobs"})
+                      and (m, t) not in BELOW_INTO_JOBS else None) == []
+
+
+def test_shrinking_knows_no_job():
+    shrink = [m for m in MODULES if covered(m, {"shrink"})]
+    assert "shrink.search" in shrink
+    assert violations(shrink, lambda m, t: "each job passes its probe" if covered(t, {"jobs"}) else None) == []
 
 
 def test_reports_import_no_check():
     reports = [m for m in MODULES if covered(m, {"report"})]
     assert "report.junit" in reports and "report.html_report" in reports
-    checks = {"runners", "judge", "suites", "gating", "binary"}
+    checks = {"runners", "judge", "suites", "jobs", "shrink"}
     assert violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None) == []
 
 
@@ -202,9 +225,9 @@ def test_the_pytest_plugin_imports_eagle3_check_only_lazily():
 
 def test_the_rules_see_lazy_imports():
     """A lazy import inside a function counts: the rules would catch one that breaks them."""
-    src = MODULES["gating.gate"].read_text()
+    src = MODULES["jobs.gate.gate"].read_text()
     assert "\n    from eagle3_check.suites" in src  # a lazy import (inside a function) the gate really has
-    assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["gating.gate"])})
+    assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["jobs.gate.gate"])})
 
 
 def test_test_file_basenames_are_unique():

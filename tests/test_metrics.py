@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eagle3_check.errors import InputError
-from eagle3_check.gating.metrics import (
+from eagle3_check.jobs.golden.metrics import (
     compare_baseline,
     compare_metrics,
     compute_metrics,
@@ -40,7 +40,7 @@ def test_worked_example_of_the_module_docstring():
 
 
 def test_tau_matches_the_check_report_definition():
-    from eagle3_check.gating.check import CheckReport, RequestOutcome
+    from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome
     from eagle3_check.judge.verdict import Verdict
 
     report = CheckReport(k=4, outcomes=[RequestOutcome(str(i), r, Verdict("pass", "")) for i, r in enumerate(WORKED)])

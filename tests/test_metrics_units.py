@@ -1,4 +1,4 @@
-"""`gating.metrics` unit by unit: the exact metrics (and their zero cases), the exact list of
+"""`jobs.golden.metrics` unit by unit: the exact metrics (and their zero cases), the exact list of
 differences (direction of each row, n-alpha per index, a baseline entry lacking a field), the
 exact table a person reads, and the baseline file: its exact content, its refusals, and the test
 that tells it from another JSON. Fast: mutation testing runs these for every mutant of the module.
@@ -14,8 +14,8 @@ import pytest
 from test_metrics import WORKED, run
 
 from eagle3_check.errors import InputError
-from eagle3_check.gating.golden import dumps, golden_root
-from eagle3_check.gating.metrics import (
+from eagle3_check.jobs.golden.file import dumps, golden_root
+from eagle3_check.jobs.golden.metrics import (
     MetricDiff,
     compare_metrics,
     compute_metrics,

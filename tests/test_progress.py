@@ -8,7 +8,7 @@ import re
 from eagle3_check.cli.export import phase_printer
 from eagle3_check.cli.gate import StepBars
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
 from eagle3_check.program.export import PHASES, Phases
 from eagle3_check.runners.options import RunOptions
 

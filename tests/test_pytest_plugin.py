@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_check.gating.golden import golden_root
-from eagle3_check.gating.metrics import default_baseline_path
+from eagle3_check.jobs.golden.file import golden_root
+from eagle3_check.jobs.golden.metrics import default_baseline_path
 from eagle3_check.suites import SUITES, all_cases
 
 pytest_plugins = ["pytester"]

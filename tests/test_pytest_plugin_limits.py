@@ -20,7 +20,7 @@ from test_pytest_plugin import (  # tests/ is on sys.path (pytest's prepend impo
     _project,
 )
 
-from eagle3_check.gating.golden import golden_root
+from eagle3_check.jobs.golden.file import golden_root
 from eagle3_check.runners.binary.runner import resolve_command
 
 pytest_plugins = ["pytester"]
@@ -132,18 +132,18 @@ def test_a_wrong_binary_data_timeout_or_baseline_option_is_a_one_line_usage_erro
     ("eagle3_check.mutants:emit_past_max_new", "12"),
 ], ids=["reference-unlimited", "plug-in-default", "reference-given", "plug-in-given"])
 def test_the_request_timeout_limits_a_runner_as_check_does(pytester, runner, timeout):
-    """--eagle3-request-timeout follows `check --request-timeout` (session.context.limited): a limit
+    """--eagle3-request-timeout follows `check --request-timeout` (jobs.common.context.limited): a limit
     given applies to any runner; without one a plug-in gets 300 s and the reference runner none. A
     plug-in runs in its own process (runners/isolate/), whose limit is the same."""
+    from eagle3_check.jobs.common.context import limited
     from eagle3_check.runners.watchdog import with_limit
-    from eagle3_check.session.context import limited
 
     pytester.makeconftest('''
 def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
     from eagle3_check.runners.watchdog import limit_flag, with_limit
 
-    runner = session.config.stash[STATE].runner
+    runner = jobs.common.config.stash[STATE].runner
     if getattr(runner, "isolated", False):  # a plug-in in its own process
         print(f"limit: {runner.timeout} {runner.flag}")
     else:
@@ -198,7 +198,7 @@ def test_ini_keys_take_the_baseline_and_a_runner_binary_relative_to_the_ini_file
 def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
 
-    state = session.config.stash[STATE]
+    state = jobs.common.config.stash[STATE]
     binary = state.exec_runner
     print(f"binary: {binary.command.argv} {binary.timeout} {state.settings['data_path']}")
 ''')

@@ -14,8 +14,8 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
 
 from eagle3_check.errors import InputError  # noqa: E402
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
-from eagle3_check.gating.drift import DriftThresholds  # noqa: E402
-from eagle3_check.gating.gate import DRIFT, GateInputs, request_checks  # noqa: E402
+from eagle3_check.jobs.check.drift import DriftThresholds  # noqa: E402
+from eagle3_check.jobs.gate.gate import DRIFT, GateInputs, request_checks  # noqa: E402
 from eagle3_check.judge.hf import HFReference  # noqa: E402
 from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402

@@ -17,8 +17,8 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
                     "pip install -e .[pte]")
 
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
-from eagle3_check.gating.drift import DEFAULT_MIN_AGREEMENT, DriftThresholds  # noqa: E402
-from eagle3_check.gating.gate import DRIFT, GateInputs, format_table, run_gate  # noqa: E402
+from eagle3_check.jobs.check.drift import DEFAULT_MIN_AGREEMENT, DriftThresholds  # noqa: E402
+from eagle3_check.jobs.gate.gate import DRIFT, GateInputs, format_table, run_gate  # noqa: E402
 from eagle3_check.mutants import factory  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import QUANT_KEY, zero_scales  # noqa: E402

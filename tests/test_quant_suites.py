@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("torchao.quantization", reason="torchao not installed (it comes with the pte extra): "
                     "pip install -e .[pte]")
 
+from eagle3_check.jobs.suites.execute import SELF, SKIP, SuiteEnv, run_case  # noqa: E402
 from eagle3_check.judge.verdict import FAIL  # noqa: E402
 from eagle3_check.suites import all_cases  # noqa: E402
-from eagle3_check.suites.execute import SELF, SKIP, SuiteEnv, run_case  # noqa: E402
 
 VARIANT = "tiny-llama-int4"
 CASES = all_cases()

@@ -15,7 +15,7 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
 
 from eagle3_check.errors import OptionError  # noqa: E402
 from eagle3_check.fixtures.registry import list_fixtures, list_variants, load_fixture  # noqa: E402
-from eagle3_check.gating.drift import prompt_drift  # noqa: E402
+from eagle3_check.jobs.check.drift import prompt_drift  # noqa: E402
 from eagle3_check.judge.hf import Scores  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.quantize import (  # noqa: E402

@@ -72,7 +72,7 @@ def test_smollm2_converts_once_answers_paris_and_passes_check(capsys, tmp_path):
     """The CI real-model check: the conversion (cached: a second use converts nothing), the
     model's own files, the greedy answer to a factual question, and `check` on three prompts --
     both through the commands' default program (no --fixture, no template flags: what a newcomer
-    types; session/default_program.py), which must be this fixture with its own ChatML request."""
+    types; jobs/common/default_program.py), which must be this fixture with its own ChatML request."""
     fx = real("smollm2-135m")
     count = gguf_fixture.conversions
     target = fx.target_dir

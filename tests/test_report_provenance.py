@@ -11,7 +11,7 @@ import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
 from eagle3_check.report.provenance import file_record, versions
 from eagle3_check.runners.options import RunOptions
 
@@ -73,7 +73,7 @@ def test_gate_request_checks_carry_each_reference_s_tokens(program, tokenizer, f
 
 
 def test_golden_verify_json_carries_the_golden_s_hash(capsys):
-    from eagle3_check.gating.golden import golden_root
+    from eagle3_check.jobs.golden.file import golden_root
 
     path = golden_root() / "tiny-llama__eager__cpu__float32__k2__n48.json"
     assert main(["golden", "verify", str(path), "--no-baseline", "--json", "--no-progress"]) == 0

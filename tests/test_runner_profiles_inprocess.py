@@ -10,6 +10,8 @@ import json
 import pytest
 
 from eagle3_check.errors import InputError, OptionError
+from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
+from eagle3_check.jobs.suites.report import run_suite
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions
@@ -23,8 +25,6 @@ from eagle3_check.runners.profiles import (
 )
 from eagle3_check.runners.watchdog import TimeLimited
 from eagle3_check.suites import suite_cases
-from eagle3_check.suites.execute import SELF, SuiteEnv
-from eagle3_check.suites.report import run_suite
 
 
 class Undeclared:  # a plug-in that says nothing about its rules
@@ -141,8 +141,8 @@ def test_check_json_and_text_name_the_profile_and_how_it_was_found(capsys, argv,
     ("exec:./runner", "chunked-prefill", False),  # a binary chunks by itself (its own route)
 ], ids=["ours-chunked-prefill", "ours-k-runtime", "ours-declared", "binary"])
 def test_a_given_profile_that_chunks_asks_every_request_chunked(runner, profile, chunked):
-    from eagle3_check.session.config import Config
-    from eagle3_check.session.world import given_options
+    from eagle3_check.jobs.common.config import Config
+    from eagle3_check.jobs.common.world import given_options
 
     cfg = Config(command="gate", runner=runner, runner_profile=profile, chunked_prefill=False,
                  present=frozenset({"chunked_prefill"}))

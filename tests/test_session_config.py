@@ -1,4 +1,4 @@
-"""`session.config.Config`: every CLI flag is a typed option, built and checked in one place, no torch."""
+"""`jobs.common.config.Config`: every CLI flag is a typed option, built and checked in one place, no torch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from eagle3_check.cli import build_parser, config_of
 from eagle3_check.errors import OptionError
-from eagle3_check.session.config import BOOKKEEPING, Config
+from eagle3_check.jobs.common.config import BOOKKEEPING, Config
 
 
 def dests(parser: argparse.ArgumentParser):

@@ -1,4 +1,4 @@
-"""Shrinking a failing request (shrink/search.py, gating/shrink_check.py, shrink/repro.py).
+"""Shrinking a failing request (shrink/search.py, jobs/check/shrink.py, shrink/repro.py).
 
 The search on fake probes (what it finds, its budget, its determinism, a flaky runner), the
 seeded mutants shrunk to known minimal requests on the embedded fixture (each checked 1-minimal:
@@ -17,8 +17,8 @@ import pytest
 from eagle3_check.cli import main
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import run_check
-from eagle3_check.gating.shrink_check import check_probe, prompt_frame, shrink_report
+from eagle3_check.jobs.check.prompt_set import run_check
+from eagle3_check.jobs.check.shrink import check_probe, prompt_frame, shrink_report
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.mutants import factory

@@ -1,4 +1,4 @@
-"""The gate shrinks its failing edge-suite cases as `check --suite --shrink` does (gating/shrink_gate_suites.py,
+"""The gate shrinks its failing edge-suite cases as `check --suite --shrink` does (jobs/gate/shrink_suites.py,
 session/shrink_gate_suites.py): in the env the gate built, through the runner it holds, within the
 budget it shares with its request cases. On the tiny-llama eager program (`run_gate(program=...)`:
 the gate's own checks, no export), with the config of `check --fixture tiny-llama` (the route
@@ -10,14 +10,14 @@ import pytest
 
 from eagle3_check.cli import config_of, main
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import GateInputs, run_gate
-from eagle3_check.gating.gate_model import GateReport
-from eagle3_check.gating.shrink_gate_suites import shrink_gate_suites
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
+from eagle3_check.jobs.gate.model import GateReport
+from eagle3_check.jobs.gate.shrink_route import shrink_gate_and_write
+from eagle3_check.jobs.gate.shrink_suites import shrink_gate_suites
+from eagle3_check.jobs.shrink_route import program_files_of
 from eagle3_check.mutants import factory
 from eagle3_check.report.html_report import gate_html
 from eagle3_check.runners.options import RunOptions
-from eagle3_check.session.shrink_gate import shrink_gate_and_write
-from eagle3_check.session.shrink_route import program_files_of
 from eagle3_check.shrink.repro import split_line
 from eagle3_check.shrink.search import budget_shares
 from eagle3_check.status import FAIL, PASS

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from eagle3_check.cli import main
-from eagle3_check.gating.golden import golden_root, load_golden, save_golden
+from eagle3_check.jobs.golden.file import golden_root, load_golden, save_golden
 from eagle3_check.shrink.repro import load_repro, split_line
 
 MUTANT = "eagle3_check.mutants:emit_past_max_new"

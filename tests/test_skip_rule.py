@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.gate import GateInputs, run_gate
+from eagle3_check.jobs.gate.gate import GateInputs, run_gate
+from eagle3_check.jobs.suites.execute import SuiteEnv
+from eagle3_check.jobs.suites.report import format_suite_table, run_suite
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import FAIL, PASS, SKIP, TIE, overall, passes
 from eagle3_check.suites import suite_cases
-from eagle3_check.suites.execute import SuiteEnv
-from eagle3_check.suites.report import format_suite_table, run_suite
 
 
 @pytest.mark.parametrize("statuses, want, ok", [

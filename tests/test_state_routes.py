@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.gating.gate import GateInputs, edge_suites_check
+from eagle3_check.jobs.gate.gate import GateInputs, edge_suites_check
+from eagle3_check.jobs.suites.execute import SuiteEnv, run_case
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.suites import SUITES, suite_cases
-from eagle3_check.suites.execute import SuiteEnv, run_case
 from eagle3_check.suites.toy import ToyProgram
 
 STATE = SUITES["state"]

@@ -17,15 +17,15 @@ import pytest
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import ProgramSpec
-from eagle3_check.gating.gate_model import GateInputs, GateReport
+from eagle3_check.jobs.gate.model import GateInputs, GateReport
+from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
+from eagle3_check.jobs.suites.report import run_suite
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.contract import ProgramWrapper, read_metadata
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.report.junit import to_xml
 from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.suites import suite_cases
-from eagle3_check.suites.execute import SELF, SuiteEnv
-from eagle3_check.suites.report import run_suite
 
 MIN, MAX = 9, 32  # chunk = MAX // 2 = 16 < 2 * MIN - 1 = 17: some tails fall under the min
 
@@ -81,7 +81,7 @@ def _short_chunk_cases(program) -> set[str]:
 
 
 def _gate_check(program, tokenizer, fixture, hf_reference):
-    from eagle3_check.gating.gate import edge_suites_check
+    from eagle3_check.jobs.gate.gate import edge_suites_check
 
     inputs = GateInputs(None, tokenizer, fixture.target_dir, fixture.prompts(), suite="chunked-prefill",
                         fixture=fixture.name, tolerance=tolerance_for("float32"), tie_budget=0.0)

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, list_fixtures
+from eagle3_check.jobs.suites.execute import SKIP, SuiteEnv, run_case
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.suites import SUITES, all_cases, suite_cases
-from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
 
 CASES = all_cases()
 # every case on every embedded fixture; ids: the case name (prefixed by the fixture if not the default)

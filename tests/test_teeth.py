@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import DEFAULT_FIXTURE
-from eagle3_check.gating.check import run_check, shuffled_prompts
+from eagle3_check.jobs.check.prompt_set import run_check, shuffled_prompts
+from eagle3_check.jobs.suites.execute import SuiteEnv, run_case
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.mutants import factory
@@ -23,7 +24,6 @@ from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions
 from eagle3_check.status import SKIP
 from eagle3_check.suites import ORDERED, SUITES, all_cases, shuffled_cases, suite_cases
-from eagle3_check.suites.execute import SuiteEnv, run_case
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from eagle3_check.gating.gate_model import summarize
+from eagle3_check.jobs.gate.model import summarize
 from eagle3_check.report.junit import JUnitCase, JUnitSuite, to_xml
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from eagle3_check.cli import main
 from eagle3_check.fixtures.registry import Prompt
-from eagle3_check.gating.check import run_check
+from eagle3_check.jobs.check.prompt_set import run_check
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.judge.verdict import FAIL, PASS
 from eagle3_check.program.contract import ProgramWrapper
@@ -155,9 +155,9 @@ def test_request_timeout_must_be_positive(value, capsys):
 
 
 def test_a_hanging_suite_case_and_golden_prompt_fail_with_the_timeout(fixture, program, tokenizer, hf_reference):
-    from eagle3_check.gating.golden import GoldenKey, record_golden, run_golden
+    from eagle3_check.jobs.golden.file import GoldenKey, record_golden, run_golden
+    from eagle3_check.jobs.suites.execute import SuiteEnv, run_case
     from eagle3_check.suites import suite_cases
-    from eagle3_check.suites.execute import SuiteEnv, run_case
 
     release = threading.Event()
 
@@ -184,8 +184,8 @@ def test_a_hanging_suite_case_and_golden_prompt_fail_with_the_timeout(fixture, p
     ("my.plugin:make", None, 300.0), ("my.plugin:make", 12.0, 12.0), ("reference", 7.0, 7.0),
 ], ids=["reference", "device", "reference-by-path", "plugin-default", "plugin-given", "reference-given"])
 def test_the_cli_limits_plug_ins_by_default_and_our_runners_only_when_asked(spec, given, want):
+    from eagle3_check.jobs.common.context import limited
     from eagle3_check.runners.watchdog import with_limit
-    from eagle3_check.session.context import limited
 
     runner = ReferenceRunner()
     got = limited(runner, spec, given)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_check.gating.check import JudgedReport
+from eagle3_check.jobs.check.prompt_set import JudgedReport
 from eagle3_check.judge.hf import Scores
 from eagle3_check.judge.tolerance import default_budget, tolerance_for
 from eagle3_check.judge.verdict import FAIL, TIE, Verdict, judge_position

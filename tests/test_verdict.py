@@ -119,7 +119,7 @@ def test_top_two_breaks_an_exact_tie_by_the_lowest_id_and_shows_margin_0():
                          ids=["fp32-budget-0-fails", "quarter-allows-3-of-12", "fifth-allows-2-of-12"])
 def test_a_report_over_its_tie_budget_fails_and_says_so(budget, passed):
     """Two requests of 6 positions: 3 ties in all (ties allowed = int(budget x 12))."""
-    from eagle3_check.gating.check import CheckReport, RequestOutcome, format_table
+    from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome, format_table
 
     tie2 = {1: (9, 0.02, 0.02, 2), 2: (8, 0.02, 0.02, 2)}
     outcomes = [RequestOutcome(pid, run(with_tokens(ch)), judge(run(with_tokens(ch)), scores(ch), frozenset(), 6, 64, TOL))

@@ -1,4 +1,4 @@
-"""`check --workers N` and `--shard I/N` (eagle3_check/gating/workers.py): the shard arithmetic,
+"""`check --workers N` and `--shard I/N` (eagle3_check/jobs/check/workers.py): the shard arithmetic,
 the worker-to-device mapping (CUDA mapping tested on CPU, as logic), and a 2-worker check whose
 report equals the serial one verdict for verdict (only timings differ)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import fixtures_root
-from eagle3_check.gating.workers import parse_shard, shard_indices, worker_devices
+from eagle3_check.jobs.check.workers import parse_shard, shard_indices, worker_devices
 
 
 def test_shard_worked_example():

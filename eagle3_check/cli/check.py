@@ -19,7 +19,7 @@ from eagle3_check.cli.common import (
     bars,
 )
 from eagle3_check.cli.shrink_flags import add_replay_args, add_shrink_args
-from eagle3_check.session.provenance import report_provenance
+from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -95,14 +95,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.session import shrink_route as sr
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs import shrink_route as sr
+    from eagle3_check.jobs.common.context import CheckContext
 
     if cfg.list:
         return list_main(cfg)
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
     ctx = CheckContext(cfg)
-    from eagle3_check.session.check import check_isolated, isolated
+    from eagle3_check.jobs.check.job import check_isolated, isolated
 
     if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/runners/isolate): never imported here
         if repro is not None:
@@ -116,9 +116,9 @@ def main(cfg) -> int:
         return exec_main(ctx)
     if cfg.suite:
         return suite_main(ctx)
-    if repro is not None:  # (refused with --workers: session/validate.py)
+    if repro is not None:  # (refused with --workers: jobs/common/validate.py)
         sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
-    from eagle3_check.session.check import check_prompts, check_workers
+    from eagle3_check.jobs.check.job import check_prompts, check_workers
 
     checked = (check_workers if cfg.workers > 1 else check_prompts)(ctx, bars(cfg))
     return print_report(ctx, checked)
@@ -127,7 +127,7 @@ def main(cfg) -> int:
 def print_report(ctx, checked) -> int:
     """The check's outputs: --html page, --junit XML, JSON (with provenance and, when known, the program
     spec) or table."""
-    from eagle3_check.gating.check import format_table
+    from eagle3_check.jobs.check.prompt_set import format_table
 
     cfg, report, health = ctx.cfg, checked.report, checked.health
     if cfg.junit:
@@ -176,8 +176,8 @@ def list_main(cfg) -> int:
 
 def suite_main(ctx) -> int:
     """`check --suite NAME`: one report per fixture (or the given program), printed."""
-    from eagle3_check.session.suite import run_suites
-    from eagle3_check.suites.report import format_suite_table
+    from eagle3_check.jobs.suites.job import run_suites
+    from eagle3_check.jobs.suites.report import format_suite_table
 
     cfg = ctx.cfg
     shrunk: list[str] = []
@@ -205,12 +205,12 @@ def write_suites_junit(cfg, reports: list) -> None:
 
 def exec_main(ctx) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-    from eagle3_check.session import exec_route
+    from eagle3_check.jobs.check import exec_route
 
     cfg = ctx.cfg
     if cfg.suite:
-        from eagle3_check.session.suite import run_exec_suite
-        from eagle3_check.suites.report import format_suite_table
+        from eagle3_check.jobs.suites.job import run_exec_suite
+        from eagle3_check.jobs.suites.report import format_suite_table
 
         report, info = run_exec_suite(ctx, bars(cfg))
         write_suites_junit(cfg, [report])
@@ -222,7 +222,7 @@ def exec_main(ctx) -> int:
             if report.shrunk_lines:
                 print("\n".join(report.shrunk_lines))
         return 0 if report.passed else 1
-    from eagle3_check.binary.check import format_exec_table
+    from eagle3_check.jobs.check.binary import format_exec_table
 
     report, lines, shrunk = exec_route.exec_check(ctx, bars(cfg))
     if cfg.junit:
@@ -244,9 +244,9 @@ def exec_main(ctx) -> int:
 
 
 def quant_main(ctx) -> int:
-    """`check --quantize`: build, quantize, judge (session/quantized.py), print; exit 0 only if nothing failed."""
-    from eagle3_check.gating.gate import DRIFT, format_table
-    from eagle3_check.session.quantized import quantized_check
+    """`check --quantize`: build, quantize, judge (jobs/gate/quantized.py), print; exit 0 only if nothing failed."""
+    from eagle3_check.jobs.gate.gate import DRIFT, format_table
+    from eagle3_check.jobs.gate.quantized import quantized_check
 
     cfg = ctx.cfg
     report, spec, options = quantized_check(ctx)

@@ -13,7 +13,7 @@ from eagle3_check.cli.common import (
     add_timeout_arg,
     bars,
 )
-from eagle3_check.session.provenance import report_provenance
+from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
 every later run against them, token for token. The deterministic metrics (forwards per
@@ -74,8 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def record_main(cfg) -> int:
-    from eagle3_check.session.context import CheckContext
-    from eagle3_check.session.golden import record
+    from eagle3_check.jobs.common.context import CheckContext
+    from eagle3_check.jobs.golden.job import record
     from eagle3_check.table import format_rows
 
     golden, written = record(CheckContext(cfg), bars(cfg))
@@ -93,11 +93,11 @@ def record_main(cfg) -> int:
 
 
 def verify_main(cfg) -> int:
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs.common.context import CheckContext
 
     ctx = CheckContext(cfg)
     if ctx.is_exec:  # a runner binary
-        from eagle3_check.session.exec_route import exec_golden_verify
+        from eagle3_check.jobs.golden.exec_route import exec_golden_verify
 
         outcome = exec_golden_verify(ctx)
         if cfg.json:
@@ -105,7 +105,7 @@ def verify_main(cfg) -> int:
         else:
             print(outcome.format())
         return 0 if outcome.passed else 1
-    from eagle3_check.session.golden import verify
+    from eagle3_check.jobs.golden.job import verify
 
     outcome, baseline = verify(ctx, bars(cfg))
     if cfg.html:
@@ -114,7 +114,7 @@ def verify_main(cfg) -> int:
 
         write_html(cfg.html, golden_html(outcome.to_json()))
     if cfg.json:
-        from eagle3_check.gating.golden import golden_root
+        from eagle3_check.jobs.golden.file import golden_root
 
         files = {"baseline": baseline, **({} if cfg.goldens else {"golden": golden_root()})}
         print(json.dumps({**outcome.to_json(), "provenance": report_provenance(cfg, extra_files=files)}, indent=1))
@@ -131,7 +131,7 @@ def verify_main(cfg) -> int:
 
 
 def baseline_main(cfg) -> int:
-    from eagle3_check.session.golden import refresh_baseline
+    from eagle3_check.jobs.golden.job import refresh_baseline
 
     outcome, entries, path = refresh_baseline(cfg, bars(cfg, disable=cfg.no_progress))
     if path is None:

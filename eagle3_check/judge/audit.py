@@ -2,7 +2,7 @@
 
 A runner reports more than its tokens: prompt ids, K, rounds, the per-round accepted counts,
 tau, the stop reason, max_new, its text, its own per-method call counts and times. The verdict
-judges the tokens, `instrument.call_problems` the calls, `check.audit_run` the prompt ids, K
+judges the tokens, `instrument.call_problems` the calls, `jobs.check.prompt_set.audit_run` the prompt ids, K
 and tau, the suites and check the stop reason; this module the rest, each field against what
 the rules or the recorded calls (`instrument.RecordingProgram`) fix:
 

@@ -7,7 +7,7 @@ mutants` (`make mutants`) runs every mutant through `check` and the kill probes
 over emulated CUDA graphs on CPU, real ones with --device cuda) and prints a kill table;
 the score must be 100 % on both. A survivor prints its `needs`: the case the suites lack.
 
-May import: program, runners, judge, suites, gating, fixtures (never the CLI).
+May import: program, runners, judge, suites, jobs, fixtures (never the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

@@ -111,7 +111,7 @@ class Context:
 
     @property
     def suite_env(self):
-        from eagle3_check.suites.execute import SuiteEnv
+        from eagle3_check.jobs.suites.execute import SuiteEnv
 
         plain = self._cached("suite_env", lambda: SuiteEnv.eager(self.fixture.name, self.device, self.dtype))
         return self._cached("suite_env", lambda: self._graphed_env(plain), per_graphs=True)
@@ -179,7 +179,7 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 
 def _check_fixture(runner, ctx: Context) -> str | None:
-    from eagle3_check.gating.check import run_check
+    from eagle3_check.jobs.check.prompt_set import run_check
     from eagle3_check.judge.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
@@ -192,9 +192,9 @@ def _check_fixture(runner, ctx: Context) -> str | None:
 def _suite(name: str) -> Callable:
     def fn(runner, ctx: Context) -> str | None:
         """The suite's cases in order, up to the first that fails (a tie is not a kill)."""
+        from eagle3_check.jobs.suites.execute import run_case
         from eagle3_check.judge.verdict import FAIL
         from eagle3_check.suites import SUITES
-        from eagle3_check.suites.execute import run_case
 
         for case in SUITES[name]:
             result = run_case(case, ctx.suite_env, runner)

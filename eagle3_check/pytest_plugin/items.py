@@ -79,11 +79,11 @@ class SuiteItem(Eagle3Item):
     def runtest(self):
         state = self.state
         if state.exec_runner is not None:
-            from eagle3_check.binary.suites import run_exec_case
+            from eagle3_check.jobs.suites.binary import run_exec_case
 
             result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
         else:
-            from eagle3_check.suites.execute import run_case
+            from eagle3_check.jobs.suites.execute import run_case
 
             result = run_case(self.case, state.suite_env, state.runner)
         self.user_properties.append(("status", str(result.status)))
@@ -123,7 +123,7 @@ class PromptItem(Eagle3Item):
                                 f"({self.state.tie_budget:.1%} of {v.judged} positions): {v.message}\n  {stats}")
 
     def judge_exec(self, o) -> None:
-        """A runner binary's request (`binary.check.ExecOutcome`): its verdict, exit and stderr."""
+        """A runner binary's request (`jobs.check.binary.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
         allowed = int(self.state.tie_budget * v.judged + 1e-9)
         self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]
@@ -165,7 +165,7 @@ class GoldenItem(Eagle3Item):
 
 class BaselineItem(Eagle3Item):
     """One key of the metrics baseline: the counts over its golden's runs (the golden items' own
-    runs, made once) must equal the baseline's exactly (`gating.metrics`)."""
+    runs, made once) must equal the baseline's exactly (`jobs.golden.metrics`)."""
 
     kind = "baseline"
 
@@ -174,7 +174,7 @@ class BaselineItem(Eagle3Item):
         self.stem = stem
 
     def runtest(self):
-        from eagle3_check.gating.metrics import format_metric_diffs
+        from eagle3_check.jobs.golden.metrics import format_metric_diffs
 
         golden, why = self.state.baseline_golden(self.stem)
         if why:

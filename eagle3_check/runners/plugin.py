@@ -38,7 +38,7 @@ def check_spec(spec: str) -> str:
 
 def load_runner(spec: str) -> Runner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
-    `exec:PATH [ARGS]` is a runner binary instead (`runners.binary.runner.ExecRunner`, judged by `binary.check`)."""
+    `exec:PATH [ARGS]` is a runner binary instead (`runners.binary.runner.ExecRunner`, judged by `jobs.check.binary`)."""
     if spec.startswith("exec:"):  # a runner binary is a kind of runner: runners.binary, imported on use
         from eagle3_check.runners.binary.runner import ExecRunner
 

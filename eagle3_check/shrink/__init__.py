@@ -3,8 +3,8 @@
 What lives here: the search (`search`: the passes over prompt, max new, K and the spec, their
 budget; it knows no job: each job passes its probe, a function that runs one candidate and says
 whether it still fails the same way) and the repro file (`repro`: its format, the one-line command
-of a shrunk request, its replay with --repro). The probes are the jobs' own (`gating.shrink_check`,
-`gating.shrink_suite`, `gating.shrink_gate`, `gating.shrink_golden`): docs/shrinking.md.
+of a shrunk request, its replay with --repro). The probes are the jobs' own (`jobs.check.shrink`,
+`jobs.suites.shrink`, `jobs.gate.shrink`, `jobs.golden.shrink`): docs/shrinking.md.
 
 May import: report.provenance
 

@@ -10,7 +10,7 @@ import torch
 from cuda_marks import COMPILE_ON_CUDA
 
 from eagle3_check.fixtures.registry import list_fixtures, load_fixture
-from eagle3_check.gating.check import format_table, run_check
+from eagle3_check.jobs.check.prompt_set import format_table, run_check
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.self_ref import self_greedy
 from eagle3_check.judge.tolerance import default_budget, tolerance_for

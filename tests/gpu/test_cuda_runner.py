@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import list_fixtures, load_fixture
-from eagle3_check.gating.check import format_table, run_check
+from eagle3_check.jobs.check.prompt_set import format_table, run_check
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.self_ref import self_greedy
 from eagle3_check.judge.tolerance import default_budget, tolerance_for
@@ -186,9 +186,9 @@ def test_one_read_back_per_round():
 
 def test_edge_suites_on_cuda(graph=True):
     """Every registered edge case (eagle3_check.suites) on the CUDA program, device runner."""
+    from eagle3_check.jobs.suites.execute import SKIP, SuiteEnv, run_case
     from eagle3_check.judge.verdict import FAIL as CASE_FAIL
     from eagle3_check.suites import all_cases
-    from eagle3_check.suites.execute import SKIP, SuiteEnv, run_case
 
     name = FIXTURES[0]
     base = SuiteEnv.eager(name, "cuda", "float32")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import load_fixture
-from eagle3_check.gating.check import run_check
+from eagle3_check.jobs.check.prompt_set import run_check
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.cuda_graph import GraphedProgram

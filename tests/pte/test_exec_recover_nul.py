@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.binary.check import run_exec_check  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
+from eagle3_check.jobs.check.binary import run_exec_check  # noqa: E402
 from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.runners.binary.byte_pieces import BytePieces  # noqa: E402

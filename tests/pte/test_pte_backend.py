@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.errors import InputError, OptionError  # noqa: E402
-from eagle3_check.gating.check import run_check  # noqa: E402
+from eagle3_check.jobs.check.prompt_set import run_check  # noqa: E402
 from eagle3_check.judge.self_ref import self_greedy  # noqa: E402
 from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.contract import read_metadata  # noqa: E402
