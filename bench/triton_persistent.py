@@ -27,7 +27,7 @@ forward checks (never a hang).
 Needs every program resident at once: the grid is the SM count (one program per SM). Weights are
 stacked per kind ([L, N, K] copies, 2 GB on the bench target) and the target's per-layer KV caches
 rebound to views of one [L, kv, S, D] tensor. CPU: TRITON_INTERPRET=1 runs one program (grid 1,
-every barrier trivial; tests/test_triton_persistent.py). Bench-only: not the library's path.
+every barrier trivial; tests/bench/test_triton_persistent.py). Bench-only: not the library's path.
 """
 
 from __future__ import annotations

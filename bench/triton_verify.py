@@ -23,7 +23,7 @@ bit-equal, and the bench checks ids against the HF forward.
 (a CUDA graph of one launch per layer: more bytes than the L2 holds) and keeps the fastest.
 `TritonLlamaForward` installs as `TargetAdapter.fast_forward`; windows longer than
 `max_rows` (the prefill) run program/compiled.py's eager math. CPU: TRITON_INTERPRET=1 runs
-the kernels (tests/test_triton_verify.py). Bench-only: not the library's compiled path.
+the kernels (tests/bench/test_triton_verify.py). Bench-only: not the library's compiled path.
 """
 
 from __future__ import annotations

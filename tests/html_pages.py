@@ -2,7 +2,7 @@
 built from hand-made reference rows (no model), and a parser that reads a page back.
 
 The check report has three requests (L = 10, K = 2, max_new 6, judged with bf16's 4-ulp
-tolerance at a top logit of 1.0, i.e. 4 x 2^-7 = 0.03125; see tests/test_verdict.py):
+tolerance at a top logit of 1.0, i.e. 4 x 2^-7 = 0.03125; see tests/judge/test_verdict.py):
   "same"  identical,
   "tied"  a tie at token 2 (margin 0.02, rank 2),
   "broke" a failure at token 3 (runner 999, reference 213, margin 0.5, rank 5).

@@ -1,5 +1,5 @@
 """bench/triton_splitk.py and bench/triton_persistent.py on CPU through Triton's interpreter
-(TRITON_INTERPRET=1), run by tests/test_triton_persistent.py in a fresh interpreter (the variable must
+(TRITON_INTERPRET=1), run by tests/bench/test_triton_persistent.py in a fresh interpreter (the variable must
 be set before anything imports triton): the split-K product against torch for every epilogue, norm and
 split, its tile counters back at 0 after each launch, and the persistent whole-forward kernel (one
 program: every barrier trivial) against the five-kernel fused forward on a tiny Llama in fp32.

@@ -1,5 +1,5 @@
 """bench/triton_verify.py's fused kernels on CPU through Triton's interpreter (TRITON_INTERPRET=1),
-run by tests/test_triton_verify.py in a fresh interpreter (the variable must be set before anything
+run by tests/bench/test_triton_verify.py in a fresh interpreter (the variable must be set before anything
 imports triton; transformers' model code does):
 each kernel against the same math in torch (program/compiled.py's functions), and the whole fused
 forward against the eager FastLlamaForward (HF's math): fp32 to rounding, bf16 ids equal and its

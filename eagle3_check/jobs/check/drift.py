@@ -40,7 +40,7 @@ table and the commands): one layer's scales zeroed is a broken program.
 
 Worked example: program tokens [5, 7, 9] with HF rows argmax [5, 8, 9, 4] -> positions 3,
 agreement 2/3, first divergence at index 1 (program 7, HF 8), rank of 7 under HF from the row;
-the far share and mean gap: tests/test_drift_rank.py's pinned example.
+the far share and mean gap: tests/jobs/check/test_drift_rank.py's pinned example.
 """
 
 from __future__ import annotations

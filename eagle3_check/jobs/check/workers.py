@@ -3,7 +3,7 @@
 `--shard i/n` keeps every n-th prompt starting at the i-th (1-based, round robin: prompts of
 different lengths spread evenly). Worked example, 5 prompts [a, b, c, d, e] and n = 2:
 shard 1/2 = indices 0, 2, 4 = [a, c, e]; shard 2/2 = indices 1, 3 = [b, d]. Every prompt is in
-exactly one shard (`tests/test_workers.py` pins it).
+exactly one shard (`tests/jobs/check/test_workers.py` pins it).
 
 `--workers N` splits the prompts the same way over N runner processes (jobs/common/isolation.py:
 `IsolatedPool`, the isolated runner's child machinery): each builds its own program and runs the
