@@ -1,6 +1,6 @@
 """`eagle3-check check`: the main job. Prompt set -> runner -> HF reference -> verdicts.
 
-Parse, build the config, call the library (eagle3_check/session: the prompt set in process or
+Parse, build the config, call the library (eagle3_check/jobs: the prompt set in process or
 over workers, the suites, `--quantize`, a runner binary), print the table, JSON, JUnit or HTML.
 """
 

@@ -1,6 +1,6 @@
 """The CLI's shared argument groups (program, runner options, compile, drift, timeout, --html),
 the progress bars it shows and the offline environment. Nothing here builds or judges: the
-library does (eagle3_check/session)."""
+library does (eagle3_check/jobs)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ decoding: the lossless check) and binary vs HF reference (`jobs.check.binary`), 
 runner, or need program-call counts a binary does not report: they skip with the reason.
 
 The gate gets the binary as a `BinaryGate` (`GateInputs.runner`) and asks it for these checks,
-so gating imports nothing of this package, which sits above it.
+so the gate's core (`jobs.gate.gate`) imports nothing of this module, which sits above it.
 """
 
 from __future__ import annotations
