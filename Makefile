@@ -54,7 +54,7 @@ browser:
 # Mutation testing of the harness: every seeded runner mutant must be killed by check and the
 # edge suites alone (the toy probes do not depend on the dtype), on both data placements of
 # the runner loop, in fp32 and in bf16 (also run, first-kill mode and fp32, by
-# tests/test_mutants.py inside `make check`). Both dtypes run even when the first fails.
+# tests/mutants/test_mutants.py inside `make check`). Both dtypes run even when the first fails.
 mutants:
 	$(PY) -m eagle3_check.cli mutants --no-progress --strict-suites --dtype float32; a=$$?; \
 	$(PY) -m eagle3_check.cli mutants --no-progress --strict-suites --dtype bfloat16; b=$$?; \

@@ -1,7 +1,7 @@
 """Peak RSS of the harness while a runner binary writes N MB to its stderr (issue 30: 500 MB was kept
 whole, RSS 1.95 GB). A fake binary (a shell script: `head -c N /dev/zero | tr` onto stderr, then the
 `[ids]` line) runs through `ExecRunner.execute`, which keeps the head and tail of stderr and its size
-(run/proc.BoundedOutput). Prints one JSON object; `--out FILE` writes it too.
+(runners/proc.BoundedOutput). Prints one JSON object; `--out FILE` writes it too.
 
     python bench/binary_stderr_rss.py --mb 500 --out bench/results/binary-stderr-rss.json
 """
@@ -27,8 +27,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from eagle3_check.atomic import write_text_atomic
-    from eagle3_check.binary.runner import STDERR_KEPT_BYTES, ExecRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.binary.runner import STDERR_KEPT_BYTES, ExecRunner
+    from eagle3_check.runners.options import RunOptions
 
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "loud.sh"

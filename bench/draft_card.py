@@ -24,7 +24,7 @@ def card(target: str, draft: str, prompts_file: str, device: str, ks: list[int],
          progress=None) -> dict:
     """The card's `k` table for `draft` against `target` (fixtures/card.py measure_dirs)."""
     from eagle3_check.fixtures.card import measure_dirs
-    from eagle3_check.session.draft_train import read_prompt_texts
+    from eagle3_check.jobs.draft_train import read_prompt_texts
 
     tok_path, opts = _world(target, draft, tokenizer)
     prompts = read_prompt_texts(prompts_file, "card prompt set")
@@ -35,7 +35,7 @@ def _world(target: str, draft: str, tokenizer: str | None):
     """(tokenizer path, resolved run options) `check --target --draft [--tokenizer]` would use."""
     from eagle3_check.cli import config_of
     from eagle3_check.errors import InputError
-    from eagle3_check.session.world import request_world, resolved_options
+    from eagle3_check.jobs.common.world import request_world, resolved_options
 
     for what, d in (("--target", target), ("--draft", draft)):
         if not (Path(d) / "config.json").is_file():
@@ -54,9 +54,9 @@ def coverage(target: str, draft: str, prompts_file: str, device: str, tokenizer:
     import torch
     from safetensors.torch import load_file
 
-    from eagle3_check.reference.hf import HFReference
-    from eagle3_check.run.options import prompt_ids, stop_set
-    from eagle3_check.session.draft_train import read_prompt_texts
+    from eagle3_check.judge.hf import HFReference
+    from eagle3_check.runners.options import prompt_ids, stop_set
+    from eagle3_check.jobs.draft_train import read_prompt_texts
     from eagle3_check.tokenizer import Tokenizer
 
     tok_path, opts = _world(target, draft, tokenizer)

@@ -32,7 +32,7 @@ TARGET_RATIO = 1.3
 
 def goldens_of(fixture: str, k: int) -> list[Path]:
     """The committed eager CPU goldens of `fixture` at chain length `k`."""
-    from eagle3_check.gating.golden import load_golden
+    from eagle3_check.jobs.golden.file import load_golden
 
     found = [p for p in sorted((ROOT / "golden").glob(f"{fixture}__eager__cpu__*.json")) if load_golden(p).key.k == k]
     if not found:
@@ -43,7 +43,7 @@ def goldens_of(fixture: str, k: int) -> list[Path]:
 def prompt_file(fixture: str, goldens: list[Path], out: Path) -> tuple[Path, int, int, int]:
     """A prompt set with the goldens' prompts (by id, from the fixture's prompt set): (path, n, K, max new)."""
     from eagle3_check.fixtures.registry import load_fixture
-    from eagle3_check.gating.golden import load_golden
+    from eagle3_check.jobs.golden.file import load_golden
 
     texts = {p.id: p.text for p in load_fixture(fixture).prompts()}
     ids, key = [], None
@@ -84,8 +84,8 @@ def main() -> int:
     import torch
     import transformers  # noqa: F401  (imported once, before the first timed command)
 
-    import eagle3_check.gating.check  # noqa: F401
-    import eagle3_check.gating.golden_check  # noqa: F401
+    import eagle3_check.jobs.check.prompt_set  # noqa: F401
+    import eagle3_check.jobs.golden.verify  # noqa: F401
 
     default_threads = torch.get_num_threads()
     goldens = goldens_of(args.fixture, args.k)

@@ -50,8 +50,8 @@ from gpu_greedy import IdTokenizer, graph_greedy, measure_card, n_alpha  # noqa:
 from gpu_report import print_table, ratios  # noqa: E402
 
 from eagle3_check.program.cuda_graph import GraphedProgram  # noqa: E402
-from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.device_loop import DeviceRunner, PhaseTimer  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.suites.oracle import OracleDraftProgram  # noqa: E402
 
 

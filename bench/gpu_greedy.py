@@ -7,8 +7,8 @@ import sys
 import torch
 from gpu_draft import random_prompts
 
-from eagle3_check.run.device_loop import DeviceRunner, PhaseTimer, program_device
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.device_loop import DeviceRunner, PhaseTimer, program_device
+from eagle3_check.runners.options import RunOptions
 
 
 class IdTokenizer:

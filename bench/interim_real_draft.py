@@ -65,7 +65,7 @@ def main() -> int:
     from eagle3_check.fixtures.registry import fixtures_root, load_fixture, load_prompts
     from eagle3_check.program.draft_config import speculators_block
     from eagle3_check.quiet import third_party_quiet
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.options import RunOptions
     from eagle3_check.tokenizer import Tokenizer
 
     t0 = time.time()

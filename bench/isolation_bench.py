@@ -7,7 +7,7 @@ Two routes, in one run:
 - `check`: `eagle3-check check --no-progress --json [CHECK ARGS]` (default: the embedded fixture,
   the reference runner; the isolated child builds its own program);
 - `suite`: `eagle3-check check --suite NAME --fixture tiny-llama --no-progress --json` (each case's
-  program is the harness's, called over the pipe: isolate/remote.py); `--suite none` skips it.
+  program is the harness's, called over the pipe: runners/isolate/remote.py); `--suite none` skips it.
 Each alternately in process and with `--isolate` (the runner in a child process, eagle3_check/
 isolate), `--repeats` times each; prints the wall time of each run and, per route, the ratio of
 the medians (isolated / in process; the target is <= 1.10). Both must pass with the same tokens

@@ -1,9 +1,9 @@
 """Measures quantization drift: the numbers behind the gate's drift thresholds
-(`eagle3_check/gating/drift.py`: --min-agreement, --max-tau-drop, --max-far-share, --far-rank).
+(`eagle3_check/jobs/check/drift.py`: --min-agreement, --max-tau-drop, --max-far-share, --far-rank).
 
 For each fixture and quantization (and deliberately broken ones: one layer's scales zeroed,
 `quantize.zero_scales`) it runs what `eagle3-check gate` runs on a quantized program, through
-the same code (`gate_requests.run_requests` with the HF reference, `runner_tau` on the
+the same code (`jobs.gate.requests.run_requests` with the HF reference, `runner_tau` on the
 full-precision twin, `drift.DriftReport`), on the eager backend (a .pte of the same quantized
 module emits the same tokens: tests/pte/test_quantized_pte.py), float32 CPU, one thread.
 
@@ -34,13 +34,13 @@ import torch
 
 from eagle3_check.atomic import write_text_atomic
 from eagle3_check.fixtures.registry import ProgramSpec, load_fixture
-from eagle3_check.gating.drift import DriftReport, DriftThresholds
-from eagle3_check.gating.gate_requests import run_requests, runner_tau
+from eagle3_check.jobs.check.drift import DriftReport, DriftThresholds
+from eagle3_check.jobs.gate.requests import run_requests, runner_tau
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.quantize import make_spec, zero_scales
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.run.options import RunOptions
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.tolerance import tolerance_for
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 L = "target.model.model.layers."
@@ -183,7 +183,7 @@ def _print(row: dict) -> None:
 def rejudge(path: str) -> None:
     """Re-derives every row's statistics and verdict from its recorded per-prompt drift with the
     current code and default thresholds (the measurement itself is the rows' prompts)."""
-    from eagle3_check.gating.drift import PromptDrift
+    from eagle3_check.jobs.check.drift import PromptDrift
 
     d = json.loads(Path(path).read_text())
     for i, row in enumerate(d["rows"]):

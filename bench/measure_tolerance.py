@@ -126,7 +126,7 @@ def measure(src: Source, device: str, dtype: str, n_new: int, kernels: str = "ea
     from eagle3_check.program.eager import DTYPES
     from eagle3_check.program.target import TargetAdapter, load_hf_target
     from eagle3_check.quiet import third_party_quiet
-    from eagle3_check.run.options import RunOptions, prompt_ids
+    from eagle3_check.runners.options import RunOptions, prompt_ids
     from eagle3_check.tokenizer import Tokenizer
 
     dev = torch.device(device)
@@ -273,7 +273,7 @@ def derive(results: list[dict], safety: float, ulps: tuple[float, ...] = (0, 1, 
     """Per dtype, over every result given: for each ulp part U, the absolute part A such that
     A + U x ulp(top) >= safety x every margin shift of a correct runner's pair; the largest rank
     and flip share (verify or decode against the reference)."""
-    from eagle3_check.reference.tolerance import tolerance_for, ulp
+    from eagle3_check.judge.tolerance import tolerance_for, ulp
 
     lines = []
     for dtype in sorted({r["dtype"] for r in results}):

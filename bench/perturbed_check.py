@@ -92,10 +92,10 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                     fixture: str | None = None, draft_dir: Path | None = None, spec=None, reference=None) -> list[dict]:
     """One `run_check` per perturbation; rows of verdict counts, tie margins and the pass/fail."""
     from eagle3_check.fixtures.registry import ProgramSpec
-    from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.hf import HFReference
-    from eagle3_check.reference.tolerance import default_budget, tolerance_for
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.jobs.check.prompt_set import run_check
+    from eagle3_check.judge.hf import HFReference
+    from eagle3_check.judge.tolerance import default_budget, tolerance_for
+    from eagle3_check.runners.options import RunOptions
     from eagle3_check.status import FAIL
     from eagle3_check.tokenizer import Tokenizer
 
@@ -141,9 +141,9 @@ def disagreements(report, reference) -> list[dict]:
 def rejudge(data: dict) -> list[dict]:
     """A written result's rows judged again from their disagreements with today's tolerance and the
     fixture's budget (what the rule decides, without running the programs again)."""
-    from eagle3_check.reference.hf import Scores
-    from eagle3_check.reference.tolerance import default_budget, tolerance_for
-    from eagle3_check.reference.verdict import judge_position
+    from eagle3_check.judge.hf import Scores
+    from eagle3_check.judge.tolerance import default_budget, tolerance_for
+    from eagle3_check.judge.verdict import judge_position
     from eagle3_check.status import TIE
 
     tol, out = tolerance_for(data["dtype"]), []

@@ -66,8 +66,8 @@ def child(args) -> int:
     import transformers  # noqa: F401
 
     import eagle3_check.program.eager  # noqa: F401
-    import eagle3_check.reference.hf  # noqa: F401
-    import eagle3_check.session.check  # noqa: F401
+    import eagle3_check.judge.hf  # noqa: F401
+    import eagle3_check.jobs.check.job  # noqa: F401
 
     t1 = time.perf_counter()
     rc = {"check": phase_check, "runner": phase_runner, "reference": phase_reference}[args.phase](args)
@@ -92,7 +92,7 @@ def phase_check(args) -> int:
 
 def context(args):
     from eagle3_check.cli import config_of
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs.common.context import CheckContext
 
     return CheckContext(config_of(check_argv(args))[0])
 
@@ -108,7 +108,7 @@ def phase_runner(args) -> int:
 
 def phase_reference(args) -> int:
     """The HF reference alone: one teacher-forced score of each request's prompt ids + check's tokens."""
-    from eagle3_check.session.world import set_threads
+    from eagle3_check.jobs.common.world import set_threads
 
     set_threads("cpu", args.threads)
     requests = json.loads(Path(args.tokens).read_text())

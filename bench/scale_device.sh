@@ -2,10 +2,10 @@
 # Issue 44 on one H200, in one call: build the 8B shape from a seed, judge it in bf16 with the tree
 # before the fix (before/) and after it (after/), then the numerics table (bench/scale_numerics.py).
 # Layout (a folder carried to the device): before/ and after/ (each an eagle3_check tree with bench/),
-# tok/ (SmolLM2's tokenizer files), heldout.json. Usage: bash after/bench/scale_device.sh OUT [NEW]
+# tok/ (SmolLM2's tokenizer files), heldout.json. Usage: ROOT=DIR bash bench/scale_device.sh OUT [NEW]
 set -o pipefail
 out=${1:?OUT}; new=${2:-64}
-root=$PWD
+root=${ROOT:-$PWD}  # the folder holding before/, after/, tok/ and heldout.json
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TOKENIZERS_PARALLELISM=false
 site=${SITE:-/tmp/site}
 py() { (cd "$root/$1" && shift && PYTHONPATH=$PWD:$site python "$@"); }
@@ -16,7 +16,7 @@ t=/tmp/s8b
   echo "build_s $(( $(date +%s) - s ))" | tee -a "$out/build.log"; }
 args=(check --target $t/target --draft $t/draft --prompts "$root/heldout.json" --device cuda --dtype "${DTYPE:-bfloat16}"
       --max-new-tokens "$new" --no-progress --json)
-for tree in ${TREES:-before after}; do
+for tree in $(echo "${TREES:-before,after}" | tr , " "); do  # TREES: comma-separated
   py "$tree" "$root/after/bench/check_peak.py" "$out/peak_$tree.json" "${args[@]}" > "$out/check_$tree.json" 2> "/tmp/check_$tree.log"
   grep -v "Loading weights" "/tmp/check_$tree.log" | tail -3
 done

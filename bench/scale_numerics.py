@@ -172,10 +172,10 @@ def main(argv=None) -> None:
 
     from eagle3_check.atomic import write_text_atomic
     from eagle3_check.fixtures.registry import load_prompts
-    from eagle3_check.reference.tolerance import tolerance_for
-    from eagle3_check.run.defaults import resolve_options
-    from eagle3_check.run.options import prompt_ids
-    from eagle3_check.session.world import load_tokenizer
+    from eagle3_check.judge.tolerance import tolerance_for
+    from eagle3_check.runners.defaults import resolve_options
+    from eagle3_check.runners.options import prompt_ids
+    from eagle3_check.jobs.common.world import load_tokenizer
 
     t0 = time.time()
     tok = load_tokenizer(f"{a.target}/tokenizer.json")

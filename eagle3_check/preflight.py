@@ -129,7 +129,7 @@ def module_found(name: str) -> bool:
 
 def check_runner_module(spec: str, module_name: str, flag: str = "--runner") -> None:
     """A plug-in runner's module (`module:factory`) exists on sys.path, which the runner's own process
-    inherits (isolate/runner.py passes it as PYTHONPATH)."""
+    inherits (runners/isolate/runner.py passes it as PYTHONPATH)."""
     if not module_found(module_name):
         raise InputError(f"{flag} {spec!r}: module '{module_name}' cannot be imported (no such module on the "
                          "Python path)", "an importable Python module",

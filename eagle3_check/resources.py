@@ -13,7 +13,7 @@ prefill and target_verify, a separate draft KV cache):
 Worked example (tiny-llama: V = 512, H = 64, L = 4, nh = 4, nkv = 2, hd = 16, I = 192, untied,
 max_seq_len 256, float32): target weights = 512·64·2 + 4·(4096 + 4096 + 4096 + 36864 + 128) + 64
 = 65536 + 197120 + 64 = 262720 elements = 1050880 bytes (+ 4 · 64 KiB overhead); target KV =
-2·4·2·16·256 = 65536 elements = 262144 bytes (tests/test_hostile_models.py pins both, and the weight
+2·4·2·16·256 = 65536 elements = 262144 bytes (tests/program/test_hostile_models.py pins both, and the weight
 count against the loaded model's own). A config whose estimate exceeds the memory is refused here, with the
 estimate and the available memory, instead of growing to the memory cap; and before that, before
 torch is imported, every dimension is checked against a sane maximum (`DIMENSION_MAX`: hidden_size

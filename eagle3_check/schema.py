@@ -215,7 +215,7 @@ class ReproRequest(Strict):
 
 
 class ReproModel(Strict):
-    """A shrunk failing request (gating/repro.py): what replays it and what it showed."""
+    """A shrunk failing request (shrink/repro.py): what replays it and what it showed."""
 
     format: Literal["eagle3-check-repro/1"]
     prompt_id: str

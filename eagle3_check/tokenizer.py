@@ -3,7 +3,7 @@
 The runner needs four things: encode without special tokens (added tokens such as
 `<|turn>` written in the text are still matched), decode, id lookup of one token
 string, and the tokenizer's own EOS ids (from `tokenizer_config.json` when present).
-The run options' defaults (run/defaults.py) also read its `tokenizer_config.json` (`config`),
+The run options' defaults (runners/defaults.py) also read its `tokenizer_config.json` (`config`),
 its added tokens (`added_ids`: the control tokens, never text) and the BOS its post-processor
 puts before a sequence (`post_processor_bos`).
 """

@@ -16,8 +16,8 @@ reports put them in XML, a terminal table and JSON. Here:
 Worked example: xml_safe("stop\\x1b[31m") == "stop\\\\x1b[31m"; line_safe("stop\\x1b[31m\\nX") == "stop\\\\nX".
 
 With these bounds a `--json` report holds, per request, at most 200 + 32 x 500 + 1 MiB characters of
-the runner's free text, its token ids (at most `isolate.wire.MAX_LEN` each), and 32 KiB of its
-output (an isolated runner's record: `run.proc.BoundedOutput`).
+the runner's free text, its token ids (at most `runners.isolate.wire.MAX_LEN` each), and 32 KiB of its
+output (an isolated runner's record: `runners.proc.BoundedOutput`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import suite_schedule as scheduling  # tests/suite_schedule.py (tests/ is on sys
 import torch
 
 from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.judge.hf import HFReference
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
 from eagle3_check.tokenizer import Tokenizer
 
 torch.set_num_threads(1)  # tiny models: one thread is fastest and keeps 2-core CI machines calm

@@ -2,7 +2,7 @@
 built from hand-made reference rows (no model), and a parser that reads a page back.
 
 The check report has three requests (L = 10, K = 2, max_new 6, judged with bf16's 4-ulp
-tolerance at a top logit of 1.0, i.e. 4 x 2^-7 = 0.03125; see tests/test_verdict.py):
+tolerance at a top logit of 1.0, i.e. 4 x 2^-7 = 0.03125; see tests/judge/test_verdict.py):
   "same"  identical,
   "tied"  a tie at token 2 (margin 0.02, rank 2),
   "broke" a failure at token 3 (runner 999, reference 213, margin 0.5, rank 5).
@@ -15,13 +15,13 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from eagle3_check.gating.check import CheckReport, RequestOutcome
-from eagle3_check.gating.gate_model import GateCheck, GateReport
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
-from eagle3_check.reference.verdict import judge
+from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome
+from eagle3_check.jobs.gate.model import GateCheck, GateReport
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.judge.verdict import judge
 from eagle3_check.report.junit import JUnitCase
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 
 TOL = Tolerance("bfloat16", 4)
 WANT = [210, 211, 212, 213, 214, 215, 216]  # the reference's argmax of rows 0..6

@@ -1,10 +1,10 @@
 """The refusals a newcomer met only after torch and the model had loaded (issue 52): the one list.
 
 Each is decided from the file system or an import spec where the Config is built
-(session/validate.py `_program_files`, eagle3_check/preflight.py). `materialise(tmp)` writes the
+(jobs/common/validate.py `_program_files`, eagle3_check/preflight.py). `materialise(tmp)` writes the
 files they name and returns (id, argv, the text the one `error:` line holds). Used by
 tests/test_refusals_before_torch.py (one line, exit 2, within 2x `--help`) and
-tests/test_preflight_no_torch.py (torch never imported).
+tests/cli/test_preflight_no_torch.py (torch never imported).
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def test_a_full_disk_is_one_line_and_the_old_file_survives(tmp_path, monkeypatch
 
 
 def test_save_golden_force_on_a_full_disk_keeps_the_old_golden(toy_golden, tmp_path, monkeypatch):
-    from eagle3_check.gating.golden import load_golden, save_golden
+    from eagle3_check.jobs.golden.file import load_golden, save_golden
 
     path = save_golden(toy_golden, tmp_path)
     before = path.read_text()
@@ -122,7 +122,7 @@ def test_save_golden_force_on_a_full_disk_keeps_the_old_golden(toy_golden, tmp_p
 def toy_golden(tokenizer):
     from test_golden import KEY, PROMPTS, TOL, ToyReference  # the golden tests' toy recording
 
-    from eagle3_check.gating.golden import record_golden
+    from eagle3_check.jobs.golden.file import record_golden
     from eagle3_check.suites.toy import ToyProgram
 
     toy = ToyProgram(max_seq_len=128, max_prefill=64, wrong_at={30, 41, 47})
@@ -131,8 +131,8 @@ def toy_golden(tokenizer):
 
 TWO_WRITERS = (
     "import json, sys, time\n"
-    "from eagle3_check.gating.golden import load_golden, save_golden\n"
-    "from eagle3_check.gating.metrics import Metrics, write_baseline\n"
+    "from eagle3_check.jobs.golden.file import load_golden, save_golden\n"
+    "from eagle3_check.jobs.golden.metrics import Metrics, write_baseline\n"
     "g = load_golden(sys.argv[1])\n"
     "m = Metrics(**json.loads(sys.argv[5]))\n"
     "from pathlib import Path\n"
@@ -147,8 +147,8 @@ TWO_WRITERS = (
 
 
 def test_two_force_writers_of_one_golden_and_one_baseline_leave_valid_files(toy_golden, tmp_path):
-    from eagle3_check.gating.golden import load_golden, save_golden
-    from eagle3_check.gating.metrics import load_baseline
+    from eagle3_check.jobs.golden.file import load_golden, save_golden
+    from eagle3_check.jobs.golden.metrics import load_baseline
 
     gdir = tmp_path / "golden"
     path = save_golden(toy_golden, gdir)

@@ -1,4 +1,4 @@
-"""The binomial tie budget (reference/budget.py): the worked example, and the bound's behaviour."""
+"""The binomial tie budget (judge/budget.py): the worked example, and the bound's behaviour."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from eagle3_check.reference.budget import (
+from eagle3_check.judge.budget import (
     BinomialBudget,
     allowed,
     allowed_ties,

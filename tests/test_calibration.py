@@ -1,4 +1,4 @@
-"""The calibration (reference/calibration.py, calibration_measure.py): measured on a tiny fixture's
+"""The calibration (judge/calibration.py, calibration_measure.py): measured on a tiny fixture's
 own target, stored atomically keyed by weights, dtype, device and kernels, read back, and turned
 into a tolerance and a binomial budget."""
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from eagle3_check.errors import InputError
-from eagle3_check.reference.calibration import Calibration, CalibrationKey, load, record_path, save
-from eagle3_check.reference.calibration_measure import calibrate, compare, verify_rows
+from eagle3_check.judge.calibration import Calibration, CalibrationKey, load, record_path, save
+from eagle3_check.judge.calibration_measure import calibrate, compare, verify_rows
 
 KEY = CalibrationKey("ab" * 32, "bfloat16", "cpu", "eager")
 
@@ -88,7 +88,7 @@ def test_verify_rows_worked_example():
 
 
 def test_calibrate_on_the_tiny_fixture(program, tokenizer, hf_reference):
-    from eagle3_check.run.options import RunOptions, prompt_ids
+    from eagle3_check.runners.options import RunOptions, prompt_ids
 
     prompts = [prompt_ids(tokenizer, text, RunOptions()) for text in ("Hello there", "Count to ten")]
     cal = calibrate(program, hf_reference, prompts, 4, set(), 12, "cpu")

@@ -3,8 +3,8 @@ that starts with one of eagle3_check's modules resolves (the module imports, eac
 a submodule or a declared field), a stale module name is caught, and README stays one screen.
 
 What counts as a name (`NAME` below): an inline code span whose whole text is dotted identifiers,
-optionally `module:attr` (`gating.check.judge`, `rules.expected_length`, `run.device_loop.DeviceRunner`,
-`eagle3_check.run.loop:ReferenceRunner`). Its head decides:
+optionally `module:attr` (`jobs.check.prompt_set.judge`, `rules.expected_length`, `runners.device_loop.DeviceRunner`,
+`eagle3_check.runners.loop:ReferenceRunner`). Its head decides:
 
 - `eagle3_check`, or the last component of any module or package of eagle3_check (`rules`, `run`,
   `cuda_graph`): it must resolve (a short name that several modules share resolves if any of them has it);
@@ -156,18 +156,18 @@ def test_every_name_in_a_docstring_exists():
 
 
 def test_the_pattern_takes_names_and_leaves_ordinary_code():
-    text = ("`gating.check.judge` `eagle3_check.run.loop:ReferenceRunner` `metrics.json` `--json` "
+    text = ("`jobs.check.prompt_set.judge` `eagle3_check.runners.loop:ReferenceRunner` `metrics.json` `--json` "
             "`options.max_new_tokens = 1` `golden/x.json` `f(x)`\n```bash\n`rules.nothing`\n```\n")
-    assert names_in(text) == ["gating.check.judge", "eagle3_check.run.loop:ReferenceRunner", "metrics.json"]
+    assert names_in(text) == ["jobs.check.prompt_set.judge", "eagle3_check.runners.loop:ReferenceRunner", "metrics.json"]
     assert [problem(n) for n in names_in(text)] == [None, None, None]
 
 
 @pytest.mark.parametrize("name, why", [
-    ("rules.no_such_rule", "not found in eagle3_check.run.rules"),
-    ("RunOptions.no_such_field", "not found in eagle3_check.run.options"),
-    ("eagle3_check.run.loop:NoRunner", "not found in eagle3_check"),
-    ("device_runner.DeviceRunner", "no module 'device_runner'"),  # the name before run/device_loop.py
-    ("run.nothing_here.Thing", "or eagle3_check.run"),
+    ("rules.no_such_rule", "not found in eagle3_check.runners.rules"),
+    ("RunOptions.no_such_field", "not found in eagle3_check.runners.options"),
+    ("eagle3_check.runners.loop:NoRunner", "not found in eagle3_check"),
+    ("device_runner.DeviceRunner", "no module 'device_runner'"),  # the name before runners/device_loop.py
+    ("runners.nothing_here.Thing", "not found in eagle3_check.runners"),
 ], ids=["missing-function", "missing-field", "missing-class", "stale-module", "missing-submodule"])
 def test_a_wrong_name_is_caught(name, why):
     assert why in (problem(name) or ""), problem(name)
@@ -180,7 +180,7 @@ def test_ordinary_code_is_not_a_name_of_ours(name):
 
 
 @pytest.mark.parametrize("name", ["EagerBackend.use_verify_form", "RunOptions.chunked_prefill", "PteBackend.dtype",
-                                  "run.device_loop.DeviceRunner", "eagle3_check.run.loop:ReferenceRunner"])
+                                  "runners.device_loop.DeviceRunner", "eagle3_check.runners.loop:ReferenceRunner"])
 def test_names_of_ours_resolve(name):
     assert name.split(".")[0].split(":")[0] in {*SHORT, *CLASSES}, name  # checked, not skipped
     assert problem(name) is None

@@ -1,4 +1,4 @@
-"""`check --exact` (session/exact.py): the same bf16 request on tiny-llama gives ties in normal mode and
+"""`check --exact` (jobs/common/exact.py): the same bf16 request on tiny-llama gives ties in normal mode and
 none in exact mode, where the verdict is identity (tolerance 0, budget 0) and the report and JSON name
 the mode; the routes exact mode does not cover are refused in one line."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from eagle3_check.cli import main
-from tests.test_bad_input import assert_clean_error
+from tests.cli.test_bad_input import assert_clean_error
 
 # "hi" and "cache" of fixtures/prompts.json: 3 and 2 tie positions in normal bf16 at 24 new tokens (measured)
 PROMPTS = {"prompts": [{"id": "hi", "text": "Hi"}, {"id": "cache", "text": (
@@ -40,7 +40,7 @@ def test_normal_bf16_ties_where_exact_mode_is_identical(capsys, tmp_path):
 
 def test_exact_mode_reaches_the_isolated_runner_s_process(capsys, tmp_path):
     """--isolate: the reference runner in its own child process, which installs exact mode for its life
-    (session/check.py child_program); judged in the harness's exact block: identity again."""
+    (jobs/check/job.py child_program); judged in the harness's exact block: identity again."""
     rc, exact = check_json(capsys, tmp_path, "--exact", "--isolate")
     assert rc == 0 and exact["info"]["isolation"] and exact["counts"]["tie_positions"] == 0
     assert exact["counts"]["identical_positions"] == exact["counts"]["positions"] > 0

@@ -9,8 +9,8 @@ import torch
 
 from eagle3_check.exact import exact_numerics
 from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.judge.hf import HFReference
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
 
 PREFILL = 20
 WINDOWS = (5, 1, 3, 1, 8, 2)  # K + 1 rows of a verify, a one-row decode, ...: 40 positions in all

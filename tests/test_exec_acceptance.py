@@ -1,7 +1,7 @@
-"""binary/acceptance.py: a binary's rounds and tau held to our runner's exactly."""
+"""runners/binary/acceptance.py: a binary's rounds and tau held to our runner's exactly."""
 
-from eagle3_check.binary.acceptance import acceptance_problem, our_run
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.binary.acceptance import acceptance_problem, our_run
+from eagle3_check.runners.options import RunOptions
 
 
 def test_the_same_rounds_and_tau_pass():
@@ -37,9 +37,9 @@ def test_our_run_follows_the_binarys_profile(program, tokenizer):
 
 
 def test_a_passing_verdict_fails_when_the_binary_reports_one_round_more(program, tokenizer):
-    from eagle3_check.binary.acceptance import held_to_ours
-    from eagle3_check.binary.judge import ExecVerdict
-    from eagle3_check.binary.protocol import ExecOutput
+    from eagle3_check.judge.binary import ExecVerdict
+    from eagle3_check.runners.binary.acceptance import held_to_ours
+    from eagle3_check.runners.binary.protocol import ExecOutput
 
     opts = RunOptions(max_new_tokens=12)
     ours = our_run(program, tokenizer, "Count to three.", opts, "chunked-prefill")
@@ -70,15 +70,15 @@ def test_check_through_a_text_only_binary_holds_its_rounds_to_ours(program, toke
     with our R it passes; with one round more (tau recomputed, still within the bounds) it fails."""
     import dataclasses
 
-    from eagle3_check.binary.byte_pieces import BytePieces
-    from eagle3_check.binary.check import run_exec_check
-    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.jobs.check.binary import run_exec_check
+    from eagle3_check.judge.self_ref import SelfReference
+    from eagle3_check.judge.tolerance import tolerance_for
     from eagle3_check.program.contract import ProgramWrapper
-    from eagle3_check.reference.self_ref import SelfReference
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.runners.binary.byte_pieces import BytePieces
+    from eagle3_check.runners.binary.runner import ExecRunner
 
     class NamedPte(ProgramWrapper):
-        path = "model.pte"  # binary.runner.program_file reads it; the script never opens it
+        path = "model.pte"  # runners.binary.runner.program_file reads it; the script never opens it
 
     prompt = fixture.prompts()[0]
     opts = RunOptions(max_new_tokens=12)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_check.binary.runner import ExecRunner
-from eagle3_check.binary.suites import run_exec_suite
+from eagle3_check.jobs.suites.binary import run_exec_suite
+from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.contract import ProgramWrapper
-from eagle3_check.reference.tolerance import tolerance_for
+from eagle3_check.runners.binary.runner import ExecRunner
 from eagle3_check.suites import suite_cases
-from eagle3_check.suites.execute import SELF, SuiteEnv
 
 HELP = "  -model_path (m) type: string\\n  -prompt (p) type: string\\n"  # gflags' listing, no -chain: runner-pr
 SUMMARY = ("Prompt tokens: 9, chain K=4, max_new=12\\nab\\n[timing] verify=1ms draft=1ms over 1 rounds (1.0 / 1.0 ms "
@@ -21,7 +21,7 @@ SUMMARY = ("Prompt tokens: 9, chain K=4, max_new=12\\nab\\n[timing] verify=1ms d
 
 
 class NamedPte(ProgramWrapper):
-    path = "model.pte"  # binary.runner.program_file reads it; the scripts never open it
+    path = "model.pte"  # runners.binary.runner.program_file reads it; the scripts never open it
 
 
 def script(tmp_path, name: str, on_chain: str):

@@ -1,6 +1,6 @@
 """The real fixtures' conversion cache (eagle3_check/gguf_fixture.py), with a stand-in converter:
 converted once, then read; two processes at once convert once; the sha256 and the packages are
-checked with one-line errors. The real conversion runs in tests/test_real_fixtures.py."""
+checked with one-line errors. The real conversion runs in tests/fixtures/test_real_fixtures.py."""
 
 from __future__ import annotations
 

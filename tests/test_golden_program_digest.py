@@ -2,16 +2,16 @@
 (issue 48: a fresh SmolLM2 bf16 export failed the committed pte golden on rounds 9 against 10,
 the text identical, because round 4's proposal 0 is a draft near-tie that each export rounds its
 own way). Acceptance is exact on the golden's very program; on another export of the same spec
-tokens stay exact and acceptance is a note naming the near-ties (gating/draft_margins.py)."""
+tokens stay exact and acceptance is a note naming the near-ties (jobs/golden/draft_margins.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from eagle3_check.gating.draft_margins import describe, draft_margin_probe, near_ties
-from eagle3_check.gating.golden import Golden, GoldenKey
-from eagle3_check.gating.golden_diff import diff_golden
-from tests.test_golden_diff_units import golden, prompt, run_of
+from eagle3_check.jobs.golden.diff import diff_golden
+from eagle3_check.jobs.golden.draft_margins import describe, draft_margin_probe, near_ties
+from eagle3_check.jobs.golden.file import Golden, GoldenKey
+from tests.jobs.golden.test_golden_diff_units import golden, prompt, run_of
 
 BF16_PTE = GoldenKey("toy", "pte", "cpu", "bfloat16", 4, 8)
 A, B = "a" * 64, "b" * 64
@@ -54,7 +54,7 @@ def test_tokens_stay_exact_on_another_export():
 
 
 def test_the_digest_and_near_ties_round_trip_through_json(tmp_path):
-    from eagle3_check.gating.golden import load_golden, save_golden
+    from eagle3_check.jobs.golden.file import load_golden, save_golden
 
     clear = [1.0, 1.0, 1.0, 1.0, 2.0]  # reference margins clear of the bf16 tie bound (a golden holds no tie)
     g = pte_golden(A, [{"round": 1, "proposal": 0, "margin": 0.125}])
@@ -81,8 +81,8 @@ def test_near_ties_worked_example():
 
 
 def test_the_probe_reads_one_margin_per_draft_decode_call(program, tokenizer, monkeypatch):
-    from eagle3_check.run.loop import ReferenceRunner
-    from eagle3_check.run.options import RunOptions
+    from eagle3_check.runners.loop import ReferenceRunner
+    from eagle3_check.runners.options import RunOptions
 
     calls = []
     draft_decode = program.draft_decode

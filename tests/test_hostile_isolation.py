@@ -4,7 +4,7 @@ cheap there) with a plug-in that does its attack in `run()` and then answers as 
 does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
 leave a process behind, nor a file written where it was not asked.
 
-As root (here and in CI) the runner's process is `nobody` (isolate/sandbox.py): the attacks on the
+As root (here and in CI) the runner's process is `nobody` (runners/isolate/sandbox.py): the attacks on the
 harness's memory, descriptors, signals and files fail with EPERM/EACCES; the probes say which
 protection held (the plug-in records what each attempt got in its run's notes). Not as root, the
 probes that need the uid change skip with the reason.
@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness (CI runs as root)")
 HEAD = '''import os, signal, sys, time
-from eagle3_check.run.loop import ReferenceRunner
+from eagle3_check.runners.loop import ReferenceRunner
 
 
 class R(ReferenceRunner):
@@ -157,7 +157,7 @@ def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
 
 @ROOT_ONLY
 def test_an_account_that_does_not_exist_is_a_one_line_error(tmp_path):
-    (tmp_path / "plain_ref.py").write_text("from eagle3_check.run.loop import ReferenceRunner as R\n"
+    (tmp_path / "plain_ref.py").write_text("from eagle3_check.runners.loop import ReferenceRunner as R\n"
                                            "def make():\n    return R()\n")
     env = {**os.environ, "EAGLE3_CHECK_RUNNER_USER": "no-such-account-47", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
@@ -177,7 +177,7 @@ def _binary(tmp_path, name: str, body: str) -> str:
 
 def test_a_help_probe_that_hangs_and_forks_is_held_to_the_request_timeout(tmp_path):
     """The `--help` profile probe runs as a request does: its limit (here 3 s, not 60) and its tree kill."""
-    from eagle3_check.binary.runner import ExecRunner
+    from eagle3_check.runners.binary.runner import ExecRunner
 
     spec = _binary(tmp_path, "helpless.sh", "( setsid sh -c 'exec sleep 9999.48' & )\nexec sleep 9999.49\n")
     runner = ExecRunner(spec, timeout=3.0)
@@ -190,9 +190,9 @@ def test_a_help_probe_that_hangs_and_forks_is_held_to_the_request_timeout(tmp_pa
 def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_path):
     """A fork storm of short-lived children (zombies piling up under a parent that never reaps them)
     ends with its request: the sweep is bounded rounds of one /proc snapshot, not a walk per process."""
-    from eagle3_check.binary.runner import ExecRunner
-    from eagle3_check.run.options import RunOptions
-    from eagle3_check.run.proc import children_of
+    from eagle3_check.runners.binary.runner import ExecRunner
+    from eagle3_check.runners.options import RunOptions
+    from eagle3_check.runners.proc import children_of
 
     spec = _binary(tmp_path, "storm.sh", "while :; do /bin/true & done\n")
     t0 = time.monotonic()
@@ -204,7 +204,7 @@ def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_pat
 
 def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_path, monkeypatch, capsys):
     """In process (where nothing stops the write): the prompt file rewritten during the run fails it,
-    named in the JSON report, the JUnit file and on stderr (session/watch.py)."""
+    named in the JSON report, the JUnit file and on stderr (jobs/common/watch.py)."""
     from eagle3_check.cli import main
 
     prompts = tmp_path / "p.json"
@@ -232,8 +232,8 @@ def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
     can open neither its /proc/<pid>/mem nor its /proc/<pid>/fd."""
     import ctypes
 
-    import eagle3_check.isolate.sandbox as sandbox
-    import eagle3_check.run.proc  # noqa: F401 - imported before the drop
+    import eagle3_check.runners.isolate.sandbox as sandbox
+    import eagle3_check.runners.proc  # noqa: F401 - imported before the drop
 
     def tries(me: int) -> list[str]:
         out = []

@@ -8,10 +8,10 @@ import pytest
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import load_prompts
-from eagle3_check.gating.golden import RERECORD, load_golden
 from eagle3_check.hf_config import FIX_SAVE, read_target_config
 from eagle3_check.inputs import JSON_LIMIT, PROMPT_FILE_LIMIT, TOKENIZER_LIMIT, read_text
-from eagle3_check.run.options import MAX_PROMPT_CHARS, read_prompt_file
+from eagle3_check.jobs.golden.file import RERECORD, load_golden
+from eagle3_check.runners.options import MAX_PROMPT_CHARS, read_prompt_file
 from eagle3_check.tokenizer import Tokenizer
 
 LARGE = " (a file this large is not one the tool reads)"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.cli import main
-from eagle3_check.run.profiles import PROFILES
+from eagle3_check.runners.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
-COPY = '''from eagle3_check.run.loop import ReferenceRunner
+COPY = '''from eagle3_check.runners.loop import ReferenceRunner
 
 
 class CopyRunner(ReferenceRunner):
@@ -33,7 +33,7 @@ class CopyRunner(ReferenceRunner):
 def make():
     return CopyRunner()
 '''
-NO_DECLARATION = '''from eagle3_check.run.loop import ReferenceRunner
+NO_DECLARATION = '''from eagle3_check.runners.loop import ReferenceRunner
 
 
 class Plain:

@@ -1,17 +1,22 @@
 """The package layout's import rules, checked over the import graph (ast; nothing is imported).
 
 Each subpackage's `__init__` docstring says what it may import ("May import: a, b.c"); an
-entry names a subpackage or one module of it. A module may always import its own subpackage
+entry names a subpackage or one module of it; a nested subpackage (jobs.check) may also import what
+its parents (jobs) allow. A module may always import its own subpackage
 and the leaves: the top-level modules (errors, tokenizer, table, status) and fixtures.registry. On top of those lines, the rules docs/layout.md states:
 - the library never imports the CLI;
-- references (HF, self reference) and the verdict never import the runner loop they judge;
-- the program contract and its backends never import the suites or gating;
-- the runner-binary package (binary) imports downward only: only the CLI, the session and the pytest plugin import it;
-- reports (report) format and never judge: they import no check (run, reference, suites, gating, binary);
+- the judge (references, tolerance, verdict, audit) never imports the runner loop it judges;
+- the program contract and its backends never import the runners, the judge, the suites or the jobs;
+- the jobs sit above everything but the front ends and the mutants: nothing below imports them, but
+  fixtures.card (a card's tau measured with the prompt-set check), named here;
+- shrinking (shrink) knows no job: each job passes its probe;
+- reports (report) format and never judge: they import no check (runners, judge, suites, jobs, shrink);
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
 - no import circle between modules, counting the imports inside functions too (a lazy import is
   how a module reaches a heavier one; it is still a dependency a reader follows).
+An import by name (a string "eagle3_check.a.b" or "eagle3_check.a.b:attr" that importlib loads: the
+plug-in aliases, the mutants' modules) counts as an import; each rule is shown to fail on an injected one.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ LEAVES = {"fixtures.registry"}  # subpackage modules that every layer may import
 
 
 def module_name(path: Path) -> str:
-    """eagle3_check/run/loop.py -> "run.loop"; eagle3_check/suites/__init__.py -> "suites"."""
+    """eagle3_check/runners/loop.py -> "runners.loop"; eagle3_check/suites/__init__.py -> "suites"."""
     parts = list(path.relative_to(PKG).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -38,15 +43,24 @@ MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 MODULES.pop("", None)
 
 
+BY_NAME = re.compile(r"eagle3_check((?:\.\w+)+)(?::\w+)?")  # "eagle3_check.runners.loop:ReferenceRunner"
+
+
 def imports(path: Path, top_level_only: bool = False) -> list[tuple[int, str]]:
     """(line, module relative to eagle3_check) for every eagle3_check import in the file.
 
-    `from eagle3_check.suites import toy` counts as suites.toy when that is a module."""
+    `from eagle3_check.suites import toy` counts as suites.toy when that is a module. A string that is
+    a whole module name, or a `module:attr` spec (what importlib loads: the plug-in aliases, the
+    mutants' modules), counts as an import of that module: a by-name import obeys the same rules."""
     tree = ast.parse(path.read_text())
     nodes = tree.body if top_level_only else ast.walk(tree)
     out = []
     for node in nodes:
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and not top_level_only:
+            named = BY_NAME.fullmatch(node.value)
+            if named and named.group(1)[1:] in MODULES:
+                out.append((node.lineno, "eagle3_check" + named.group(1)))
+        elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for a in node.names:
@@ -63,9 +77,9 @@ def covered(name: str, entries: set[str]) -> bool:
 
 def allowed(package: str) -> set[str]:
     """The "May import:" entries of a subpackage's docstring."""
-    doc = ast.get_docstring(ast.parse((PKG / package / "__init__.py").read_text())) or ""
+    doc = ast.get_docstring(ast.parse((PKG / package.replace(".", "/") / "__init__.py").read_text())) or ""
     m = re.search(r"^May import:(.*?)(?:\(|\n\s*\n|\Z)", doc, re.M | re.S)
-    assert m, f"eagle3_check/{package}/__init__.py: its docstring lacks a 'May import:' line"
+    assert m, f"eagle3_check/{package.replace('.', '/')}/__init__.py: its docstring lacks a 'May import:' line"
     first = m.group(1).split()[0]
     if first == "anything":  # the CLI
         return {""}
@@ -76,7 +90,8 @@ def allowed(package: str) -> set[str]:
 
 SUBPACKAGES = sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
 TOP = {m for m in MODULES if "." not in m and m not in SUBPACKAGES}  # errors, tokenizer, table, status
-LIBRARY = sorted(m for m in MODULES if m != "cli" and not m.startswith("cli."))
+def library() -> list[str]:
+    return sorted(m for m in MODULES if m != "cli" and not m.startswith("cli."))
 
 
 def violations(modules, rule) -> list[str]:
@@ -95,53 +110,146 @@ def test_every_entry_of_every_docstring_names_a_module():
             assert e in MODULES, f"eagle3_check/{package}/__init__.py allows {e!r}, which is no module"
 
 
-@pytest.mark.parametrize("package", SUBPACKAGES)
-def test_a_subpackage_imports_only_what_its_docstring_allows(package):
-    ok = allowed(package) | {package} | LEAVES | TOP
+def inherited(package: str) -> set[str]:
+    """What a nested subpackage (jobs.check) may import: its own entries and its parents' (jobs)."""
+    parts = package.split(".")
+    return set().union(*(allowed(".".join(parts[:i])) for i in range(1, len(parts) + 1)))
+
+
+def docstring_rule(package: str) -> list[str]:
+    ok = inherited(package) | {package} | LEAVES | TOP
 
     def rule(m, target):
         if covered(target, ok):
             return None
-        return f"{package}'s docstring allows only {', '.join(sorted(allowed(package)))}"
+        return f"{package}'s docstring allows only {', '.join(sorted(inherited(package)))}"
 
-    mods = [m for m in MODULES if m == package or m.startswith(package + ".")]
-    assert violations(mods, rule) == []
+    return violations([m for m in MODULES if m == package or m.startswith(package + ".")], rule)
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_a_subpackage_imports_only_what_its_docstring_allows(package):
+    assert docstring_rule(package) == []
+
+
+def cli_rule() -> list[str]:
+    return violations(library(), lambda m, t: "the CLI" if covered(t, {"cli"}) else None)
 
 
 def test_the_library_never_imports_the_cli():
-    assert violations(LIBRARY, lambda m, t: "the CLI" if covered(t, {"cli"}) else None) == []
+    assert cli_rule() == []
 
 
-def test_references_never_import_the_runner_loop():
-    refs = [m for m in MODULES if m.startswith("reference.")]
-    assert refs, "no reference modules found"
-    loops = {m for m in MODULES if m.startswith("run.") and "loop" in m} | {"run.plugin"}
-    assert violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None) == []
+def judge_rule() -> list[str]:
+    refs = [m for m in MODULES if m.startswith("judge.")]
+    assert refs, "no judge modules found"
+    loops = {m for m in MODULES if m.startswith("runners.") and "loop" in m} | {"runners.plugin"}
+    assert {"runners.loop", "runners.device_loop"} <= loops
+    return violations(refs, lambda m, t: "a runner loop" if covered(t, loops) else None)
 
 
-def test_programs_never_import_suites_or_gating():
+def test_the_judge_never_imports_the_runner_loop():
+    assert judge_rule() == []
+
+
+def program_rule() -> list[str]:
     progs = [m for m in MODULES if m == "program" or m.startswith("program.")]
-    assert violations(progs, lambda m, t: "suites/gating" if covered(t, {"suites", "gating"}) else None) == []
+    above = {"runners", "judge", "suites", "jobs", "shrink"}
+    return violations(progs, lambda m, t: "a program sits below it" if covered(t, above) else None)
 
 
-def test_only_the_front_ends_and_the_session_import_the_binary_package():
-    """binary/ sits above gating: nothing below it imports it (the gate is handed a `binary.gate.BinaryGate`;
-    `run.plugin` names `binary.runner.ExecRunner` as it names any plug-in runner, never importing it)."""
-    below = [m for m in LIBRARY if not covered(m, {"binary", "pytest_plugin", "session"})]
-    assert violations(below, lambda m, t: "the binary package sits above it" if covered(t, {"binary"}) else None) == []
+def test_programs_never_import_runners_judge_suites_or_jobs():
+    assert program_rule() == []
+
+
+ABOVE_JOBS = {"jobs", "cli", "pytest_plugin", "mutants"}  # the jobs, the front ends, the mutants' kill table
+BELOW_INTO_JOBS = {("fixtures.card", "jobs.check.prompt_set")}  # a card's tau, measured with the prompt-set check
+
+
+def jobs_rule() -> list[str]:
+    below = [m for m in library() if not covered(m, ABOVE_JOBS)]
+    assert {"runners.loop", "judge.verdict", "shrink.search", "suites.case", "fixtures.card"} <= set(below)
+    return violations(below, lambda m, t: "the jobs sit above it" if covered(t, {"jobs"})
+                      and (m, t) not in BELOW_INTO_JOBS else None)
+
+
+def test_nothing_below_the_jobs_imports_them():
+    """The jobs (check, suites, golden, gate over their shared world) sit above the runners, the judge,
+    shrinking, the suites' cases, the reports and the fixtures; only the front ends and the mutants import
+    them, and the one import from below is named in BELOW_INTO_JOBS."""
+    assert jobs_rule() == []
+
+
+def shrink_rule() -> list[str]:
+    shrink = [m for m in MODULES if covered(m, {"shrink"})]
+    assert "shrink.search" in shrink
+    return violations(shrink, lambda m, t: "each job passes its probe" if covered(t, {"jobs"}) else None)
+
+
+def test_shrinking_knows_no_job():
+    assert shrink_rule() == []
+
+
+def report_rule() -> list[str]:
+    reports = [m for m in MODULES if covered(m, {"report"})]
+    assert "report.junit" in reports and "report.html_report" in reports
+    checks = {"runners", "judge", "suites", "jobs", "shrink"}
+    return violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None)
 
 
 def test_reports_import_no_check():
-    reports = [m for m in MODULES if covered(m, {"report"})]
-    assert "report.junit" in reports and "report.html_report" in reports
-    checks = {"run", "reference", "suites", "gating", "binary"}
-    assert violations(reports, lambda m, t: "a report imports no check" if covered(t, checks) else None) == []
+    assert report_rule() == []
+
+
+def leaves_rule() -> list[str]:
+    leaves = sorted(TOP) + sorted(LEAVES)
+    assert "errors" in leaves and "fixtures.registry" in leaves
+    return violations(leaves, lambda m, t: "a leaf imports top-level modules only" if "." in t else None)
 
 
 def test_leaves_import_only_top_level_modules():
-    leaves = sorted(TOP) + sorted(LEAVES)
-    assert "errors" in leaves and "fixtures.registry" in leaves
-    assert violations(leaves, lambda m, t: "a leaf imports top-level modules only" if "." in t else None) == []
+    assert leaves_rule() == []
+
+
+class FakeModule:
+    """A module of the import graph that is no file: its source, and the path a violation names."""
+
+    def __init__(self, name: str, src: str):
+        self.name, self.src = name, src
+
+    def read_text(self) -> str:
+        return self.src
+
+    def relative_to(self, _root) -> str:
+        return self.name.replace(".", "/") + ".py"
+
+
+@pytest.mark.parametrize("rule, module, src", [
+    (lambda: docstring_rule("runners"), "runners.fake", "from eagle3_check.jobs.check.job import check\n"),
+    (lambda: docstring_rule("runners.isolate"), "runners.isolate.fake", "from eagle3_check.judge import hf\n"),
+    (lambda: docstring_rule("jobs.check"), "jobs.check.fake", "def f():\n    from eagle3_check.jobs.gate import gate\n"),
+    (lambda: docstring_rule("shrink"), "shrink.fake", "from eagle3_check.runners.loop import ReferenceRunner\n"),
+    (cli_rule, "jobs.fake", "def f():\n    import eagle3_check.cli.check\n"),
+    (judge_rule, "judge.fake", "def f():\n    from eagle3_check.runners.loop import ReferenceRunner\n"),
+    (judge_rule, "judge.fake", "SPEC = 'eagle3_check.runners.loop:ReferenceRunner'\n"),  # by name
+    (program_rule, "program.fake", "from eagle3_check.runners.options import RunOptions\n"),
+    (jobs_rule, "runners.fake", "from eagle3_check.jobs.golden.file import load_golden\n"),
+    (jobs_rule, "fixtures.fake", "from eagle3_check.jobs.check.prompt_set import run_check\n"),  # not the named one
+    (shrink_rule, "shrink.fake", "from eagle3_check.jobs.check.shrink import check_probe\n"),
+    (report_rule, "report.fake", "from eagle3_check.judge.verdict import judge\n"),
+    (leaves_rule, "fixtures.registry", "from eagle3_check.runners.options import RunOptions\n"),
+], ids=["docstring-runners", "docstring-isolate", "docstring-jobs-check", "docstring-shrink", "cli", "judge-loop",
+        "judge-loop-by-name", "program", "jobs-from-runners", "jobs-from-fixtures", "shrink", "report", "leaves"])
+def test_each_rule_fails_on_an_injected_import(rule, module, src):
+    """Each rule above catches the import it forbids (so none of them passes for want of looking)."""
+    assert rule() == []
+    saved = dict(MODULES)
+    try:
+        MODULES[module] = FakeModule(module, src)
+        assert rule(), f"{module}: {src.strip()!r} passed the rule"
+    finally:
+        MODULES.clear()
+        MODULES.update(saved)
 
 
 def circles(top_level_only: bool) -> list[str]:
@@ -201,9 +309,9 @@ def test_the_pytest_plugin_imports_eagle3_check_only_lazily():
 
 def test_the_rules_see_lazy_imports():
     """A lazy import inside a function counts: the rules would catch one that breaks them."""
-    src = MODULES["gating.gate"].read_text()
+    src = MODULES["jobs.gate.gate"].read_text()
     assert "\n    from eagle3_check.suites" in src  # a lazy import (inside a function) the gate really has
-    assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["gating.gate"])})
+    assert ("suites" in {t.split(".")[0] for _, t in imports(MODULES["jobs.gate.gate"])})
 
 
 def test_test_file_basenames_are_unique():

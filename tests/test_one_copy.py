@@ -9,9 +9,9 @@ import torch
 
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import load_fixture
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.shared import eager_program, shareable, shared_reference
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.shared import eager_program, shareable, shared_reference
 
 TOKENS = [5, 9, 33, 7, 101, 3, 64, 12]
 
@@ -76,8 +76,8 @@ def test_not_shared_across_dtype_device_or_a_quantized_program():
 
 def test_check_context_shares_once_the_program_is_built():
     from eagle3_check.cli import config_of
+    from eagle3_check.jobs.common.context import CheckContext
     from eagle3_check.program.cuda_graph import GraphedProgram
-    from eagle3_check.session.context import CheckContext
 
     cfg, _ = config_of(["check", "--fixture", "tiny-llama"])
     ctx = CheckContext(cfg)

@@ -174,7 +174,7 @@ def test_a_missing_path_is_found():
     assert REPO_PATH.findall("see `eagle3_check/run/nothing_here.py` and `docs/x.md`") == [
         "eagle3_check/run/nothing_here.py", "docs/x.md"]
     assert not (ROOT / "eagle3_check/run/nothing_here.py").exists()
-    assert SHORT_PATH.findall("`suites/blocks.py`, `run/gone.py`, `golden/x.json`") == ["suites/blocks.py", "run/gone.py"]
+    assert SHORT_PATH.findall("`suites/blocks.py`, `runners/gone.py`, `golden/x.json`") == ["suites/blocks.py", "runners/gone.py"]
     assert LINK.findall("[a](docs/x.md#y) and [b](https://example.org)") == ["docs/x.md#y", "https://example.org"]
 
 

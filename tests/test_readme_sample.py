@@ -18,7 +18,7 @@ _spec.loader.exec_module(readme_sample)
 
 # a verdict-table row: prompt, L, tokens, rounds, tau, stop, ties, verdict ("PASS: identical (...)")
 ROW = re.compile(r"(\S+) +(\d+) +(\d+) +(\d+) +(\d+\.\d\d) +(\w+) +(\d+) +((?:PASS|TIE|FAIL)\b.*)")
-# the summary lines, in the order check prints them (cli/check.py, gating/check.py, draft_health.py)
+# the summary lines, in the order check prints them (cli/check.py, jobs/check/prompt_set.py, draft_health.py)
 LABELS = ("program: ", "tie rule: ", "runner profile ", "options: ", "weights: ", "K = ", "requests: ", "positions: ",
           "verdict: ", "draft health: ")
 

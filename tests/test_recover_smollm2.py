@@ -1,6 +1,6 @@
-"""Byte recovery (binary/recover.py) on SmolLM2's real byte-level BPE (49,152 ids), where printed
+"""Byte recovery (judge/recover.py) on SmolLM2's real byte-level BPE (49,152 ids), where printed
 tokens can merge (' a' + 'b' printed as the one token ' ab') and split again: the tiny fixtures'
-512-id vocabulary never produces such a pair. A text-only binary's output is judged (binary/judge.py)
+512-id vocabulary never produces such a pair. A text-only binary's output is judged (judge/binary.py)
 against a reference whose greedy tokens are `truth`: a correct output passes even where its tokens'
 bytes re-merge into other tokens, and an output whose tokens were merged, re-split or partially
 printed fails at the token where it differs. A hypothesis property over token sequences of the
@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eagle3_check.binary.byte_pieces import BytePieces
-from eagle3_check.binary.judge import FAIL, PASS, RECOVERED, Request, judge
-from eagle3_check.binary.protocol import ExecOutput
-from eagle3_check.binary.recover import recover_ids
 from eagle3_check.errors import InputError
 from eagle3_check.fixtures.registry import load_fixture
-from eagle3_check.reference.hf import Scores
-from eagle3_check.reference.tolerance import Tolerance
+from eagle3_check.judge.binary import FAIL, PASS, RECOVERED, Request, judge
+from eagle3_check.judge.hf import Scores
+from eagle3_check.judge.recover import recover_ids
+from eagle3_check.judge.tolerance import Tolerance
+from eagle3_check.runners.binary.byte_pieces import BytePieces
+from eagle3_check.runners.binary.protocol import ExecOutput
 
 TOL = Tolerance("bfloat16", 0, 4, 0.5)
 MARGIN = 9.0  # the reference's top-1 over its runner-up: no tie (every difference must fail)

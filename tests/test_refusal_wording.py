@@ -8,8 +8,8 @@ import pytest
 
 from eagle3_check import preflight
 from eagle3_check.errors import InputError
-from eagle3_check.isolate.remote import error_parts
-from eagle3_check.isolate.runner import child_error
+from eagle3_check.runners.isolate.remote import error_parts
+from eagle3_check.runners.isolate.runner import child_error
 
 
 def _one_line(e: InputError) -> str:
@@ -57,7 +57,7 @@ def test_a_module_is_found_by_its_spec_without_running_its_package(tmp_path, mon
     assert not preflight.module_found("e3c_probe_pkg.nosuch")
     assert not preflight.module_found("e3c_probe_pkg.runners.deeper")  # a plain module has no submodules
     assert not preflight.module_found("e3c_probe_pkg..runners")
-    assert preflight.module_found("eagle3_check.run.loop") and preflight.module_found("os.path")
+    assert preflight.module_found("eagle3_check.runners.loop") and preflight.module_found("os.path")
 
 
 def test_a_pte_and_a_ptd_are_told_by_their_identifier(tmp_path):

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3_check.jobs.suites.execute import SELF, SuiteEnv, run_case
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.mutants import factory
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.profiles import declare
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.profiles import declare
 from eagle3_check.suites import suite_cases
-from eagle3_check.suites.execute import SELF, SuiteEnv, run_case
 from eagle3_check.suites.toy import (
     LO,
     SPAN,
@@ -131,9 +131,9 @@ def test_a_binary_that_strips_its_printed_text_fails_by_bytes(tokenizer, fixture
     """The binary route's side of the text rule: a text-only binary's bytes are judged against the
     reference tokens' pieces, so output ending in whitespace and printed stripped fails at its end
     (the toy's chain spells such an output on the fixture's vocabulary)."""
-    from eagle3_check.binary.byte_pieces import BytePieces
-    from eagle3_check.binary.judge import Request, judge
-    from eagle3_check.binary.protocol import ExecOutput
+    from eagle3_check.judge.binary import Request, judge
+    from eagle3_check.runners.binary.byte_pieces import BytePieces
+    from eagle3_check.runners.binary.protocol import ExecOutput
     from eagle3_check.suites.text_end import ending_prompts
 
     pieces = BytePieces.from_tokenizer_json(fixture.tokenizer_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from eagle3_check.report.junit import JUnitCase, JUnitSuite, to_xml
-from eagle3_check.run.result import RunResult
+from eagle3_check.runners.result import RunResult
 from eagle3_check.table import format_rows
 from eagle3_check.untrusted import LIMITS, bounded, line_safe, xml_safe
 

@@ -61,9 +61,9 @@ def test_the_python_api_is_quiet_and_leaves_the_process_filters_alone(tmp_path):
         "filters = list(warnings.filters)\n"
         "from eagle3_check.fixtures.registry import load_fixture\n"
         "from eagle3_check.program.eager import EagerBackend\n"
-        "from eagle3_check.reference.hf import HFReference\n"
-        "from eagle3_check.run.loop import ReferenceRunner\n"
-        "from eagle3_check.run.options import RunOptions\n"
+        "from eagle3_check.judge.hf import HFReference\n"
+        "from eagle3_check.runners.loop import ReferenceRunner\n"
+        "from eagle3_check.runners.options import RunOptions\n"
         "from eagle3_check.tokenizer import Tokenizer\n"
         "fx = load_fixture('tiny-llama')\n"
         "program = EagerBackend.from_fixture(fx, 'cpu', 'float32')\n"
@@ -85,7 +85,7 @@ def test_the_python_api_is_quiet_and_leaves_the_process_filters_alone(tmp_path):
 def test_a_user_warning_from_a_plug_in_runner_and_after_the_cli_still_shows(tmp_path):
     (tmp_path / "warn_runner.py").write_text(
         "import warnings\n"
-        "from eagle3_check.run.loop import ReferenceRunner\n"
+        "from eagle3_check.runners.loop import ReferenceRunner\n"
         "class WarnRunner:\n"
         "    def run(self, program, tokenizer, prompt, options):\n"
         "        warnings.warn('from my runner', UserWarning)\n"

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.run.loop import ReferenceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.loop import ReferenceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
 
 self_reference = pytest.importorskip(
-    "eagle3_check.reference.self_ref", reason="needs eagle3_check.reference.self_ref (greedy through the program)")
+    "eagle3_check.judge.self_ref", reason="needs eagle3_check.judge.self_ref (greedy through the program)")
 
 PROMPT = "Count from one to ten."
 OPTIONS = RunOptions(max_new_tokens=64)

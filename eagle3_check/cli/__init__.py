@@ -1,7 +1,7 @@
 """`eagle3-check`: a thin command line over the library. One module per subcommand.
 
 Each subcommand module defines `register(subparsers)` which adds its parser and sets
-`func`; `main` parses, builds the one typed `session.config.Config` of the flags (every value
+`func`; `main` parses, builds the one typed `jobs.common.config.Config` of the flags (every value
 checked there, before torch is imported) and calls `func(cfg)`, which calls the library and
 prints. Errors a user can fix (`Eagle3CheckError`) print one line and exit 2.
 
@@ -21,8 +21,8 @@ import sys
 from eagle3_check.cli.common import offline_environment
 from eagle3_check.cli.parser import Parser
 from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.jobs.common.config import Config
 from eagle3_check.resources import set_budget
-from eagle3_check.session.config import Config
 
 # Subcommand modules, in --help order. Add new ones here.
 SUBCOMMANDS = ["run", "check", "calibrate", "export", "gate", "golden", "mutants", "fixtures", "draft", "report"]
@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg, func = config_of(argv)
         set_budget(cfg.max_memory)  # resources.py: the memory estimate's budget
         offline_environment()
-        from eagle3_check.run.interrupt import harness_sigint
+        from eagle3_check.runners.interrupt import harness_sigint
 
-        with harness_sigint():  # Ctrl-C: each route writes what it judged and exits 130 (run/interrupt.py)
+        with harness_sigint():  # Ctrl-C: each route writes what it judged and exits 130 (runners/interrupt.py)
             return int(func(cfg) or 0)
     except Eagle3CheckError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.session.calibrate import measure
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs.common.calibrate import measure
+    from eagle3_check.jobs.common.context import CheckContext
 
     cal = measure(CheckContext(cfg))
     if cfg.json:

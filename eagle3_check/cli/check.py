@@ -1,6 +1,6 @@
 """`eagle3-check check`: the main job. Prompt set -> runner -> HF reference -> verdicts.
 
-Parse, build the config, call the library (eagle3_check/session: the prompt set in process or
+Parse, build the config, call the library (eagle3_check/jobs: the prompt set in process or
 over workers, the suites, `--quantize`, a runner binary), print the table, JSON, JUnit or HTML.
 """
 
@@ -19,12 +19,12 @@ from eagle3_check.cli.common import (
     bars,
 )
 from eagle3_check.cli.shrink_flags import add_replay_args, add_shrink_args
-from eagle3_check.session.provenance import report_provenance
+from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
 own tokens: identical (the reference's argmax), tie (a near-tie of the reference within the
-dtype's tolerance, see eagle3_check/reference/tolerance.py) or fail; then the length and stop rules.
+dtype's tolerance, see eagle3_check/judge/tolerance.py) or fail; then the length and stop rules.
 Exit code 0 only if no request fails and the ties are within the tie budget.
 
 examples:
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "prefill/target_verify: the fair one for a quantized .pte; no ties)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed, as a share of all judged positions (default per dtype: "
-                   "float32 0, bfloat16 see eagle3_check/reference/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
+                   "float32 0, bfloat16 see eagle3_check/judge/tolerance.py TIE_BUDGET, FIXTURE_BUDGET); more "
                    "fails the report")
     p.add_argument("--exact", action="store_true",
                    help="exact mode: the runner and the HF reference on shape-invariant kernels (docs/exact.md), "
@@ -99,20 +99,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.session import shrink_route as sr
-    from eagle3_check.session.context import CheckContext
+    from eagle3_check.jobs import shrink_route as sr
+    from eagle3_check.jobs.common.context import CheckContext
 
     if cfg.list:
         return list_main(cfg)
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
-    from eagle3_check.session.watch import FileWatch, read_files
+    from eagle3_check.jobs.common.watch import FileWatch, read_files
 
-    watch = FileWatch(read_files(cfg))  # what the check reads, before the runner starts (session/watch.py)
+    watch = FileWatch(read_files(cfg))  # what the check reads, before the runner starts (jobs/common/watch.py)
     ctx = CheckContext(cfg)
     ctx.watch = watch
-    from eagle3_check.session.check import check_isolated, isolated
+    from eagle3_check.jobs.check.job import check_isolated, isolated
 
-    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/isolate): never imported here
+    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/runners/isolate): never imported here
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
         return print_report(ctx, check_isolated(ctx, bars(cfg)))
@@ -124,9 +124,9 @@ def main(cfg) -> int:
         return exec_main(ctx)
     if cfg.suite:
         return suite_main(ctx)
-    if repro is not None:  # (refused with --workers: session/validate.py)
+    if repro is not None:  # (refused with --workers: jobs/common/validate.py)
         sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
-    from eagle3_check.session.check import check_prompts, check_workers
+    from eagle3_check.jobs.check.job import check_prompts, check_workers
 
     checked = (check_workers if cfg.workers > 1 else check_prompts)(ctx, bars(cfg))
     return print_report(ctx, checked)
@@ -135,7 +135,7 @@ def main(cfg) -> int:
 def print_report(ctx, checked) -> int:
     """The check's outputs: --html page, --junit XML, JSON (with provenance and, when known, the program
     spec) or table."""
-    from eagle3_check.gating.check import format_table
+    from eagle3_check.jobs.check.prompt_set import format_table
 
     cfg, report, health = ctx.cfg, checked.report, checked.health
     changed = files_changed(ctx, report.info)
@@ -168,14 +168,14 @@ def print_report(ctx, checked) -> int:
 
 
 def files_changed(ctx, info: dict) -> list[str]:
-    """The files the check reads that changed since it started (session/watch.py), named in `info`
+    """The files the check reads that changed since it started (jobs/common/watch.py), named in `info`
     and on stderr; [] when none did (or nothing was watched)."""
     import sys
 
     watch = getattr(ctx, "watch", None)
     changed = watch.changed() if watch is not None else []
     if changed:
-        from eagle3_check.session.watch import fail_line
+        from eagle3_check.jobs.common.watch import fail_line
 
         info["files_changed"] = changed
         print(fail_line(changed), file=sys.stderr)
@@ -193,7 +193,7 @@ def changed_suite(changed: list[str]) -> list:
 
 
 def stopped(*reports) -> int:
-    """130 when Ctrl-C stopped a report (written with what was judged, run/interrupt.py), else 0."""
+    """130 when Ctrl-C stopped a report (written with what was judged, runners/interrupt.py), else 0."""
     import sys
 
     lines = [r.interrupted for r in reports if getattr(r, "interrupted", None)]
@@ -211,8 +211,8 @@ def list_main(cfg) -> int:
 
 def suite_main(ctx) -> int:
     """`check --suite NAME`: one report per fixture (or the given program), printed."""
-    from eagle3_check.session.suite import run_suites
-    from eagle3_check.suites.report import format_suite_table
+    from eagle3_check.jobs.suites.job import run_suites
+    from eagle3_check.jobs.suites.report import format_suite_table
 
     cfg = ctx.cfg
     shrunk: list[str] = []
@@ -242,16 +242,16 @@ def write_suites_junit(cfg, reports: list, extra: list = ()) -> None:
 
 def exec_main(ctx) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-    from eagle3_check.session import exec_route
+    from eagle3_check.jobs.check import exec_route
 
     cfg = ctx.cfg
     if cfg.suite:
-        from eagle3_check.session.suite import run_exec_suite
-        from eagle3_check.suites.report import format_suite_table
+        from eagle3_check.jobs.suites.job import run_exec_suite
+        from eagle3_check.jobs.suites.report import format_suite_table
 
         report, info = run_exec_suite(ctx, bars(cfg))
         extra: dict = {}
-        changed = files_changed(ctx, extra)  # a binary can write what the check reads (session/watch.py)
+        changed = files_changed(ctx, extra)  # a binary can write what the check reads (jobs/common/watch.py)
         write_suites_junit(cfg, [report], changed_suite(changed))
         if cfg.json:
             print(json.dumps({"passed": report.passed and not changed, "reports": [report.to_json()], **extra,
@@ -261,7 +261,7 @@ def exec_main(ctx) -> int:
             if report.shrunk_lines:
                 print("\n".join(report.shrunk_lines))
         return 0 if report.passed and not changed else 1
-    from eagle3_check.binary.check import format_exec_table
+    from eagle3_check.jobs.check.binary import format_exec_table
 
     report, lines, shrunk = exec_route.exec_check(ctx, bars(cfg))
     changed = files_changed(ctx, report.info)
@@ -284,9 +284,9 @@ def exec_main(ctx) -> int:
 
 
 def quant_main(ctx) -> int:
-    """`check --quantize`: build, quantize, judge (session/quantized.py), print; exit 0 only if nothing failed."""
-    from eagle3_check.gating.gate import DRIFT, format_table
-    from eagle3_check.session.quantized import quantized_check
+    """`check --quantize`: build, quantize, judge (jobs/gate/quantized.py), print; exit 0 only if nothing failed."""
+    from eagle3_check.jobs.gate.gate import DRIFT, format_table
+    from eagle3_check.jobs.gate.quantized import quantized_check
 
     cfg = ctx.cfg
     report, spec, options = quantized_check(ctx)

@@ -1,6 +1,6 @@
 """The CLI's shared argument groups (program, runner options, compile, drift, timeout, --html),
 the progress bars it shows and the offline environment. Nothing here builds or judges: the
-library does (eagle3_check/session)."""
+library does (eagle3_check/jobs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import sys
 
 from eagle3_check.cli.parser import Given
-from eagle3_check.session.world import COMPILE_ATTENTIONS, COMPILE_MODES
+from eagle3_check.jobs.common.world import COMPILE_ATTENTIONS, COMPILE_MODES
 
 GRANULARITIES = ("off", "layer", "model")  # program/compiled.py's, plus off
 
@@ -37,7 +37,7 @@ def add_html_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded tiny-llama fixture", why: str = "") -> None:
-    """`default`: the program the command runs without --fixture/--target/--pte (session/default_program.py);
+    """`default`: the program the command runs without --fixture/--target/--pte (jobs/common/default_program.py);
     `why`: the --fixture help's note on it."""
     g = p.add_argument_group(f"program (default: {default}, eager backend)")
     g.add_argument("--fixture", default=None, help=f"fixture name (see `eagle3-check fixtures list`); default: "
@@ -103,7 +103,7 @@ def add_compile_args(p: argparse.ArgumentParser) -> None:
 
 def add_drift_args(p: argparse.ArgumentParser, quantize: bool = False) -> None:
     """The drift thresholds (gate, check --quantize); with `quantize`, the in-process quantization too."""
-    from eagle3_check.gating.drift import (
+    from eagle3_check.jobs.check.drift import (
         DEFAULT_FAR_RANK,
         DEFAULT_MAX_FAR_SHARE,
         DEFAULT_MAX_MEAN_GAP,

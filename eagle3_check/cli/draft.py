@@ -97,7 +97,7 @@ def main_train(cfg) -> int:
     from tqdm import tqdm
 
     from eagle3_check.fixtures.draft_recipe import train_for_target
-    from eagle3_check.session.draft_train import train_inputs
+    from eagle3_check.jobs.draft_train import train_inputs
 
     a = train_inputs(cfg)
     bars = lambda total, desc, unit: tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)  # noqa: E731

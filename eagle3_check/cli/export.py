@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.session.export import copy_pte, export
+    from eagle3_check.jobs.export import copy_pte, export
 
     if cfg.from_pte:
         copy_pte(cfg)

@@ -79,7 +79,7 @@ def main_list(cfg) -> int:
 
 
 def main_build(cfg) -> int:
-    from eagle3_check.session.fixture_build import build
+    from eagle3_check.jobs.fixture_build import build
 
     out = build(cfg)
     print(f"built {out}")

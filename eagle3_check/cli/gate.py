@@ -7,7 +7,7 @@ import json
 import sys
 
 from eagle3_check.cli.common import add_drift_args, add_html_arg, add_runner_args, add_timeout_arg
-from eagle3_check.session.provenance import report_provenance
+from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tau-tolerance", type=float, default=None, help="allowed tau drop below the baseline (0.05)")
     p.add_argument("--tie-budget", type=float, default=None, metavar="SHARE",
                    help="ties allowed per check, a share of judged positions (default: the program's dtype's, "
-                   "read from the .pte: float32 0, bfloat16 see reference/tolerance.py TIE_BUDGET)")
+                   "read from the .pte: float32 0, bfloat16 see judge/tolerance.py TIE_BUDGET)")
     p.add_argument("--report", default="gate-report.json", metavar="FILE", help="JSON report path")
     p.add_argument("--junit", default=None, metavar="FILE", help="also write JUnit XML here")
     add_html_arg(p)
@@ -66,10 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(cfg) -> int:
     from eagle3_check.atomic import write_text_atomic
-    from eagle3_check.gating.gate import format_table
+    from eagle3_check.jobs.common.context import CheckContext
+    from eagle3_check.jobs.gate.gate import format_table
+    from eagle3_check.jobs.gate.job import run_gate
     from eagle3_check.report.junit import write_junit
-    from eagle3_check.session.context import CheckContext
-    from eagle3_check.session.gate import run_gate
 
     quiet = cfg.json or cfg.no_progress
     bars = StepBars(disable=quiet)
@@ -83,7 +83,7 @@ def main(cfg) -> int:
         report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
-    from eagle3_check.session.shrink_gate import shrink_gate_and_write
+    from eagle3_check.jobs.gate.shrink_route import shrink_gate_and_write
 
     stopped = report.info.get("interrupted")  # Ctrl-C: what was judged is written, exit 130
     shrunk = [] if stopped else shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk

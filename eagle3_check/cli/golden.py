@@ -13,7 +13,7 @@ from eagle3_check.cli.common import (
     add_timeout_arg,
     bars,
 )
-from eagle3_check.session.provenance import report_provenance
+from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
 every later run against them, token for token. The deterministic metrics (forwards per
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def draft_tie_lines(golden) -> list[str]:
     """What a recorded golden's acceptance hangs on: its prompts with draft near-ties (acceptance may
     differ on another program of the same spec, tokens never), or that draft margins were not measured."""
-    from eagle3_check.gating.draft_margins import describe
+    from eagle3_check.jobs.golden.draft_margins import describe
 
     if any(p.draft_near_ties is None for p in golden.prompts):
         return [f"note: {describe(None)}: acceptance is exact on this program alone"]
@@ -85,8 +85,8 @@ def draft_tie_lines(golden) -> list[str]:
 
 
 def record_main(cfg) -> int:
-    from eagle3_check.session.context import CheckContext
-    from eagle3_check.session.golden import record
+    from eagle3_check.jobs.common.context import CheckContext
+    from eagle3_check.jobs.golden.job import record
     from eagle3_check.table import format_rows
 
     golden, written = record(CheckContext(cfg), bars(cfg))
@@ -107,15 +107,15 @@ def record_main(cfg) -> int:
 
 def verify_main(cfg) -> int:
     from eagle3_check.cli.check import files_changed
-    from eagle3_check.session.context import CheckContext
-    from eagle3_check.session.watch import FileWatch, read_files
+    from eagle3_check.jobs.common.context import CheckContext
+    from eagle3_check.jobs.common.watch import FileWatch, read_files
 
     watch = FileWatch(read_files(cfg))  # the goldens and what they name, before the runner starts
     ctx = CheckContext(cfg)
     ctx.watch = watch
     extra: dict = {}
     if ctx.is_exec:  # a runner binary
-        from eagle3_check.session.exec_route import exec_golden_verify
+        from eagle3_check.jobs.golden.exec_route import exec_golden_verify
 
         outcome = exec_golden_verify(ctx)
         changed = files_changed(ctx, extra)
@@ -126,7 +126,7 @@ def verify_main(cfg) -> int:
         else:
             print(outcome.format())
         return 0 if outcome.passed and not changed else 1
-    from eagle3_check.session.golden import verify
+    from eagle3_check.jobs.golden.job import verify
 
     outcome, baseline = verify(ctx, bars(cfg))
     changed = files_changed(ctx, extra)
@@ -136,7 +136,7 @@ def verify_main(cfg) -> int:
 
         write_html(cfg.html, golden_html(outcome.to_json()))
     if cfg.json:
-        from eagle3_check.gating.golden import golden_root
+        from eagle3_check.jobs.golden.file import golden_root
 
         files = {"baseline": baseline, **({} if cfg.goldens else {"golden": golden_root()})}
         doc = outcome.to_json()
@@ -155,7 +155,7 @@ def verify_main(cfg) -> int:
 
 
 def baseline_main(cfg) -> int:
-    from eagle3_check.session.golden import refresh_baseline
+    from eagle3_check.jobs.golden.job import refresh_baseline
 
     outcome, entries, path = refresh_baseline(cfg, bars(cfg, disable=cfg.no_progress))
     if path is None:

@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
+    from eagle3_check.mutants.command import kill_table
     from eagle3_check.mutants.kill import format_kill_table
-    from eagle3_check.session.mutants import kill_table
 
     report = kill_table(cfg, bars(cfg))
     print(json.dumps(report.to_json(), indent=2) if cfg.json else format_kill_table(report))

@@ -1,6 +1,6 @@
 """The CLI's ArgumentParser: no abbreviated flags, an unknown flag gets a "did you mean --X?"
 from the parser's own option strings, every parse error is one line; `Given` records which
-flags the user typed (session.config.Config.given)."""
+flags the user typed (jobs.common.config.Config.given)."""
 
 from __future__ import annotations
 

@@ -31,9 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.session import shrink_route as sr
-    from eagle3_check.session.context import CheckContext
-    from eagle3_check.session.world import prompt_text
+    from eagle3_check.jobs import shrink_route as sr
+    from eagle3_check.jobs.common.context import CheckContext
+    from eagle3_check.jobs.common.world import prompt_text
 
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
     if repro is not None and repro.prompt_text is not None:

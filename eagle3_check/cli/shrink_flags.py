@@ -1,9 +1,9 @@
 """The flags of shrinking and replaying (`run`, `check`; the gate's shrink flags); the work is
-session/shrink_route.py's.
+jobs/shrink_route.py's.
 
 `--prompt-ids 2,108,...` gives the prompt as ids (no template applied), `--repro FILE` replays a
 repro file (its prompt ids, K, max new tokens and spec), `--shrink` shrinks every failing request
-(gating/shrink_check.py) within `--shrink-budget S` and writes a repro file for each beside the
+(jobs/check/shrink.py) within `--shrink-budget S` and writes a repro file for each beside the
 report (`--shrink-dir`, default: the --junit / --html file's directory, else the current one).
 """
 
@@ -26,7 +26,7 @@ def add_replay_args(p: argparse.ArgumentParser, prompt_text: bool = False) -> No
 
 
 def add_shrink_args(p: argparse.ArgumentParser, default_on: bool = False) -> None:
-    from eagle3_check.gating.shrink import DEFAULT_BUDGET_S
+    from eagle3_check.shrink.search import DEFAULT_BUDGET_S
 
     if default_on:
         p.add_argument("--no-shrink", dest="shrink", action="store_false",

@@ -109,7 +109,7 @@ def exact_numerics(*models: torch.nn.Module) -> Iterator[None]:
 
 
 def install_for_process() -> None:
-    """Exact mode for the rest of this process: an isolated runner's child (session/check.py's
+    """Exact mode for the rest of this process: an isolated runner's child (jobs/check/job.py's
     child_program), whose program runs only the runner under test; never uninstalled."""
     with _LOCK:
         if _STATE["depth"] == 0:

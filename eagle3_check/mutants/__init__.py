@@ -7,7 +7,7 @@ mutants` (`make mutants`) runs every mutant through `check` and the kill probes
 over emulated CUDA graphs on CPU, real ones with --device cuda) and prints a kill table;
 the score must be 100 % on both. A survivor prints its `needs`: the case the suites lack.
 
-May import: program, run, reference, suites, gating, fixtures (never the CLI).
+May import: program, runners, judge, suites, jobs, fixtures (never the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from eagle3_check.mutants.engine import Mutant, StaleMutant, build_runner_class
 
-OPTIONS = "eagle3_check.run.options"
-PLACEMENT = "eagle3_check.run.placement"
+OPTIONS = "eagle3_check.runners.options"
+PLACEMENT = "eagle3_check.runners.placement"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -306,7 +306,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "rounds_one_more", "reports one round more than it ran (tau recomputed to match: still within "
         "ceil((N - 1) / (K + 1)) <= R <= N - 1)",
-        "rounds and tau held to the call log (in process) and to our runner's (a binary: binary/acceptance.py)",
+        "rounds and tau held to the call log (in process) and to our runner's (a binary: runners/binary/acceptance.py)",
         (("        rounds = len(accepted)\n", "        rounds = len(accepted) + (1 if accepted else 0)\n"),),
     ),
     Mutant(
@@ -322,7 +322,7 @@ BY_NAME = {m.name: m for m in MUTANTS}
 
 def factory(name: str, placement: str = "host"):
     """A no-argument factory of the mutant runner `name` (what --runner calls) with the
-    runner loop's data `placement` ("host" or "device", see eagle3_check.run.placement)."""
+    runner loop's data `placement` ("host" or "device", see eagle3_check.runners.placement)."""
     mutant = BY_NAME[name]
 
     def make():

@@ -1,7 +1,7 @@
 """Builds a mutant runner: the reference runner's own source with one seeded bug.
 
 A mutant is a list of (original snippet, replacement) edits to the source of
-`eagle3_check.run.loop` (or of a module the runner imports from, e.g. `options`, or
+`eagle3_check.runners.loop` (or of a module the runner imports from, e.g. `options`, or
 `placement`, whose mutants run only on the placement they edit). The
 edited source is executed as a fresh module; its `ReferenceRunner` is the mutant. An
 edit whose snippet no longer occurs exactly once raises `StaleMutant`, so a change to
@@ -20,7 +20,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-RUNNER_MODULE = "eagle3_check.run.loop"
+RUNNER_MODULE = "eagle3_check.runners.loop"
 
 
 class StaleMutant(RuntimeError):
@@ -34,7 +34,7 @@ class Mutant:
     needs: str  # the case that kills it: what a suite lacks if it survives
     edits: tuple[tuple[str, str], ...]
     module: str = RUNNER_MODULE  # the module whose source is edited
-    placements: tuple[str, ...] = ("host", "device")  # where the edited code runs (run/placement.py)
+    placements: tuple[str, ...] = ("host", "device")  # where the edited code runs (runners/placement.py)
 
 
 def _edited_module(module_name: str, mutant: Mutant, edits) -> types.ModuleType:

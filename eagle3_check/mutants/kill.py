@@ -1,7 +1,7 @@
 """The kill run: every mutant, on every data placement, through every probe; a kill table.
 
-The runner loop is one (`run.loop.ReferenceRunner`); its data placement is a strategy
-(`run/placement.py`). Each mutant edits the loop, so each is run twice: with host lists
+The runner loop is one (`runners.loop.ReferenceRunner`); its data placement is a strategy
+(`runners/placement.py`). Each mutant edits the loop, so each is run twice: with host lists
 ("host") and with device buffers ("device"), the latter over graph-owned outputs
 (`Context.with_graphs`: emulated CUDA graphs on CPU, real ones on a GPU).
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from eagle3_check.mutants import BY_NAME, MUTANTS, Mutant, factory
 from eagle3_check.mutants.engine import StaleMutant, build_runner_class
 from eagle3_check.mutants.probes import PROBES, Context, Probe
-from eagle3_check.run.plugin import load_runner
+from eagle3_check.runners.plugin import load_runner
 from eagle3_check.table import format_rows
 
 PLACEMENTS = ("host", "device")

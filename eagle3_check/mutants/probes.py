@@ -26,7 +26,7 @@ from eagle3_check.mutants.toy_case import (
     one_token_string_not_a_key,
 )
 from eagle3_check.program.contract import REQUIRED_KEYS
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.suites import toy
 
 
@@ -124,7 +124,7 @@ class Context:
 
     @property
     def tolerance(self):
-        from eagle3_check.reference.tolerance import tolerance_for
+        from eagle3_check.judge.tolerance import tolerance_for
 
         return tolerance_for(self.dtype)
 
@@ -138,7 +138,7 @@ class Context:
 
     @property
     def suite_env(self):
-        from eagle3_check.suites.execute import SuiteEnv
+        from eagle3_check.jobs.suites.execute import SuiteEnv
 
         plain = self._cached("suite_env", lambda: SuiteEnv.eager(self.fixture.name, self.device, self.dtype))
         return self._cached("suite_env", lambda: self._graphed_env(plain), per_graphs=True)
@@ -164,7 +164,7 @@ class Context:
     @property
     def reference(self):
 
-        from eagle3_check.reference.hf import HFReference
+        from eagle3_check.judge.hf import HFReference
 
         return self._cached("reference", lambda: CachedReference(
             HFReference(self.fixture.target_dir, self.device, getattr(torch, self.dtype))))
@@ -206,8 +206,8 @@ def _missing_metadata(runner, ctx: Context) -> str | None:
 
 
 def _check_fixture(runner, ctx: Context) -> str | None:
-    from eagle3_check.gating.check import run_check
-    from eagle3_check.reference.verdict import FAIL
+    from eagle3_check.jobs.check.prompt_set import run_check
+    from eagle3_check.judge.verdict import FAIL
 
     prompts = ctx.fixture.prompts()[: ctx.check_prompts]
     report = run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts,
@@ -219,9 +219,9 @@ def _check_fixture(runner, ctx: Context) -> str | None:
 def _suite(name: str) -> Callable:
     def fn(runner, ctx: Context) -> str | None:
         """The suite's cases in order, up to the first that fails (a tie is not a kill)."""
-        from eagle3_check.reference.verdict import FAIL
+        from eagle3_check.jobs.suites.execute import run_case
+        from eagle3_check.judge.verdict import FAIL
         from eagle3_check.suites import SUITES
-        from eagle3_check.suites.execute import run_case
 
         for case in SUITES[name]:
             result = run_case(case, ctx.suite_env, runner)

@@ -14,10 +14,10 @@ import torch
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.owned import OutputBuffers
-from eagle3_check.run.options import RunOptions, prompt_ids, stop_set
-from eagle3_check.run.rules import expected_length, prefill_chunks
+from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.rules import expected_length, prefill_chunks
 from eagle3_check.suites import toy
-from eagle3_check.suites.instrument import RecordingProgram, call_problems
 
 PROMPT = list(range(300, 310))  # L = 10 raw ids; greedy chain below repeats every 12 tokens
 

@@ -7,7 +7,7 @@ graphs in `cuda_graph`), `.pte` export and editing (`export`, `pte_edit`), the f
 `.pte` and what it is judged with (`sidecar`: its fixture or target, from its export sidecar), and the
 metadata checks against a tokenizer and target (`metadata_check`).
 
-May import: nothing else (never the runner loop, references, suites, gating, binary, report, fixture building, mutants or the CLI).
+May import: nothing else (never the runners, the judge, suites, the jobs, shrinking, report, fixture building, mutants or the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

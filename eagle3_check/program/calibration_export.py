@@ -3,7 +3,7 @@
 A speculator program's `target_verify` returns greedy ids (DESIGN §1), so the logits its kernels
 compute are never seen: how far ExecuTorch's kernels (XNNPACK's fp32 GEMMs, the portable ops) move
 a target's logits from the HF reference's cannot be read off the program a user ships. The fp32
-tie tolerance (reference/tolerance.py) covers those kernels, measured on this twin: one method,
+tie tolerance (judge/tolerance.py) covers those kernels, measured on this twin: one method,
 `target_logits`, the speculator's own `TargetAdapter` (the same static KV cache, the same
 attention mask, the same graph up to the argmax) traced with a dynamic length and lowered through
 the same `lower_to_pte` (XNNPACK where it lowers, shared cache buffers, the tanh GELU kept), so

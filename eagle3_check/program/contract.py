@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_check.errors import MetadataError
 
 if TYPE_CHECKING:  # torch loads with a program, not with the contract: the CLI reads suite
-    import torch  # names (suites -> contract) before torch is imported (session/validate.py)
+    import torch  # names (suites -> contract) before torch is imported (jobs/common/validate.py)
 
 REQUIRED_KEYS = (
     "get_chain_len",
@@ -52,7 +52,7 @@ def kv_window_for(positions: torch.Tensor) -> torch.Tensor:  # [C] -> [V] int32
     Worked example: anchor_pos = 20, K = 4 -> positions 20..24 (C = 5) -> V = 20 + 5 = 25,
     i.e. positions[-1] + 1 (slots 0..24 are valid once this window is written).
     """
-    import torch  # lazily: this module is read before torch is imported (session/validate.py)
+    import torch  # lazily: this module is read before torch is imported (jobs/common/validate.py)
 
     return torch.zeros(int(positions[-1]) + 1, dtype=torch.int32)
 

@@ -16,7 +16,7 @@ would change sends the call to stock), the find_nodes table, each node's `users`
 recompiled. What it skips is the copy and the recompile of `gm` itself: nothing between two
 partitions runs or reads `gm`'s code, and the ExportedProgram built after lowering makes a new
 GraphModule from the graph. A cycle goes to stock (which raises its own error).
-`tests/test_fast_lowering.py` compares the graph state with stock's; tests/pte/test_fast_lowering_pte.py
+`tests/program/test_fast_lowering.py` compares the graph state with stock's; tests/pte/test_fast_lowering_pte.py
 the .pte bytes.
 
 Guarded: the stock functions' source must hash to the versions this was written from (torch

@@ -7,11 +7,11 @@ only pytest: nothing of eagle3_check loads until an option turns the plugin on (
 collected and the fixtures skip, naming the option they need.
 
 What lives here: the options, markers, collection hook and fixtures (`__init__`), the lazily
-built program, tokenizer, reference and runner of one test session (`state`, on a `session.context.CheckContext`), a runner binary
+built program, tokenizer, reference and runner of one test session (`state`, on a `jobs.common.context.CheckContext`), a runner binary
 under test (`binary`), the test items with their failure texts (`items`), and the pytest-xdist
 scheduler that keeps a baseline key's items on one worker (`workers`).
 
-May import: program, run, reference, suites, gating, binary, session (lazily, inside functions: test_layout checks that the
+May import: program, runners, judge, suites, jobs (lazily, inside functions: test_layout checks that the
 package's module level imports nothing of eagle3_check but the leaves)
 """
 

@@ -1,11 +1,11 @@
 """A runner binary under test (`--eagle3-runner-bin CMD`, `--eagle3-request-timeout S`).
 
-The options are parsed by `binary.runner` (`resolve_command`, `exec_runner`: the parser of
+The options are parsed by `runners.binary.runner` (`resolve_command`, `exec_runner`: the parser of
 `check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
 `--eagle3-pte`, and gets its `.ptd` (`--eagle3-data-path`) as the seed's `--data_path` (a template
 without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are
-judged by `binary.suites` / `binary.check` (items.py); its golden prompts here, by
-`binary.golden`, with that module's rules for which goldens a binary can run.
+judged by `jobs.suites.binary` / `jobs.check.binary` (items.py); its golden prompts here, by
+`jobs.golden.binary`, with that module's rules for which goldens a binary can run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ FLAG, TIMEOUT_FLAG, DATA_FLAG = "--eagle3-runner-bin", "--eagle3-request-timeout
 
 def exec_runner_from(s: dict[str, str | None]):
     """The runner binary the settings name (parsed and checked now, before anything loads), or None."""
-    from eagle3_check.binary.runner import exec_runner, resolve_command
+    from eagle3_check.runners.binary.runner import exec_runner, resolve_command
 
     if not s["runner_bin"]:
         return None
@@ -37,7 +37,7 @@ def exec_runner_from(s: dict[str, str | None]):
 
 def golden_why(state, golden) -> str | None:
     """Why the binary cannot run this golden on the .pte (K outside its range, no --chain), or None."""
-    from eagle3_check.binary.golden import exec_unavailable
+    from eagle3_check.jobs.golden.binary import exec_unavailable
     from eagle3_check.program.contract import read_metadata
 
     md = read_metadata(state.program.metadata())
@@ -46,10 +46,10 @@ def golden_why(state, golden) -> str | None:
 
 def golden_diffs(state, golden, prompt) -> list[str]:
     """One golden prompt through the binary, compared exactly: one line per difference."""
-    from eagle3_check.binary.byte_pieces import BytePieces
-    from eagle3_check.binary.golden import compare_prompt
-    from eagle3_check.binary.runner import binary_options, program_data
+    from eagle3_check.jobs.golden.binary import compare_prompt
     from eagle3_check.program.contract import read_metadata
+    from eagle3_check.runners.binary.byte_pieces import BytePieces
+    from eagle3_check.runners.binary.runner import binary_options, program_data
 
     md = read_metadata(state.program.metadata())
     golden.check_vocab(md.vocab_size or state.tokenizer.vocab_size)
@@ -58,6 +58,6 @@ def golden_diffs(state, golden, prompt) -> list[str]:
     diffs = compare_prompt(golden.key.stem, prompt, golden, state.exec_runner, Path(state.settings["pte"]),
                            state.tokenizer, pieces, binary_options(golden.run_options(), md), {},
                            program_data(state.program), notes)
-    for note in notes:  # acceptance of an eager golden on the .pte (golden_diff.stats_exact): shown, not failed
+    for note in notes:  # acceptance of an eager golden on the .pte (jobs.golden.diff.stats_exact): shown, not failed
         warnings.warn(note, stacklevel=2)
     return diffs

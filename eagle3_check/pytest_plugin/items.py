@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from eagle3_check.errors import Eagle3CheckError
+from eagle3_check.judge.budget import allowed as ties_allowed
+from eagle3_check.judge.budget import share_text
 from eagle3_check.pytest_plugin.workers import XDIST_GROUP
-from eagle3_check.reference.budget import allowed as ties_allowed
-from eagle3_check.reference.budget import share_text
 from eagle3_check.status import FAIL, SKIP, TIE
 
 
@@ -81,11 +81,11 @@ class SuiteItem(Eagle3Item):
     def runtest(self):
         state = self.state
         if state.exec_runner is not None:
-            from eagle3_check.binary.suites import run_exec_case
+            from eagle3_check.jobs.suites.binary import run_exec_case
 
             result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
         else:
-            from eagle3_check.suites.execute import run_case
+            from eagle3_check.jobs.suites.execute import run_case
 
             result = run_case(self.case, state.suite_env, state.runner)
         self.user_properties.append(("status", str(result.status)))
@@ -125,7 +125,7 @@ class PromptItem(Eagle3Item):
                                 f"({share_text(self.state.tie_budget, v.judged)}): {v.message}\n  {stats}")
 
     def judge_exec(self, o) -> None:
-        """A runner binary's request (`binary.check.ExecOutcome`): its verdict, exit and stderr."""
+        """A runner binary's request (`jobs.check.binary.ExecOutcome`): its verdict, exit and stderr."""
         v, out, proc = o.verdict, o.output, o.process
         allowed = ties_allowed(self.state.tie_budget, v.judged)
         self.user_properties += [("ties", v.ties), ("tau", out.tau if out else None)]
@@ -167,7 +167,7 @@ class GoldenItem(Eagle3Item):
 
 class BaselineItem(Eagle3Item):
     """One key of the metrics baseline: the counts over its golden's runs (the golden items' own
-    runs, made once) must equal the baseline's exactly (`gating.metrics`)."""
+    runs, made once) must equal the baseline's exactly (`jobs.golden.metrics`)."""
 
     kind = "baseline"
 
@@ -176,7 +176,7 @@ class BaselineItem(Eagle3Item):
         self.stem = stem
 
     def runtest(self):
-        from eagle3_check.gating.metrics import format_metric_diffs
+        from eagle3_check.jobs.golden.metrics import format_metric_diffs
 
         golden, why = self.state.baseline_golden(self.stem)
         if why:

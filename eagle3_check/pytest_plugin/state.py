@@ -10,10 +10,10 @@ tokenizer of a `.pte` are the ones `check --pte` uses (`program.sidecar.referenc
 `--eagle3-target`/`--eagle3-tokenizer`, else the fixture (`--eagle3-fixture`, else the one its
 export sidecar names).
 
-The runner under test is a plug-in in its own process (`--eagle3-runner`, isolate/: the session's
+The runner under test is a plug-in in its own process (`--eagle3-runner`, runners/isolate/: the session's
 program called over the pipe), the reference runner in process (the default; limited per
 request as `check --request-timeout` limits it, `watchdog.time_limited`) or a runner binary
-(`--eagle3-runner-bin`, `binary.runner`) that runs the `.pte` file itself, judged by `binary/`
+(`--eagle3-runner-bin`, `runners.binary.runner`) that runs the `.pte` file itself, judged by `binary/`
 as `check --runner exec:` judges it. A golden prompt runs once per session: its golden item and
 the metrics-baseline item of its key share the run (`golden_run`).
 """
@@ -35,15 +35,15 @@ NONE = "none"
 
 class Eagle3State:
     def __init__(self, settings: dict[str, str | None], exec_runner=None, timeout: float | None = None):
+        from eagle3_check.jobs.common.context import CheckContext
         from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG
-        from eagle3_check.session.context import CheckContext
 
         self.settings = settings
         self.max_new = int(settings["max_new_tokens"] or MAX_NEW)
-        self.exec_runner = exec_runner  # binary.runner.ExecRunner with --eagle3-runner-bin, else None
+        self.exec_runner = exec_runner  # runners.binary.runner.ExecRunner with --eagle3-runner-bin, else None
         self.timeout = timeout  # --eagle3-request-timeout in seconds (None: not given)
         self.cfg = plugin_config(settings, self.max_new, timeout)
-        # the world `check` assembles, from this session's Config (session/context.py); the program
+        # the world `check` assembles, from this session's Config (jobs/common/context.py); the program
         # is the plugin's own (`_build`): a .pte as loaded, or the fixture's eager program per spec
         self.ctx = CheckContext(self.cfg, build=self._build, limit_flag=TIMEOUT_FLAG)
         self._runs: dict[tuple[str, str], object] = {}  # (golden stem, prompt id) -> RunResult
@@ -76,13 +76,13 @@ class Eagle3State:
         n = s["max_new_tokens"]
         if n is not None and not (n.isdigit() and int(n) >= 1):
             raise OptionError(f"--eagle3-max-new-tokens {n}", "an integer >= 1", "pass e.g. 64")
-        from eagle3_check.binary.runner import request_timeout
         from eagle3_check.pytest_plugin.binary import TIMEOUT_FLAG, exec_runner_from
+        from eagle3_check.runners.binary.runner import request_timeout
 
         timeout = request_timeout(s["request_timeout"], TIMEOUT_FLAG)  # `check --request-timeout`'s rule
         return cls(s, exec_runner_from(s), timeout)
 
-    # --- what the program is judged with (session.context.CheckContext) ---------------------
+    # --- what the program is judged with (jobs.common.context.CheckContext) ---------------------
 
     @cached_property
     def _source(self) -> tuple:
@@ -107,7 +107,7 @@ class Eagle3State:
 
     def _build(self, cfg):
         """The context's program: the .pte as given (CPU float32), else the fixture's eager program."""
-        from eagle3_check.session.world import ProgramSetup
+        from eagle3_check.jobs.common.world import ProgramSetup
 
         if cfg.pte:
             from eagle3_check.program.pte_backend import PteBackend
@@ -126,8 +126,8 @@ class Eagle3State:
         """The eager fixture program for an edge case's spec wish, built once per spec."""
         key = tuple(sorted(spec.items()))
         if key not in self._built:
+            from eagle3_check.jobs.common.world import set_threads
             from eagle3_check.program.eager import EagerBackend
-            from eagle3_check.session.world import set_threads
 
             set_threads("cpu")  # tiny models: one thread is fastest (unless OMP_NUM_THREADS is set)
             self._built[key] = EagerBackend.from_fixture(self.fixture, "cpu", DTYPE, **spec)
@@ -139,7 +139,7 @@ class Eagle3State:
 
     @cached_property
     def tokenizer(self):
-        from eagle3_check.session.world import load_tokenizer
+        from eagle3_check.jobs.common.world import load_tokenizer
 
         return load_tokenizer(self._source[2])
 
@@ -159,7 +159,7 @@ class Eagle3State:
     def runner(self):
         """The runner under test, under `check --request-timeout`'s rule (`watchdog.time_limited`):
         --eagle3-request-timeout when given; else 300 s for a plug-in, none for the reference runner.
-        A plug-in runs in its own process (isolate/), started on first use; the reference runner here."""
+        A plug-in runs in its own process (runners/isolate/), started on first use; the reference runner here."""
         return self.ctx.runner
 
     @property
@@ -212,8 +212,8 @@ class Eagle3State:
     @cached_property
     def _golden_files(self) -> list:
         """[(path, Golden)] of every golden given (--eagle3-goldens, default golden/), any fixture."""
-        from eagle3_check.gating.golden import golden_root, load_golden
-        from eagle3_check.gating.golden_check import golden_paths
+        from eagle3_check.jobs.golden.file import golden_root, load_golden
+        from eagle3_check.jobs.golden.verify import golden_paths
 
         g = self.settings["goldens"]
         if g == NONE or (g is None and not golden_root().is_dir()):
@@ -228,7 +228,7 @@ class Eagle3State:
                 if g.key.fixture == self.fixture_name]
 
     def _unavailable(self, key) -> str | None:
-        from eagle3_check.gating.golden_check import unavailable
+        from eagle3_check.jobs.golden.verify import unavailable
 
         why = unavailable(key, self.settings["pte"])
         if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", DTYPE):
@@ -243,13 +243,13 @@ class Eagle3State:
     @cached_property
     def baseline(self) -> dict[str, dict]:
         """The metrics baseline's entries (golden key stem -> metrics); {} without --eagle3-baseline."""
-        from eagle3_check.gating.metrics import load_baseline
+        from eagle3_check.jobs.golden.metrics import load_baseline
 
         return load_baseline(self.baseline_path) if self.baseline_path else {}
 
     def baseline_golden(self, stem: str) -> tuple:
         """(Golden or None, why the key's metrics cannot be gated here or None)."""
-        from eagle3_check.gating.golden import golden_root
+        from eagle3_check.jobs.golden.file import golden_root
 
         g = self.settings["goldens"]
         where = "--eagle3-goldens none" if g == NONE else g or str(golden_root())
@@ -259,7 +259,7 @@ class Eagle3State:
         if golden.key.fixture != self.fixture_name:
             return golden, f"a golden of fixture {golden.key.fixture}; this program is {self.fixture_name}"
         if self.exec_runner is not None:
-            from eagle3_check.binary.golden import METRICS_NOT_GATED
+            from eagle3_check.jobs.golden.binary import METRICS_NOT_GATED
 
             return golden, METRICS_NOT_GATED
         return golden, self._unavailable(golden.key)
@@ -268,7 +268,7 @@ class Eagle3State:
 
     @cached_property
     def suite_env(self):
-        from eagle3_check.suites.execute import SELF, SuiteEnv
+        from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
 
         ref = SELF if self.settings["reference"] == "self" else self.reference
         texts = [p.text for p in self._suite_prompts()]
@@ -286,7 +286,7 @@ class Eagle3State:
         return self.prompts
 
     @property
-    def resolved_options(self):  # as `check` resolves them for this tokenizer and target (run/defaults.py)
+    def resolved_options(self):  # as `check` resolves them for this tokenizer and target (runners/defaults.py)
         return self.ctx.resolved
 
     def options(self, **fields):  # a request's own fields on top, as given (no role rules)
@@ -294,19 +294,19 @@ class Eagle3State:
 
     def check_request(self, prompt, prompt_id: str = "request", **fields):
         """One request through the runner under test, judged as `check` judges it: a RequestOutcome
-        (a `binary.check.ExecOutcome` for a runner binary)."""
+        (a `jobs.check.binary.ExecOutcome` for a runner binary)."""
         from eagle3_check.fixtures.registry import Prompt
 
         if "stop_ids" in fields:
             fields["stop_ids"] = tuple(fields["stop_ids"])
         prompts, options = [Prompt(prompt_id, prompt)], self.options(**fields)
         if self.exec_runner is not None:
-            from eagle3_check.binary.check import run_exec_check
+            from eagle3_check.jobs.check.binary import run_exec_check
 
             report = run_exec_check(self.exec_runner, self.program, self.tokenizer, self.reference, prompts, options,
                                     tolerance=self.tolerance, tie_budget=self.tie_budget)
             return report.outcomes[0]
-        from eagle3_check.gating.check import run_check
+        from eagle3_check.jobs.check.prompt_set import run_check
 
         report = run_check(self.program, self.tokenizer, self.reference, prompts, options, self.tolerance,
                            runner=self.runner, tie_budget=self.tie_budget)
@@ -314,7 +314,7 @@ class Eagle3State:
 
     def golden_run(self, golden, prompt):
         """One golden prompt run with the golden's options, once per session (a RunResult)."""
-        from eagle3_check.run.crash import RunCrash, crashed_run, guarded_run
+        from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
 
         key = (golden.key.stem, prompt.prompt_id)
         if key not in self._runs:
@@ -333,13 +333,13 @@ class Eagle3State:
             from eagle3_check.pytest_plugin.binary import golden_diffs
 
             return golden_diffs(self, golden, prompt)
-        from eagle3_check.gating.golden_diff import diff_golden
+        from eagle3_check.jobs.golden.diff import diff_golden
 
         run = self.golden_run(golden, prompt)
         notes: list[str] = []
         diffs = diff_golden({prompt.prompt_id: run}, dataclasses.replace(golden, prompts=[prompt]),
                             self.run_backend, notes, self.run_sha256)
-        for note in notes:  # acceptance of an eager golden on a .pte (golden_diff.stats_exact): shown, not failed
+        for note in notes:  # acceptance of an eager golden on a .pte (jobs.golden.diff.stats_exact): shown, not failed
             warnings.warn(note, stacklevel=2)
         return [d.message for d in diffs]
 
@@ -351,24 +351,24 @@ class Eagle3State:
     @property
     def run_sha256(self) -> str | None:
         """The sha256 of the --eagle3-pte program (a pte golden's acceptance is exact on its own program)."""
-        from eagle3_check.gating.golden_check import program_sha256
+        from eagle3_check.jobs.golden.verify import program_sha256
 
         return program_sha256(self.settings.get("pte"))
 
     def metric_diffs(self, golden) -> list:
         """The metrics of the golden's runs (shared with its golden items) against the baseline's
         entry of its key: one MetricDiff per differing metric ([]: identical)."""
-        from eagle3_check.gating.metrics import compare_metrics, compute_metrics
-        from eagle3_check.run.crash import CRASHED
+        from eagle3_check.jobs.golden.metrics import compare_metrics, compute_metrics
+        from eagle3_check.runners.crash import CRASHED
 
         runs = [self.golden_run(golden, p) for p in golden.prompts]
-        from eagle3_check.gating.golden_check import gated_metrics
+        from eagle3_check.jobs.golden.verify import gated_metrics
 
         now = compute_metrics([r for r in runs if r.stop_reason != CRASHED], golden.key.k)
         diffs, note = gated_metrics(golden.key, self.run_backend,
                                     compare_metrics(golden.key.stem, now, self.baseline.get(golden.key.stem)),
                                     golden.program_sha256, self.run_sha256)
-        if note:  # acceptance's metrics of an eager golden on a .pte (golden_diff.stats_exact): shown, not failed
+        if note:  # acceptance's metrics of an eager golden on a .pte (jobs.golden.diff.stats_exact): shown, not failed
             warnings.warn(note, stacklevel=2)
         return diffs
 
@@ -376,7 +376,7 @@ class Eagle3State:
 def plugin_config(s: dict[str, str | None], max_new: int, timeout: float | None):
     """The session's `Config`, from the options `from_settings` checked (their errors name the
     --eagle3-* flags): CPU float32, the runner options `check` gives a request of max_new tokens."""
-    from eagle3_check.session.config import Config
+    from eagle3_check.jobs.common.config import Config
 
     return Config.build({"command": "pytest", "fixture": s["fixture"], "target": s["target"], "tokenizer": s["tokenizer"],
                          "pte": s["pte"], "data_path": s["data_path"], "device": "cpu", "dtype": DTYPE,

@@ -6,10 +6,10 @@ benchmark JSON (`bench_report`), their plots (`plots`: matplotlib figures as inl
 JUnit XML writer (`junit`) and `check --junit`'s suites (`check_junit`), and what reproduces a
 report (`provenance`: options, versions, input files' hashes).
 
-A report formats; it never judges. The checks (gating, binary) import it, never the reverse:
+A report formats; it never judges. The jobs import it, never the reverse:
 its functions take plain results or JSON (a report object read through its fields).
 
-May import: nothing else (the leaves only: never gating, binary, suites, the runner loop or the CLI).
+May import: nothing else (the leaves only: never the jobs, the judge, suites, the runners or the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status, atomic) and fixtures.registry.

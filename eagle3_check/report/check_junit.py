@@ -56,7 +56,7 @@ def shrunk_properties(shrunk: dict | None) -> dict[str, str]:
 
 
 def check_suite(report) -> JUnitSuite:
-    """A `gating.check.CheckReport` (the in-process prompt-set check)."""
+    """A `jobs.check.prompt_set.CheckReport` (the in-process prompt-set check)."""
     cases = [JUnitCase(o.prompt_id, o.verdict.status, o.verdict.message, o.seconds, details=shrunk_details(o.shrunk, o.verdict.message),
                        properties={**_positions(o.verdict), **shrunk_properties(o.shrunk)})
              for o in report.outcomes]
@@ -64,7 +64,7 @@ def check_suite(report) -> JUnitSuite:
 
 
 def exec_check_suite(report) -> JUnitSuite:
-    """A `binary.check.ExecReport` (the prompt-set check through a runner binary)."""
+    """A `jobs.check.binary.ExecReport` (the prompt-set check through a runner binary)."""
     cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
                        f"[{o.verdict.mode or '-'}] {o.verdict.message}",
                        o.process.seconds, properties=_positions(o.verdict)) for o in report.outcomes]
@@ -72,7 +72,7 @@ def exec_check_suite(report) -> JUnitSuite:
 
 
 def suite_suite(report) -> JUnitSuite:
-    """A `suites.report.SuiteReport` (`check --suite`): one case per edge case."""
+    """A `jobs.suites.report.SuiteReport` (`check --suite`): one case per edge case."""
     info = report.info
     where = info.get("fixture") or info.get("pte") or info.get("target")
     name = f"{report.suite} on {where}" if where else report.suite

@@ -85,7 +85,7 @@ def verdict_table(reqs: list[dict]) -> str:
 
 
 def shrunk_table(items: list[tuple[str, dict]]) -> str:
-    """Each failing request beside its smallest reproduction (gating/shrink_check.py): the original and
+    """Each failing request beside its smallest reproduction (jobs/check/shrink.py): the original and
     the shrunk request (L, max new tokens, K), the rule, the one-line command and the repro file."""
     def req(r: dict) -> str:
         spec = "".join(f", {k} {v}" for k, v in r.get("spec", {}).items())
@@ -190,7 +190,7 @@ def gate_html(report: dict, title: str = "eagle3-check gate") -> str:
     if runs:
         parts.append(section("Acceptance", acceptance_plots(runs), n_alpha_table(runs), section_id="acceptance"))
     shrunk = [(f"{c['name']}: {name}", s) for c in checks for name, s in c.get("details", {}).get("shrunk", {}).items()]
-    if shrunk:  # the gate's failing suite and request cases beside their smallest reproduction (session/shrink_gate.py)
+    if shrunk:  # the gate's failing suite and request cases beside their smallest reproduction (jobs/gate/shrink_route.py)
         parts.append(section("Shrunk failing cases", shrunk_table(shrunk), section_id="shrunk"))
     for c in checks:
         if c.get("cases"):

@@ -2,9 +2,9 @@
 
 `SUITES` is the one place where suites are listed; each suite module holds its cases.
 `edge` is every suite together. A case's expectation is derived at run time from DESIGN §2
-and a greedy reference (see `suites.execute`), never from hard-coded tokens.
+and a greedy reference (see `jobs.suites.execute`), never from hard-coded tokens.
 
-May import: program, run, reference (never gating, fixture building, mutants or the CLI).
+May import: program, runners (never the judge, the jobs, fixture building, mutants or the CLI).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eagle3_check.program.contract import Metadata
-from eagle3_check.run.rules import prefill_chunk_size
+from eagle3_check.runners.rules import prefill_chunk_size
 from eagle3_check.suites.forcing import Forcing
 
 ANCHORS = ("min_prefill", "max_prefill", "max_seq_len", "room", "chunk")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from eagle3_check.program.contract import ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.run.device_loop import program_device
+from eagle3_check.runners.device_loop import program_device
 
 
 def oracle_table(

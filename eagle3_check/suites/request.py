@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_check.atomic import write_text_atomic
-from eagle3_check.run.options import RunOptions, prompt_ids, read_prompt_file, stop_set
-from eagle3_check.run.rules import expected_length
+from eagle3_check.runners.options import RunOptions, prompt_ids, read_prompt_file, stop_set
+from eagle3_check.runners.rules import expected_length
 from eagle3_check.suites.case import NOT_STOP_VIAS, Case
 
 

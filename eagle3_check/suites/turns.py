@@ -1,4 +1,4 @@
-"""How a runner profile (run/profiles.py) changes an edge case's expectation: the error cases a
+"""How a runner profile (runners/profiles.py) changes an edge case's expectation: the error cases a
 profile runs instead of refusing (`profile_turns`), the requests it must refuse (`profile_refuses`:
 runner-pr and a K other than get_chain_len), the errors that are the runtime's rather than the
 runner's (`runtime_refusal`), and the cases it cannot take (`profile_skip`).
@@ -12,7 +12,7 @@ runner, DESIGN §2 as written) and runner-pr they stay errors.
 
 from __future__ import annotations
 
-from eagle3_check.run.profiles import RunnerProfile
+from eagle3_check.runners.profiles import RunnerProfile
 from eagle3_check.suites.case import Case, Expect
 from eagle3_check.suites.request import CaseSkip
 

@@ -5,7 +5,7 @@ clamp [1, 7], inside, at and past each bound, on the toy program (suites/toy.py)
 Every CLI program and fixture has verify range [2, 8] (K in [1, 7]): there a runner that clamps K
 into the program's range and one that clamps into [1, 7] (main.cpp from #20345) do the same. On
 [2, 5] (K in [1, 4], get_chain_len 3) and [3, 3] (K = 2 only, get_chain_len 2) they differ, and
-each profile's rule (run/profiles.py, DESIGN §2) fixes the outcome exactly:
+each profile's rule (runners/profiles.py, DESIGN §2) fixes the outcome exactly:
 
 | --chain | [2, 5] design | [2, 5] k-runtime, chunked-prefill | [3, 3] design | [3, 3] k-runtime, chunked-prefill |
 |---|---|---|---|---|

@@ -10,16 +10,16 @@ import torch
 from cuda_marks import COMPILE_ON_CUDA
 
 from eagle3_check.fixtures.registry import list_fixtures, load_fixture
-from eagle3_check.gating.check import format_table, run_check
+from eagle3_check.jobs.check.prompt_set import format_table, run_check
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.self_ref import self_greedy
+from eagle3_check.judge.tolerance import default_budget, tolerance_for
+from eagle3_check.judge.verdict import PASS
 from eagle3_check.program.compiled import compile_target, llama_layout_problem
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.self_ref import self_greedy
-from eagle3_check.reference.tolerance import default_budget, tolerance_for
-from eagle3_check.reference.verdict import PASS
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.options import RunOptions, prompt_ids
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.options import RunOptions, prompt_ids
 from eagle3_check.suites.oracle import OracleDraftProgram
 from eagle3_check.tokenizer import Tokenizer
 

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from eagle3_check.fixtures.registry import load_fixture
-from eagle3_check.gating.check import run_check
+from eagle3_check.jobs.check.prompt_set import run_check
+from eagle3_check.judge.hf import HFReference
+from eagle3_check.judge.tolerance import tolerance_for
 from eagle3_check.program.cuda_graph import GraphedProgram
 from eagle3_check.program.eager import EagerBackend
-from eagle3_check.reference.hf import HFReference
-from eagle3_check.reference.tolerance import tolerance_for
-from eagle3_check.run.device_loop import DeviceRunner
-from eagle3_check.run.options import RunOptions
+from eagle3_check.runners.device_loop import DeviceRunner
+from eagle3_check.runners.options import RunOptions
 from eagle3_check.tokenizer import Tokenizer
 
 pytestmark = [

@@ -13,13 +13,13 @@ pytest.importorskip("executorch.runtime", reason="executorch not installed: pip 
 
 from eagle3_check.cli import main  # noqa: E402
 from eagle3_check.errors import InputError, OptionError  # noqa: E402
-from eagle3_check.gating.check import run_check  # noqa: E402
+from eagle3_check.jobs.check.prompt_set import run_check  # noqa: E402
+from eagle3_check.judge.tolerance import default_budget, tolerance_for  # noqa: E402
 from eagle3_check.program.contract import VERIFY_KV_WINDOW, VERIFY_PLAIN, read_metadata  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import data_path_for  # noqa: E402
-from eagle3_check.reference.tolerance import default_budget, tolerance_for  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

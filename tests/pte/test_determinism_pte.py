@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.cli import main  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

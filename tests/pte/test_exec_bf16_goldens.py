@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.binary.golden import verify_exec_goldens  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
-from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
+from eagle3_check.jobs.golden.binary import verify_exec_goldens  # noqa: E402
+from eagle3_check.jobs.golden.file import golden_root, load_golden  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -62,7 +62,7 @@ def test_on_a_float32_program_the_bf16_golden_skips_for_its_dtype(pte_path, pte_
 def test_in_process_the_gate_skips_a_golden_of_another_dtype_too():
     """gate --pte on a bf16 program: the fixture's float32 goldens skip, each saying so (they are
     never run: the program factory is not called)."""
-    from eagle3_check.gating.golden_check import gate_goldens
+    from eagle3_check.jobs.golden.verify import gate_goldens
 
     def build(key):
         raise AssertionError(f"{key.stem} was run")

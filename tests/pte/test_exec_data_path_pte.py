@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.binary.check import run_exec_check  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
+from eagle3_check.jobs.check.binary import run_exec_check  # noqa: E402
 from eagle3_check.program.export import data_path_for  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -67,8 +67,8 @@ def test_cli_refuses_a_template_without_a_place_for_the_data_file(ptd_pte_path, 
 def test_gate_all_k_probes_with_the_data_file(ptd_pte_path):
     """`gate --all-k` probes the load first: without the .ptd the probe failed and every K but the
     default was silently dropped."""
+    from eagle3_check.jobs.gate.job import all_k as _all_k
     from eagle3_check.program.contract import read_metadata
-    from eagle3_check.session.gate import all_k as _all_k
 
     ptd = data_path_for(ptd_pte_path)
     lo, hi = read_metadata(PteBackend(ptd_pte_path, ptd).metadata()).k_range

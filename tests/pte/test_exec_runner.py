@@ -20,16 +20,16 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.binary.check import run_exec_check  # noqa: E402
-from eagle3_check.binary.golden import verify_exec_goldens  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
-from eagle3_check.binary.suites import run_exec_suite  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
-from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.jobs.check.binary import run_exec_check  # noqa: E402
+from eagle3_check.jobs.golden.binary import verify_exec_goldens  # noqa: E402
+from eagle3_check.jobs.golden.file import golden_root, load_golden  # noqa: E402
+from eagle3_check.jobs.suites.binary import run_exec_suite  # noqa: E402
+from eagle3_check.jobs.suites.execute import SuiteEnv  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.suites import suite_cases  # noqa: E402
-from eagle3_check.suites.execute import SuiteEnv  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -77,7 +77,7 @@ def test_each_seeded_bug_fails_with_its_reason(pte_program, tokenizer, hf_refere
 
 def test_ignored_stops_fail(pte_program, tokenizer, hf_reference, program):
     """The stop id is the reference's 4th token: the right run ends there, the buggy one goes on."""
-    from eagle3_check.run.options import prompt_ids
+    from eagle3_check.runners.options import prompt_ids
 
     opts = RunOptions(max_new_tokens=12)
     ref = hf_reference.greedy(prompt_ids(tokenizer, PROMPT[0].text, opts), 12).tokens
@@ -147,8 +147,8 @@ def test_golden_verify_through_the_fake(pte_path, pte_program, tokenizer, tmp_pa
 def test_gate_with_a_binary(pte_path, pte_program, tokenizer, hf_reference, fixture, bug):
     """The gate's runner checks go through the binary: vs self and vs HF reference pass for the
     correct fake and fail for a seeded bug; the runner-independent check skips with the reason."""
-    from eagle3_check.binary.gate import BinaryGate
-    from eagle3_check.gating.gate import GateInputs, run_gate
+    from eagle3_check.jobs.gate.binary import BinaryGate
+    from eagle3_check.jobs.gate.gate import GateInputs, run_gate
 
     inputs = GateInputs(pte_path, tokenizer, fixture.target_dir, PROMPT, RunOptions(max_new_tokens=8),
                         suite=None, fixture=fixture.name, hf_reference=hf_reference,

@@ -16,17 +16,17 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.binary.check import run_exec_check  # noqa: E402
-from eagle3_check.binary.golden import verify_exec_goldens  # noqa: E402
-from eagle3_check.binary.runner import ExecRunner  # noqa: E402
-from eagle3_check.binary.suites import run_exec_suite  # noqa: E402
 from eagle3_check.fixtures.registry import Prompt  # noqa: E402
-from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
+from eagle3_check.jobs.check.binary import run_exec_check  # noqa: E402
+from eagle3_check.jobs.golden.binary import verify_exec_goldens  # noqa: E402
+from eagle3_check.jobs.golden.file import golden_root, load_golden  # noqa: E402
+from eagle3_check.jobs.suites.binary import run_exec_suite  # noqa: E402
+from eagle3_check.jobs.suites.execute import SuiteEnv  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.binary.runner import ExecRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.suites import suite_cases  # noqa: E402
-from eagle3_check.suites.execute import SuiteEnv  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -84,7 +84,7 @@ def test_run_and_check_accept_pte(pte_path, capsys, tmp_path, few_prompts):
 
 def test_edge_suites_pass_on_the_pte(pte_program, tokenizer, hf_reference, fixture):
     pytest.importorskip("eagle3_check.suites", reason="edge-suite registry (issue 4) not on this branch yet")
-    from eagle3_check.gating.gate import GateInputs, edge_suites_check
+    from eagle3_check.jobs.gate.gate import GateInputs, edge_suites_check
 
     inputs = GateInputs(None, tokenizer, fixture.target_dir, fixture.prompts())
     chk = edge_suites_check(pte_program, inputs, hf_reference)
@@ -94,8 +94,8 @@ def test_edge_suites_pass_on_the_pte(pte_program, tokenizer, hf_reference, fixtu
 def test_gate_verifies_a_golden_on_the_pte(pte_path, tmp_path, few_prompts, program, tokenizer, hf_reference,
                                            capsys):
     from eagle3_check.fixtures.registry import load_prompts
-    from eagle3_check.gating.golden import GoldenKey, record_golden, save_golden
-    from eagle3_check.reference.tolerance import tolerance_for
+    from eagle3_check.jobs.golden.file import GoldenKey, record_golden, save_golden
+    from eagle3_check.judge.tolerance import tolerance_for
 
     key = GoldenKey("tiny-llama", "pte", "cpu", "float32", 4, 16)
     golden = record_golden(program, tokenizer, hf_reference, load_prompts(few_prompts), key, tolerance_for("float32"))

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.cli import main  # noqa: E402
-from eagle3_check.gating.golden import golden_root  # noqa: E402
+from eagle3_check.jobs.golden.file import golden_root  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -1,7 +1,7 @@
 """Goldens on the `.pte`: the committed backend-pte goldens verify exactly on the session's export,
 with their metrics equal to the baseline, and the eager goldens of the same configuration hold
 on the `.pte` too (same tokens; in float32 the same rounds and accepted counts as well, in bfloat16
-acceptance is the backend's: `golden_diff.stats_exact`)."""
+acceptance is the backend's: `jobs.golden.diff.stats_exact`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
-from eagle3_check.gating.golden import golden_root, load_golden  # noqa: E402
-from eagle3_check.gating.golden_check import gate_goldens, golden_paths  # noqa: E402
-from eagle3_check.gating.golden_diff import ACCEPTANCE_STATS, stats_exact  # noqa: E402
-from eagle3_check.gating.metrics import default_baseline_path  # noqa: E402
+from eagle3_check.jobs.golden.diff import ACCEPTANCE_STATS, stats_exact  # noqa: E402
+from eagle3_check.jobs.golden.file import golden_root, load_golden  # noqa: E402
+from eagle3_check.jobs.golden.metrics import default_baseline_path  # noqa: E402
+from eagle3_check.jobs.golden.verify import gate_goldens, golden_paths  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

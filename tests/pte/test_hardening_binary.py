@@ -2,7 +2,7 @@
 vocabulary) fails that request with the id named, the JSON report and the JUnit file are written, and
 `check` exits 1 (a finding), never 2 (a user error blaming the tokenizer). The fake is a shell script
 (no Python start) printing the seed's stdout; the `.pte` is the session's export (conftest.py).
-The library-level judge of the same line is tests/test_isolation_probes.py."""
+The library-level judge of the same line is tests/runners/isolate/test_isolation_probes.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue 30's fault probes on `gate --runner module:factory` (the other routes:
-tests/test_isolation_routes.py): the plug-in runs in its own process, called with the gate's own
+tests/runners/isolate/test_isolation_routes.py): the plug-in runs in its own process, called with the gate's own
 `.pte` over the pipe; whatever it does, its request checks fail, the exit code is 1 and the
 report and JUnit are on disk."""
 

@@ -11,15 +11,15 @@ import torch
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.errors import InputError, OptionError  # noqa: E402
-from eagle3_check.gating.check import run_check  # noqa: E402
+from eagle3_check.jobs.check.prompt_set import run_check  # noqa: E402
+from eagle3_check.judge.self_ref import self_greedy  # noqa: E402
+from eagle3_check.judge.tolerance import tolerance_for  # noqa: E402
 from eagle3_check.program.contract import read_metadata  # noqa: E402
 from eagle3_check.program.export import BACKEND_KEY, PHASES  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
-from eagle3_check.reference.self_ref import self_greedy  # noqa: E402
-from eagle3_check.reference.tolerance import tolerance_for  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions, prompt_ids  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions, prompt_ids  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -15,8 +15,8 @@ from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.pte_backend import PteBackend  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
-from eagle3_check.run.loop import ReferenceRunner  # noqa: E402
-from eagle3_check.run.options import RunOptions  # noqa: E402
+from eagle3_check.runners.loop import ReferenceRunner  # noqa: E402
+from eagle3_check.runners.options import RunOptions  # noqa: E402
 
 pytestmark = pytest.mark.pte
 

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
 from eagle3_check.cli import main  # noqa: E402
-from eagle3_check.gating.repro import load_repro  # noqa: E402
+from eagle3_check.shrink.repro import load_repro  # noqa: E402
 
 pytestmark = [pytest.mark.pte, pytest.mark.slow]
 

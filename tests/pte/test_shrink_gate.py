@@ -1,4 +1,4 @@
-"""`gate` shrinks its failing request cases by default (gating/shrink_gate.py): a repro file beside
+"""`gate` shrinks its failing request cases by default (jobs/gate/shrink.py): a repro file beside
 the report, the command in the JUnit case, the gate's own verdicts untouched; `--no-shrink` is off."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`gate --pte` shrinks its failing edge-suite cases by default, beside its request cases, in one budget
-(session/shrink_gate.py): the whole route on the exported program, its repro command replayed."""
+(jobs/gate/shrink_route.py): the whole route on the exported program, its repro command replayed."""
 
 from __future__ import annotations
 

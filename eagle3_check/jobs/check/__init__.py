@@ -1,0 +1,14 @@
+"""`check` over a prompt set: every request run and judged per position.
+
+What lives here: `prompt_set` (a runner over a prompt set against a reference; a judged report's
+counts and tie budget), `job` (check on a context: in process, isolated or over worker
+processes, with draft health), `workers` (--workers and --shard), `draft_health` (step-0
+agreement and per-position acceptance beside tau), `drift` (a quantized program's drift from HF
+full precision), `binary` and `exec_route` (the prompt set through a runner binary) and `shrink`
+(the probe: one request as check runs it, a report's failing requests shrunk).
+
+May import: jobs.common, jobs.shrink_route
+
+Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
+table, status) and fixtures.registry.
+"""

@@ -1,0 +1,50 @@
+"""`eagle3-check calibrate`, and the same step inside a check of a `--target` model in a reduced
+precision: the calibration of the program's target (judge/calibration.py) read from the cache,
+or measured on the check's own prompt set and stored there first.
+
+The key is the target directory's digest (its config and weight files, as the provenance hashes
+them), the dtype, the device kind and the kernel set (eager, or compiled with --compile).
+"""
+
+from __future__ import annotations
+
+import sys
+
+MAX_PROMPTS = 16  # prompts a calibration measures (the first of the set)
+MAX_NEW = 64  # greedy tokens per prompt
+
+
+def calibration_key(ctx):
+    from eagle3_check.judge.calibration import CalibrationKey
+    from eagle3_check.report.provenance import file_record
+
+    digest = file_record(ctx.target_dir)["sha256"]
+    kernels = "compiled" if getattr(ctx.cfg, "compile", "off") not in (None, "off") else "eager"
+    return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
+
+
+def measure(ctx, log=None):
+    """A fresh calibration on the check's program and prompts, stored (atomically) in the cache."""
+    from eagle3_check.judge.calibration import save
+    from eagle3_check.judge.calibration_measure import calibrate
+    from eagle3_check.runners.options import prompt_ids, stop_set
+
+    log = log or (lambda line: print(line, file=sys.stderr))
+    key = calibration_key(ctx)
+    md = ctx.metadata()
+    opts = ctx.options
+    prompts = [prompt_ids(ctx.tokenizer, p.text, opts) for p in ctx.prompts()[:MAX_PROMPTS]]
+    k = opts.chain_len or md.chain_len
+    log(f"calibrating the tie tolerance on this target ({key.stem}): {len(prompts)} prompts x up to "
+        f"{min(MAX_NEW, opts.max_new_tokens)} tokens, once; stored for later checks")
+    cal = calibrate(ctx.program, ctx.hf_reference(), prompts, k, set(stop_set(ctx.tokenizer, md, opts).ids),
+                    min(MAX_NEW, opts.max_new_tokens), ctx.cfg.device, key)
+    save(cal)
+    return cal
+
+
+def calibration_for(ctx):
+    """The stored calibration of this target, dtype, device and kernels, else a fresh one."""
+    from eagle3_check.judge.calibration import load
+
+    return load(calibration_key(ctx)) or measure(ctx, ctx.log)

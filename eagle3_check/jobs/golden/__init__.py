@@ -1,0 +1,14 @@
+"""Goldens: record the exact tokens and stats of a configuration once, verify every later run.
+
+What lives here: `file` (the golden file: key, record, load, save), `diff` (the exact differences
+of runs from a golden), `verify` (re-run every golden, compare it and the metrics baseline),
+`metrics` (deterministic metrics and their baseline file), `tau_baseline` (tau against a card or
+an earlier report), `job` (golden record / verify / baseline from a Config), `binary` and
+`exec_route` (the goldens through a runner binary) and the probe `shrink` (a failing golden
+prompt shrunk) with its writing (`shrink_route`).
+
+May import: jobs.check, jobs.common, jobs.shrink_route
+
+Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
+table, status) and fixtures.registry.
+"""
