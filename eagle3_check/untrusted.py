@@ -5,7 +5,8 @@ reports put them in XML, a terminal table and JSON. Here:
 
 - `bounded(run)`: the RunResult the harness judges and reports, its free text bounded (`LIMITS`):
   a stop reason of at most 200 characters (the real ones are `stop`, `max_new`, `context`), at most
-  32 notes of 500 characters each (the 32nd says how many more were cut), a text of at most 1 MiB. What was cut is said in place
+  32 notes of 500 characters each (the 32nd says how many more were cut), a text of at most 1 MiB.
+  What was cut is said in place
   ("... [cut: 9,999,000 more characters]"), so a judged text that was cut differs from its decode
   and is named by the audit, as a wrong text is.
 - `xml_safe(s)`: XML 1.0 allows tab, newline, carriage return and code points from U+0020 on, less

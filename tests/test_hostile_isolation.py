@@ -57,7 +57,8 @@ ATTACKS = {
     "sigterm-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGTERM))\n",
     "sigint-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGINT))\n",
     # into the user's repository (goldens beside the goldens)
-    "write-into-the-repository": "def attack():\n    return tried(lambda: open(os.environ['TARGET'], 'w').write('pwned'))\n",
+    "write-into-the-repository": ("def attack():\n"
+                                  "    return tried(lambda: open(os.environ['TARGET'], 'w').write('pwned'))\n"),
     # a detached grandchild that outlives the check and rewrites its outputs afterwards
     "setsid-grandchild-rewrites-outputs": '''def attack():
     if os.fork() == 0:

@@ -152,8 +152,8 @@ def flag_values(flags) -> dict:
     while i < len(flags):
         name = flags[i].removeprefix("--").replace("-", "_")
         if not flags[i].startswith("--") or name not in (*PROGRAM_FLAGS, *RUN_FLAGS, *SWITCHES):
-            raise _bad(f"program.flags {flags[i]!r:.60}",
-                       f"only the flags that build the program: {', '.join(_flag(n) for n in PROGRAM_FLAGS + RUN_FLAGS)}")
+            known = ", ".join(_flag(n) for n in PROGRAM_FLAGS + RUN_FLAGS)
+            raise _bad(f"program.flags {flags[i]!r:.60}", f"only the flags that build the program: {known}")
         if name in SWITCHES:
             out[name], i = True, i + 1
             continue
@@ -175,8 +175,8 @@ OWN_RUNNERS = ("reference", "device")
 def replay_runner(recorded: str, given: str | None) -> tuple[str | None, str | None]:
     """(the runner to use, None: the command line's or the default; a note for the user). A repro never
     imports a module or runs a command the command line did not name: its runner is used only when it
-    is ours (reference, device, a seeded mutant, e.g. `eagle3_check.mutants:emit_past_max_new`); otherwise the note says
-    which runner it was recorded with and how to replay it with that one."""
+    is ours (reference, device, a seeded mutant, e.g. `eagle3_check.mutants:emit_past_max_new`); otherwise
+    the note says which runner it was recorded with and how to replay it with that one."""
     if not isinstance(recorded, str) or not recorded.isprintable() or len(recorded) > 300:
         raise _bad(f"runner {recorded!r:.60}", "a runner spec on one line")
     ours = recorded in OWN_RUNNERS or re.fullmatch(r"eagle3_check\.mutants:[A-Za-z_][A-Za-z0-9_]*", recorded)
