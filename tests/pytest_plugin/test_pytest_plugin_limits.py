@@ -144,7 +144,7 @@ def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
     from eagle3_check.runners.watchdog import limit_flag, with_limit
 
-    runner = jobs.common.config.stash[STATE].runner
+    runner = session.config.stash[STATE].runner
     if getattr(runner, "isolated", False):  # a plug-in in its own process
         print(f"limit: {runner.timeout} {runner.flag}")
     else:
@@ -199,7 +199,7 @@ def test_ini_keys_take_the_baseline_and_a_runner_binary_relative_to_the_ini_file
 def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
 
-    state = jobs.common.config.stash[STATE]
+    state = session.config.stash[STATE]
     binary = state.exec_runner
     print(f"binary: {binary.command.argv} {binary.timeout} {state.settings['data_path']}")
 ''')
