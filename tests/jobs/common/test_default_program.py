@@ -32,7 +32,7 @@ def installed(monkeypatch):
     (["check"], REAL_DEFAULT),
     (["check", "--prompts", PROMPTS, "-k", "3"], REAL_DEFAULT),
     (["check", "--workers", "2"], REAL_DEFAULT),
-    (["check", "--runner", "my_pkg:make"], REAL_DEFAULT),
+    (["check", "--runner", "json:loads"], REAL_DEFAULT),  # an importable module: the spec is checked before torch
     (["check", "--shrink"], REAL_DEFAULT),
     (["run", "--prompt", "Hi"], REAL_DEFAULT),
     (["check", "--suite", "stop-set"], None),  # every tiny fixture, as before
