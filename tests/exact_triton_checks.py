@@ -1,5 +1,5 @@
 """The Triton kernels of eagle3_check/exact/triton_kernels.py on CPU tensors under Triton's interpreter:
-run by tests/test_exact_triton.py as `TRITON_INTERPRET=1 python tests/exact_triton_checks.py` (the
+run by tests/exact/test_exact_triton.py as `TRITON_INTERPRET=1 python tests/exact_triton_checks.py` (the
 variable must precede triton's first import, hence a fresh interpreter). Each check: one row alone
 equals the row among M, bit for bit, and the value is the product / softmax / mean / attention torch
 computes (within the dtype's rounding). Prints one line per dtype; exits non-zero on a failed check."""

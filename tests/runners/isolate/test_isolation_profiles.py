@@ -22,7 +22,7 @@ import pytest
 from eagle3_check.cli import main
 from eagle3_check.runners.profiles import PROFILES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 COPY = '''from eagle3_check.runners.loop import ReferenceRunner
 
 

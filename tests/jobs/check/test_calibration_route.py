@@ -11,7 +11,7 @@ import pytest
 
 from eagle3_check.cli import main
 
-FX = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-llama"
+FX = Path(__file__).resolve().parents[3] / "fixtures" / "tiny-llama"
 
 
 @pytest.fixture

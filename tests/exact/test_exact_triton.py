@@ -1,7 +1,7 @@
 """Exact mode's CUDA kernels (Triton) on CPU, under Triton's interpreter: tests/exact_triton_checks.py
 in a fresh interpreter with TRITON_INTERPRET=1. Triton is not installed by `make install` or CI (a
 CUDA torch brings it), so this skips where it is absent; on the H200 the same kernels run compiled in
-`pytest -m gpu` (tests/test_exact_kernels.py and tests/test_exact_fixture.py, their cuda cases)."""
+`pytest -m gpu` (tests/exact/test_exact_kernels.py and tests/exact/test_exact_fixture.py, their cuda cases)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (pip install triton)")
