@@ -64,7 +64,7 @@ ATTACKS = {
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execvp("sh", ["sh", "-c", f"sleep 3; echo PASS > {os.environ['TARGET']}; sleep 9999.47"])
+            os.execvp("sh", ["sh", "-c", f"sleep 3; echo PASS > {os.environ['TARGET']}; sleep {os.environ['MARK']}"])
         os._exit(0)
     return "started"
 ''',
@@ -86,12 +86,18 @@ DENIED = {"patch-parent-mem": "PermissionError", "write-parent-fd-1": "Permissio
 
 def _harness(tmp_path, attack: str, argv: list[str], target: Path) -> tuple[subprocess.CompletedProcess, float]:
     (tmp_path / f"{attack.replace('-', '_')}.py").write_text(HEAD + ATTACKS[attack])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target), "MARK": mark(tmp_path),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", f"{attack.replace('-', '_')}:make",
                         "--json", "--no-progress"], capture_output=True, env=env, timeout=300, cwd=tmp_path)
     return p, time.monotonic() - t0
+
+
+def mark(tmp_path) -> str:
+    """The sleep a detached grandchild ends in, unique to the test (its tmp dir's inode): two workers
+    running the attack at once must not see each other's sleepers."""
+    return f"9999.{tmp_path.stat().st_ino}"
 
 
 def _alive(marker: str) -> list[int]:
@@ -153,7 +159,7 @@ def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
         before = junit.read_bytes()
         time.sleep(4)  # its `sleep 3` would have ended: the JUnit file is still the harness's
         assert junit.read_bytes() == before
-        assert _alive("9999.47") == []
+        assert _alive(mark(tmp_path)) == []
 
 
 @ROOT_ONLY
@@ -199,7 +205,9 @@ def test_a_binary_that_forks_short_lived_processes_ends_within_the_bound(tmp_pat
     t0 = time.monotonic()
     got = ExecRunner(spec, timeout=3.0).execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
     assert got.timed_out and time.monotonic() - t0 < 3.0 + 5.0
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5.0  # a loaded machine: the last children may still be exiting
+    while children_of(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert children_of(os.getpid()) == set()  # every one reaped: no zombie of ours left
 
 
