@@ -24,7 +24,6 @@ instead of measuring again; every report names where its tolerance came from.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -91,18 +90,6 @@ class Calibration:
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise InputError(f"calibration record {where} cannot be read ({e})",
                              f"a calibration record of schema {SCHEMA}", fix) from None
-
-
-def weights_digest(model) -> str:
-    """sha256 over a module's parameters and buffers that are weights (names, dtypes, shapes, bytes)."""
-    import torch
-
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        t = p.detach().cpu().contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
 
 
 def store_dir() -> Path:

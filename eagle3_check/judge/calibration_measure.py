@@ -108,7 +108,8 @@ def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[i
     import time
 
     from eagle3_check.errors import InputError
-    from eagle3_check.judge.calibration import Calibration, CalibrationKey, weights_digest
+    from eagle3_check.judge.calibration import Calibration, CalibrationKey
+    from eagle3_check.program.calibration_export import weights_digest
 
     target = getattr(getattr(program, "module", None), "target", None)
     if target is None:

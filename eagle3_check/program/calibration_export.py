@@ -86,10 +86,11 @@ class TargetLogitsPte:
         return out[0].clone(), None
 
 
-def _weights_digest(target: TargetAdapter) -> str:
-    """sha256 over the target's parameters (names, dtypes, shapes, bytes): what the twin computes with."""
+def weights_digest(model: nn.Module) -> str:
+    """sha256 over a model's parameters and buffers (names, dtypes, shapes, bytes): what the twin (and a
+    calibration, judge/calibration_measure.py) computes with."""
     h = hashlib.sha256()
-    for name, p in sorted(target.model.state_dict().items()):
+    for name, p in sorted(model.state_dict().items()):
         t = p.detach().cpu().contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
@@ -102,7 +103,7 @@ def cached_twin(target: TargetAdapter, path: Path, backend: str, max_len: int | 
     from eagle3_check.atomic import write_text_atomic
 
     max_len = max_len or target.max_seq_len
-    want = {"weights": _weights_digest(target), "max_seq_len": target.max_seq_len, "max_len": max_len,
+    want = {"weights": weights_digest(target.model), "max_seq_len": target.max_seq_len, "max_len": max_len,
             "backend": backend, "passes": ["tanh_gelu_as_ops"] if backend == "xnnpack" else []}
     record = path.with_suffix(".json")
     try:

@@ -23,14 +23,15 @@ def calibration_key(ctx):
     return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
 
 
-def measure(ctx, log=None):
-    """A fresh calibration on the check's program and prompts, stored (atomically) in the cache."""
+def measure(ctx, log=None, key=None):
+    """A fresh calibration on the check's program and prompts, stored (atomically) in the cache;
+    `key` when the caller has it (computing it hashes the target's files)."""
     from eagle3_check.judge.calibration import save
     from eagle3_check.judge.calibration_measure import calibrate
     from eagle3_check.runners.options import prompt_ids, stop_set
 
     log = log or (lambda line: print(line, file=sys.stderr))
-    key = calibration_key(ctx)
+    key = key or calibration_key(ctx)
     md = ctx.metadata()
     opts = ctx.options
     prompts = [prompt_ids(ctx.tokenizer, p.text, opts) for p in ctx.prompts()[:MAX_PROMPTS]]
@@ -47,4 +48,5 @@ def calibration_for(ctx):
     """The stored calibration of this target, dtype, device and kernels, else a fresh one."""
     from eagle3_check.judge.calibration import load
 
-    return load(calibration_key(ctx)) or measure(ctx, ctx.log)
+    key = calibration_key(ctx)  # the target's files hashed once, for the lookup and a fresh record
+    return load(key) or measure(ctx, ctx.log, key)
