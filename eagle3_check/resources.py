@@ -161,6 +161,10 @@ def draft_estimate(cfg, max_seq_len: int) -> dict[str, int]:
 
 def available(device: str) -> tuple[int, str]:
     """(bytes available now, where) on `device`: cpu = MemAvailable within the cgroup limit."""
+    if "," in device:  # --devices: the target's layers spread over them (program/placement.py balances
+        # the layers by bytes, so the sum is the budget; one device's share is within a layer of an even split)
+        parts = [available(d)[0] for d in device.split(",")]
+        return sum(parts), f"free on {device} together"
     if device.startswith("cuda"):
         import torch
 

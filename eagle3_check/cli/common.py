@@ -45,7 +45,10 @@ def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded ti
     g.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     g.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
     g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
-    g.add_argument("--device", default="cpu", help="cpu or cuda (eager backend)")
+    g.add_argument("--device", default="cpu", action=Given, help="cpu or cuda (eager backend)")
+    g.add_argument("--devices", default=None, metavar="LIST",
+                   help="spread the target's layers over several GPUs, e.g. cuda:0,cuda:1 (Accelerate's device_map; "
+                   "the tokens judged are those of one GPU: docs/scale.md)")
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="eager backend dtype")
     g.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="replay target_verify (and short draft_decode calls) as CUDA graphs "

@@ -41,6 +41,17 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def resolve_device(device: str) -> torch.device:
+    """`device` as torch's; a `--devices` list ("cuda:0,cuda:1") resolves to its first, the main device,
+    after each GPU it names is checked to exist."""
+    if "," in device:
+        from eagle3_check.program.placement import parse_devices
+
+        devices = parse_devices(device, allow_cpu=True)
+        for d in devices:
+            if d.startswith("cuda") and resolve_device(d).index >= torch.cuda.device_count():
+                raise OptionError(f"--devices {device}: {d}", f"one of the {torch.cuda.device_count()} GPUs "
+                                  "visible here", "name GPUs nvidia-smi lists (or set CUDA_VISIBLE_DEVICES)")
+        return resolve_device(devices[0])
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise OptionError(
             f"--device {device}", "a CUDA device", "run on a machine with a GPU, or use --device cpu"
@@ -77,6 +88,7 @@ class EagerBackend(SpeculatorProgram):
         self.spec = spec
         self.reuse_outputs = reuse_outputs  # graph-owned outputs (module doc)
         self.weight_conversion: dict | None = None  # set by from_dirs: weights stored in another dtype (weights.py)
+        self.placement = None  # set by from_dirs with --devices: where the target's layers sit (placement.py)
         self._buffers = OutputBuffers(spec.max_seq_len) if reuse_outputs else None
         target = module.target
         self.device = next(module.parameters()).device
@@ -153,11 +165,20 @@ class EagerBackend(SpeculatorProgram):
         # position: a 4.19-logit margin shift at the end of an 825-token prompt on the 8B shape (0.25 with the
         # float32 table, where two HF forwards differ by 0.38; docs/scale.md).
         draft.to(dtype=DTYPES[dtype])
-        module = Eagle3Speculator(target, draft).to(device=dev).eval()
+        if "," in device:  # --devices: the target's layers over several GPUs, the draft on the first
+            from eagle3_check.program.placement import param_bytes, parse_devices, place_target
+
+            draft.to(device=dev)
+            placement = place_target(target, parse_devices(device, allow_cpu=True), first_extra=param_bytes(draft))
+            module = Eagle3Speculator(target, draft).eval()
+        else:
+            placement = None
+            module = Eagle3Speculator(target, draft).to(device=dev).eval()
         eos = model.generation_config.eos_token_id if model.generation_config else None
         eos_ids = tuple(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         program = cls(module, spec, eos_ids, reuse_outputs)
         program.weight_conversion = weight_info(target_dir, draft_dir, dtype)  # fp16 weights upcast: stated
+        program.placement = placement
         return program
 
     @classmethod

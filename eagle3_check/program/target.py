@@ -197,8 +197,8 @@ class TargetAdapter(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*Ht]
         if self.fast_forward is not None:
             return self.fast_forward(tokens, positions)
-        for layer in self.cache.layers:
-            layer.positions = positions
+        for layer in self.cache.layers:  # a layer's cache may sit on another device (program/placement.py)
+            layer.positions = positions.to(layer.keys.device)  # no copy when it is the same device
         out = self.model(
             input_ids=tokens,
             position_ids=positions[None],
@@ -207,7 +207,7 @@ class TargetAdapter(nn.Module):
             output_hidden_states=True,
             **{self._cache_kw: self.cache},
         )
-        taps = torch.cat([out.hidden_states[k] for k in self.aux_layer_ids], dim=-1)
+        taps = torch.cat([out.hidden_states[k].to(out.logits.device) for k in self.aux_layer_ids], dim=-1)
         return out.logits, taps
 
     def attention_mask(self, positions: torch.Tensor):  # [T] -> bool [1, 1, T, S] (or a dict by layer type)

@@ -26,6 +26,7 @@ class Config:
     draft: str | None = None
     tokenizer: str | None = None
     device: str = "cpu"
+    devices: str | None = None  # --devices cuda:0,cuda:1: the target's layers over several GPUs (program/placement.py)
     dtype: str = "float32"
     cuda_graph: bool | None = None
     max_seq_len: int | None = None

@@ -67,8 +67,9 @@ def eager_program(cfg, overrides: dict):
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture
     from eagle3_check.program.eager import EagerBackend
 
-    device, dtype = cfg.device, cfg.dtype
-    set_threads(device, cfg.threads)
+    dtype = cfg.dtype
+    set_threads(cfg.device, cfg.threads)
+    device = getattr(cfg, "devices", None) or cfg.device  # --devices: the list (program/placement.py)
     if cfg.target or cfg.draft:
         from eagle3_check.preflight import check_program_pair
 
@@ -86,6 +87,8 @@ def eager_program(cfg, overrides: dict):
         tok_path = Path(cfg.tokenizer) if cfg.tokenizer else fx.tokenizer_path
         program = EagerBackend.from_fixture(fx, device, dtype, reuse_outputs=True, **overrides)
         info = {"fixture": fx.name}
+    if getattr(program, "placement", None) is not None:
+        info["placement"] = program.placement.describe()
     if getattr(program, "weight_conversion", None):  # weights stored in another dtype than they run in
         info["weight_conversion"] = program.weight_conversion
     return program, target_dir, tok_path, info
