@@ -5,7 +5,8 @@
 Writes {"argv", "exit", "peak_allocated_gib", "peak_reserved_gib", "seconds"} to OUT.json (atomic) and
 prints it on stderr; the command's own output goes where it always goes. The peak is
 torch.cuda.max_memory_allocated over the whole command: weights, KV caches, CUDA-graph pools, the
-reference's forwards (docs/scale.md).
+reference's forwards (docs/scale.md); `peak_allocated_gib_by_device` gives each GPU's when
+`--devices` spreads the target.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ def main(argv: list[str]) -> int:
     from eagle3_check.cli import main as cli
 
     out, args = argv[0], argv[1:]
-    torch.cuda.reset_peak_memory_stats()
+    n = torch.cuda.device_count()
+    for i in range(n):
+        torch.cuda.reset_peak_memory_stats(i)
     t0 = time.time()
     try:
         code = cli(args)
@@ -31,7 +34,9 @@ def main(argv: list[str]) -> int:
     gib = 2**30
     info = {"argv": args, "exit": code, "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 2),
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 2),
-            "seconds": round(time.time() - t0, 1)}
+            "seconds": round(time.time() - t0, 1),
+            # per GPU (--devices spreads the target): allocated peak of cuda:0, cuda:1, ...
+            "peak_allocated_gib_by_device": [round(torch.cuda.max_memory_allocated(i) / gib, 2) for i in range(n)]}
     write_text_atomic(out, json.dumps(info) + "\n")
     print(json.dumps(info), file=sys.stderr)
     return code
