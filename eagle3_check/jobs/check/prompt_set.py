@@ -44,7 +44,7 @@ from eagle3_check.runners.options import (
     stop_set,
 )
 from eagle3_check.runners.profiles import declared
-from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.result import PluginRunner, RunResult
 from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.status import FAIL, PASS, TIE
 from eagle3_check.table import format_rows
@@ -212,7 +212,7 @@ def run_check(
     prompts: Iterable[Prompt],
     options: RunOptions,
     tolerance: Tolerance,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
     tie_budget: float = 0.0,
 ) -> CheckReport:

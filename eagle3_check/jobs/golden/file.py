@@ -33,7 +33,7 @@ from eagle3_check.program.contract import read_metadata
 from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions, stop_set
-from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.result import PluginRunner, RunResult
 
 SCHEMA = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "executorch")
@@ -269,7 +269,7 @@ def record_golden(
     key: GoldenKey,
     tolerance: Tolerance,
     options: RunOptions | None = None,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     on_prompt: Callable[[str], None] | None = None,
     program_sha256: str | None = None,
 ) -> Golden:
@@ -329,7 +329,7 @@ def record_golden(
 
 
 def run_golden(
-    program, tokenizer, golden: Golden, runner: Runner | None = None,
+    program, tokenizer, golden: Golden, runner: PluginRunner | None = None,
     on_prompt: Callable[[str], None] | None = None,
 ) -> dict[str, RunResult]:
     """Re-runs the golden's prompts (by their recorded ids) with its recorded options."""
