@@ -120,7 +120,8 @@ def main(cfg) -> int:
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)
         return quant_main(ctx)
-    if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
+    if ctx.capabilities.program_file:  # a runner of its own program file, judged by what it prints (one line
+        # here when it does not start, before any program)
         return exec_main(ctx)
     if cfg.suite:
         return suite_main(ctx)

@@ -114,7 +114,7 @@ def verify_main(cfg) -> int:
     ctx = CheckContext(cfg)
     ctx.watch = watch
     extra: dict = {}
-    if ctx.is_exec:  # a runner binary
+    if ctx.capabilities.program_file:  # a runner of its own program file (a binary): by what it prints
         from eagle3_check.jobs.golden.exec_route import exec_golden_verify
 
         outcome = exec_golden_verify(ctx)

@@ -19,6 +19,7 @@ import importlib
 
 from eagle3_check.errors import InputError
 from eagle3_check.runners.result import PluginRunner
+from eagle3_check.runners.seam import kind_of
 
 ALIASES = {
     "reference": "eagle3_check.runners.loop:ReferenceRunner",
@@ -40,7 +41,7 @@ def check_spec(spec: str) -> str:
 def load_runner(spec: str) -> PluginRunner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
     `exec:PATH [ARGS]` is a runner binary instead (`runners.binary.runner.ExecRunner`, judged by `jobs.check.binary`)."""
-    if spec.startswith("exec:"):  # a runner binary is a kind of runner: runners.binary, imported on use
+    if kind_of(spec).program_file:  # a runner binary is a kind of runner: runners.binary, imported on use
         from eagle3_check.runners.binary.runner import ExecRunner
 
         return ExecRunner(spec)
