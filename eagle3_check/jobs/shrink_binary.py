@@ -18,7 +18,7 @@ import dataclasses
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.jobs.check.binary import ExecOutcome, ExecReport, run_exec_check
 from eagle3_check.jobs.check.prompt_set import request_ids
-from eagle3_check.jobs.check.shrink import prompt_frame, request_text
+from eagle3_check.jobs.check.shrink import prompt_frame, request_probe, request_text
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.shrink.search import (
     Bounds,
@@ -70,15 +70,11 @@ def shrink_exec_report(report: ExecReport, prompts: list[Prompt], runner, progra
         p, ids = by_id[o.prompt_id]
         frame = prompt_frame(tokenizer, options, ids)
 
-        def probe(req: Request, frame=frame) -> Failure | None:
-            opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
-            text = request_text(tokenizer, opts, list(req.prompt_ids), frame)
-            if text is None:
-                return None
-            rep = run_exec_check(runner, program, tokenizer, reference, [Prompt("shrink", text)], opts,
-                                 tolerance=tolerance)
+        def run_one(req: Request, prompt: Prompt, opts) -> Failure | None:
+            rep = run_exec_check(runner, program, tokenizer, reference, [prompt], opts, tolerance=tolerance)
             return exec_failure(rep.outcomes[0])
 
+        probe = request_probe(options, tokenizer, frame, run_one)
         original = Request(tuple(ids), options.max_new_tokens, report.k)
         bounds = Bounds(*frame, md.min_prefill, tuple(md.k_range) if chain else (report.k, report.k))
         result = shrink(original, probe, bounds, share, on_probe=on_probe, original_failure=failure)

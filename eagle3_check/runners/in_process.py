@@ -42,8 +42,9 @@ class InProcess:
 
 
 def as_runner(runner) -> Runner:
-    """Any runner as the seam: one that implements it (a binary, an `InProcess`) as it is, else `InProcess`."""
-    return runner if callable(getattr(runner, "observe", None)) else InProcess(runner)
+    """Any runner as the seam: a PluginRunner (it has `run`: ours, a plug-in, an isolated one) through
+    `InProcess`; one that implements the seam itself (a binary, an `InProcess`) as it is."""
+    return InProcess(runner) if callable(getattr(runner, "run", None)) else runner
 
 
 def capabilities(runner) -> Capabilities:

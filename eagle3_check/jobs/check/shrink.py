@@ -72,18 +72,28 @@ def check_probe(program, tokenizer: Tokenizer, reference, options: RunOptions, t
     the frame decoded (`request_text`); a candidate whose text does not encode back to its ids
     is not tried (it counts as passing)."""
 
-    def probe(req: Request) -> Failure | None:
+    def run_one(req: Request, prompt: Prompt, opts: RunOptions) -> Failure | None:
         prog, ref = rebuild(req.spec_dict()) if req.spec and rebuild else (program, reference)
-        opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
-        if text_frame is None:
-            prompt = Prompt("shrink", "", ids=tuple(req.prompt_ids))
-        else:
-            text = request_text(tokenizer, opts, list(req.prompt_ids), text_frame)
-            if text is None:
-                return None
-            prompt = Prompt("shrink", text)
         report = run_check(prog, tokenizer, ref, [prompt], opts, tolerance, runner=runner)
         return outcome_failure(report.outcomes[0])
+
+    return request_probe(options, tokenizer, text_frame, run_one)
+
+
+def request_probe(options: RunOptions, tokenizer: Tokenizer, text_frame: tuple[int, int] | None,
+                  run_one: Callable[[Request, Prompt, RunOptions], Failure | None]) -> Callable[[Request], Failure | None]:
+    """The one probe of every job (check, its binary route, goldens): a shrink candidate made a request (the
+    options with its max new tokens and K; its prompt ids, or with `text_frame` (head, tail), the original
+    being text, the text between the frame, `request_text`: a candidate whose text does not encode back to
+    its ids is not tried, it counts as passing), then `run_one(candidate, prompt, options)`: the job's run
+    of it over the runner seam (runners/seam.py) and its failure, or None."""
+
+    def probe(req: Request) -> Failure | None:
+        opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
+        if text_frame is None:
+            return run_one(req, Prompt("shrink", "", ids=tuple(req.prompt_ids)), opts)
+        text = request_text(tokenizer, opts, list(req.prompt_ids), text_frame)
+        return None if text is None else run_one(req, Prompt("shrink", text), opts)
 
     return probe
 

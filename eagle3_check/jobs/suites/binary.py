@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eagle3_check.errors import Eagle3CheckError
-from eagle3_check.jobs.check.binary import byte_pieces_or_none, judge_process
+from eagle3_check.jobs.check.binary import byte_pieces_or_none
 from eagle3_check.jobs.suites.execute import (
     SKIP,
     CaseResult,
@@ -31,13 +31,14 @@ from eagle3_check.jobs.suites.execute import (
     case_setup,
 )
 from eagle3_check.jobs.suites.report import SuiteReport
-from eagle3_check.judge.binary import FAIL, PASS, TIE, Request
+from eagle3_check.judge.binary import FAIL, PASS, TIE, Request, judge_observation
 from eagle3_check.runners.binary.acceptance import held_to_ours
 from eagle3_check.runners.binary.protocol import OutputError, parse_output
 from eagle3_check.runners.binary.runner import (
     ExecRunner,
     binary_options,
     last_error_line,
+    observed,
     program_data,
     program_file,
     runtime_noise,
@@ -146,9 +147,9 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops, k_asked)
     with about_the_run():  # the binary cannot start, its command line has no place for an input
         proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md), program_data(base))
-    verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
-                                 req, lambda toks: env.score(ids, toks, base), env.tolerance,
-                                 decode=_decode(env, ids, base, md.max_seq_len))
+    verdict, out = judge_observation(observed(proc, runner.timeout), ref.tokens, ref.margins,
+                                     byte_pieces_or_none(env.tokenizer), req, lambda toks: env.score(ids, toks, base),
+                                     env.tolerance, decode=_decode(env, ids, base, md.max_seq_len))
     # its R and tau are our runner's on the same program and options (a binary runs unforced, and so does ours here)
     held_to_ours(verdict, out, ref.tokens, base, env.tokenizer, text, binary_options(options, md), prof.name)
     plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)
