@@ -40,7 +40,8 @@ from eagle3_check.judge.self_ref import SelfReference, self_score
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, TIE, judge
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.runners.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.runners.crash import crash_reason
+from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.instrument import RecordingProgram, call_problems
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
@@ -318,11 +319,10 @@ def _run(case: Case, env: SuiteEnv, runner: PluginRunner) -> CaseResult:
         md = read_metadata(program.metadata())
     inner = ForcedDraft(program, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
         if case.forcing else program
-    rec = RecordingProgram(inner)
-    try:
-        run = guarded_run(runner, rec, tokenizer, prompt, options, what=case.name)
-    except RunCrash as e:  # any exception, or a run() that returns no RunResult: this case fails
-        why = str(e)
+    obs = as_runner(runner).observe(inner, tokenizer, prompt, options, what=case.name)  # its calls recorded
+    rec, run = obs.calls, obs.run
+    if obs.failure:  # any exception, or a run() that returns no RunResult: this case fails
+        why = obs.failure
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
     stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)
