@@ -101,7 +101,7 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
 
 def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     """(report, info): the suite's cases on the one given .pte through the runner binary."""
-    from eagle3_check.jobs.check.exec_route import need_pte
+    from eagle3_check.jobs.check.job import need_pte
     from eagle3_check.jobs.suites.binary import run_exec_suite as run
     from eagle3_check.suites import suite_cases
 
