@@ -44,6 +44,7 @@ from eagle3_check.runners.binary.runner import (
     runtime_noise,
 )
 from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.seam import Capabilities
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
@@ -52,11 +53,13 @@ from eagle3_check.suites.turns import REFUSED_K, profile_turns
 BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
 
 
-def skip_reason(case: Case) -> str | None:
-    """Why a binary cannot take this case at all (None: it can, maybe unforced)."""
-    if case.toy:
+def skip_reason(case: Case, caps: Capabilities) -> str | None:
+    """Why a runner with these capabilities (runners/seam.py) cannot take this case at all (None: it can,
+    maybe unforced): one that runs its own program file cannot run the toy program, one the harness
+    cannot force cannot be given a patched program or tokenizer."""
+    if case.toy and caps.program_file:
         return "runs on the toy program (suites/toy.py), which has no .pte a runner binary could load"
-    for st in case.stop_at:
+    for st in case.stop_at if not caps.forced_acceptance else ():
         if st.via not in BINARY_VIAS:
             return (f"needs the program's get_eos_ids or the tokenizer's EOS patched (stop via {st.via}): "
                     "a binary's .pte and tokenizer cannot be patched")
@@ -98,7 +101,7 @@ def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> C
 
 
 def _judge(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
-    why = skip_reason(case)
+    why = skip_reason(case, runner.capabilities)
     if why:
         return CaseResult(case.name, SKIP, why)
     try:

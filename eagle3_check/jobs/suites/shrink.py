@@ -93,7 +93,7 @@ def shrink_exec_case(case, env, runner, budget_s: float, on_probe=None) -> tuple
     from eagle3_check.jobs.suites.binary import _as_text, skip_reason
     from eagle3_check.suites.request import CaseSkip
 
-    why = plain(case) or skip_reason(case)
+    why = plain(case) or skip_reason(case, runner.capabilities)
     if why:
         return None, None, f"not shrunk: {why}"
     setup = case_setup(case, env)
