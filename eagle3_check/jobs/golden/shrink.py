@@ -76,13 +76,13 @@ def golden_probe(program, tokenizer, golden: Golden, want: GoldenPrompt, runner)
     """A probe running one request of the golden's prompt as `run_golden` does."""
     owned = graph_owned(program)
     stem = golden.key.stem
-    seam = as_runner(runner or ReferenceRunner())
 
     def run_one(req: Request, prompt, opts) -> Failure | None:
         expected = expected_tokens(want, req.max_new_tokens)
         if expected is None:
             return None
         cut = dataclasses.replace(want, tokens=expected, margins=list(want.margins[: len(expected)]))
+        seam = as_runner(runner or ReferenceRunner())  # a fresh reference runner a probe, as before
         obs = seam.observe(owned, tokenizer, prompt.request(), opts, what=f"'{want.prompt_id}'")
         return golden_failure(stem, cut, obs.tokens or [], golden.tie_tolerance, crash=obs.failure)
 
