@@ -137,7 +137,7 @@ def check_runner_module(spec: str, module_name: str, flag: str = "--runner") -> 
 
 
 def check_exec_needs_pte(command: str, runner: str | None, pte: str | None) -> None:
-    """A runner binary runs a .pte: `check` and `golden verify` with `--runner exec:...` need --pte."""
-    if (runner or "").startswith("exec:") and not pte:
+    """A runner binary (`runner`) runs a .pte: `check` and `golden verify` with `--runner exec:...` need --pte."""
+    if not pte:
         raise InputError(f"{command} --runner {runner} without --pte", "the .pte file the binary runs",
                          "pass --pte FILE (export one with `eagle3-check export -o FILE.pte`)")

@@ -14,7 +14,9 @@ and the leaves: the top-level modules (errors, tokenizer, table, status) and fix
 - top-level modules (errors, tokenizer, ...) and fixtures.registry are leaves: they import only
   top-level modules, so every subpackage may use them;
 - no import circle between modules, counting the imports inside functions too (a lazy import is
-  how a module reaches a heavier one; it is still a dependency a reader follows).
+  how a module reaches a heavier one; it is still a dependency a reader follows);
+- no branch on a runner's kind outside runners/: no `is_exec`, no test of a `--runner` value's `exec:`
+  form (a job adapts to `runners.seam.Capabilities`, which `runners.seam.kind_of` reads from the spec).
 An import by name (a string "eagle3_check.a.b" or "eagle3_check.a.b:attr" that importlib loads: the
 plug-in aliases, the mutants' modules) counts as an import; each rule is shown to fail on an injected one.
 """
@@ -211,6 +213,37 @@ def test_leaves_import_only_top_level_modules():
     assert leaves_rule() == []
 
 
+def _exec_form(node) -> bool:
+    """A string constant (or a tuple of them) that is a runner binary's spec form: 'exec', 'exec:'."""
+    if isinstance(node, ast.Tuple):
+        return any(_exec_form(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.split(":")[0] == "exec"
+
+
+def kind_rule() -> list[str]:
+    """Every branch on a runner's kind outside runners/: the name `is_exec`, a `.startswith("exec:")` (or
+    removeprefix, partition) and a comparison with an `exec...` string."""
+    bad = []
+    for m in sorted(MODULES):
+        if m == "runners" or m.startswith("runners."):
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text())):
+            named = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                     else node.name if isinstance(node, ast.FunctionDef) else None)
+            spec_test = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                         and node.func.attr in ("startswith", "removeprefix", "partition")
+                         and any(_exec_form(a) for a in node.args))
+            compared = isinstance(node, ast.Compare) and any(_exec_form(c) for c in [node.left, *node.comparators])
+            if named == "is_exec" or spec_test or compared:
+                bad.append(f"eagle3_check/{MODULES[m].relative_to(PKG)}:{node.lineno}: a branch on the runner's kind "
+                           "(adapt to runners.seam.Capabilities: runners.seam.kind_of(spec), the runner's capabilities)")
+    return bad
+
+
+def test_no_branch_on_a_runners_kind_outside_the_runners():
+    assert kind_rule() == []
+
+
 class FakeModule:
     """A module of the import graph that is no file: its source, and the path a violation names."""
 
@@ -238,10 +271,15 @@ class FakeModule:
     (shrink_rule, "shrink.fake", "from eagle3_check.jobs.check.shrink import check_probe\n"),
     (report_rule, "report.fake", "from eagle3_check.judge.verdict import judge\n"),
     (leaves_rule, "fixtures.registry", "from eagle3_check.runners.options import RunOptions\n"),
+    (kind_rule, "jobs.fake", "def f(cfg):\n    if (cfg.runner or '').startswith('exec:'):\n        pass\n"),
+    (kind_rule, "cli.fake", "def f(ctx):\n    return 1 if ctx.is_exec else 0\n"),
+    (kind_rule, "jobs.fake", "def f(spec):\n    return 'exec:' in spec\n"),
 ], ids=["docstring-runners", "docstring-isolate", "docstring-jobs-check", "docstring-shrink", "cli", "judge-loop",
-        "judge-loop-by-name", "program", "jobs-from-runners", "jobs-from-fixtures", "shrink", "report", "leaves"])
+        "judge-loop-by-name", "program", "jobs-from-runners", "jobs-from-fixtures", "shrink", "report", "leaves",
+        "kind-startswith", "kind-is-exec", "kind-in"])
 def test_each_rule_fails_on_an_injected_import(rule, module, src):
-    """Each rule above catches the import it forbids (so none of them passes for want of looking)."""
+    """Each rule above catches the import (or the kind branch) it forbids (so none of them passes for want
+    of looking)."""
     assert rule() == []
     saved = dict(MODULES)
     try:

@@ -120,7 +120,8 @@ def main(cfg) -> int:
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)
         return quant_main(ctx)
-    if ctx.is_exec:  # a runner binary (a plug-in that does not load: one line here, before any program)
+    if ctx.capabilities.program_file:  # a runner of its own program file, judged by what it prints (one line
+        # here when it does not start, before any program)
         return exec_main(ctx)
     if cfg.suite:
         return suite_main(ctx)
@@ -242,7 +243,6 @@ def write_suites_junit(cfg, reports: list, extra: list = ()) -> None:
 
 def exec_main(ctx) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-    from eagle3_check.jobs.check import exec_route
 
     cfg = ctx.cfg
     if cfg.suite:
@@ -262,8 +262,9 @@ def exec_main(ctx) -> int:
                 print("\n".join(report.shrunk_lines))
         return 0 if report.passed and not changed else 1
     from eagle3_check.jobs.check.binary import format_exec_table
+    from eagle3_check.jobs.check.job import exec_check
 
-    report, lines, shrunk = exec_route.exec_check(ctx, bars(cfg))
+    report, lines, shrunk = exec_check(ctx, bars(cfg))
     changed = files_changed(ctx, report.info)
     if cfg.junit:
         from eagle3_check.report.check_junit import exec_check_suite, write_check_junit

@@ -114,8 +114,8 @@ def verify_main(cfg) -> int:
     ctx = CheckContext(cfg)
     ctx.watch = watch
     extra: dict = {}
-    if ctx.is_exec:  # a runner binary
-        from eagle3_check.jobs.golden.exec_route import exec_golden_verify
+    if ctx.capabilities.program_file:  # a runner of its own program file (a binary): by what it prints
+        from eagle3_check.jobs.golden.job import exec_golden_verify
 
         outcome = exec_golden_verify(ctx)
         changed = files_changed(ctx, extra)

@@ -1,6 +1,6 @@
 """Shrinking and replaying on a Config (`check`, `run`, `gate`): the request a repro file names, the
 prompt `--prompt-ids` / `--prompt` give, and every failing request shrunk to its smallest
-reproduction (jobs/check/shrink.py, shrink_suite.py, jobs/shrink_binary.py; the gate's: jobs/gate/shrink_route.py)
+reproduction (jobs/check/shrink.py, jobs/suites/shrink.py, each with its binary's probe; the gate's: jobs/gate/shrink_route.py)
 within `--shrink-budget S`, a repro file written for each beside the report (`--shrink-dir`, default:
 the --junit / --html / --report file's directory, else the current one). docs/shrinking.md.
 """
@@ -175,13 +175,13 @@ def write_one(cfg, name: str, shrunk: dict, result, flags: list[str], program: d
 
 def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, tolerance,
                           runner) -> tuple[list[str], dict]:
-    """`check --runner exec:... --shrink`: the binary's failing requests shrunk (jobs/shrink_binary.py), a
+    """`check --runner exec:... --shrink`: the binary's failing requests shrunk (jobs/check/shrink.py), a
     repro file each; (the lines to print, prompt id -> its shrunk JSON for the report)."""
     if not cfg.shrink or not any(o.verdict.status == "fail" for o in report.outcomes):
         return [], {}
     from tqdm import tqdm
 
-    from eagle3_check.jobs.shrink_binary import shrink_exec_report
+    from eagle3_check.jobs.check.shrink import shrink_exec_report
     from eagle3_check.shrink.repro import program_flags, program_record
 
     bar = tqdm(desc="shrink (exec)", unit="probe", file=sys.stderr, leave=False, delay=0.5,
@@ -203,7 +203,7 @@ def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, toler
 
 def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_case=None) -> list[str]:
     """`check --suite NAME --shrink`: each failing plain case shrunk (jobs/suites/shrink.py; a binary's:
-    `shrink_case=jobs.shrink_binary.shrink_exec_case`), a repro file each, the result in the case's details;
+    `shrink_case=jobs.suites.shrink.shrink_exec_case`), a repro file each, the result in the case's details;
     the lines to print. A case that is not shrunk gets its own one-line reproduction (`case_command`)."""
     if not cfg.shrink or not report.failed:
         return []

@@ -7,7 +7,7 @@ program's own target methods (`self_ref`); the tie tolerance and budget (`tolera
 the rules and its call log (`audit`); a runner binary's run judged by ids, recovered ids or bytes
 (`binary`, with `recover`: a text-only binary's ids recovered from its bytes).
 
-May import: program, runners.result, runners.rules, runners.options, runners.instrument, runners.binary.byte_pieces, runners.binary.protocol
+May import: program, runners.result, runners.rules, runners.options, runners.instrument, runners.binary.byte_pieces, runners.binary.protocol, runners.seam
 (never the runner loop: a judge must not share the code it judges).
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,

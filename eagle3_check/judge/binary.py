@@ -31,12 +31,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from eagle3_check.judge.hf import Scores
-from eagle3_check.judge.recover import Recovery
+from eagle3_check.judge.recover import Recovery, recover_ids
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import judge_position
 from eagle3_check.runners.binary.byte_pieces import BytePieces
 from eagle3_check.runners.binary.protocol import ExecOutput
-from eagle3_check.runners.rules import allowed_lengths
+from eagle3_check.runners.rules import CONTEXT, allowed_lengths
+from eagle3_check.runners.seam import Observation
 from eagle3_check.status import FAIL, PASS, TIE, Status
 
 IDS, BYTES, RECOVERED = "ids", "bytes", "recovered"  # RECOVERED: ids recovered from the bytes (`recover`)
@@ -252,3 +253,44 @@ def _judge_bytes(out, ref, margins, pieces, allowed) -> ExecVerdict:
 
 def _first_diff(a: bytes, b: bytes) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def judge_observation(obs: Observation, ref: list[int], margins: list[float], pieces: BytePieces | None,
+                      req: Request, score: Callable[[list[int]], Scores] | None = None,
+                      tolerance: Tolerance | None = None, vocab_size: int | None = None,
+                      decode: Callable[[list[int], int], list[int]] | None = None) -> tuple[ExecVerdict, ExecOutput | None]:
+    """The verdict of one observation of a binary (`runners.seam.Observation`, `ExecRunner.observe`): its
+    process's failure, an output off the protocol, or `judge`. With
+    `score` (the reference's teacher-forced scores of the request's prompt + given tokens) and
+    `tolerance`, a binary that prints its ids is judged per position, ties included; with
+    `decode` too (the reference's greedy tokens after the prompt + a prefix), so is a text-only
+    binary: its ids are recovered from the bytes (`judge.recover`). An `[ids]` id outside the
+    vocabulary (`vocab_size`, else the byte pieces') fails the request, never the harness."""
+    if obs.failure:  # the process failed (a status other than 0, or none: hung), or its output is off the protocol
+        past = past_context(obs.process, ref, req) if obs.process.returncode != 0 else ""
+        return ExecVerdict(FAIL, obs.failure + past, fails=1), None
+    out = obs.output
+    vocab = vocab_size or (max(pieces.pieces) + 1 if pieces is not None and pieces.pieces else None)
+    bad = next((i for i, t in enumerate(out.ids or ()) if vocab and not 0 <= t < vocab), None)
+    if bad is not None:
+        return ExecVerdict(FAIL, f"output: [ids] id {out.ids[bad]} at index {bad} is outside the vocabulary "
+                           f"(ids 0..{vocab - 1}); expected the ids the binary emitted", fails=1), None
+    scores = score(list(out.ids)) if score is not None and tolerance is not None and out.ids is not None else None
+    recover = None
+    if score is not None and decode is not None and pieces is not None:
+        def recover(o: ExecOutput) -> Recovery:
+            obs.recovery = recover_ids(o.text, o.tokens, pieces, ref, score, decode)
+            return obs.recovery
+    return judge(out, ref, margins, pieces, req, scores, tolerance, recover), out
+
+
+def past_context(proc, ref: list[int], req: Request) -> str:
+    """Names the seed's reseed bug where it shows: an error exit whose stderr has the runtime's
+    out-of-bounds line on a request the rules end by the context limit (main.cpp reseeds the draft
+    after the last verify before checking the room left, writing positions up to
+    anchor_pos + a + K - 1 >= max_seq_len)."""
+    if proc.timed_out or b"out of bounds" not in proc.stderr.lower() or CONTEXT not in req.allowed(ref).values():
+        return ""
+    return (f" (the draft was reseeded past max_seq_len {req.max_seq_len} after the last verify: the seed's runner "
+            "reseeds before checking the room left, ac69057c9b..6d2645a8ac; the rules end this run by the context "
+            "limit without that call)")

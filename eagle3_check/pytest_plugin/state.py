@@ -70,7 +70,9 @@ class Eagle3State:
                              "pass --eagle3-pte FILE, or --eagle3-fixture NAME for an embedded fixture")
         if s["reference"] not in (None, "hf", "self"):
             raise OptionError(f"--eagle3-reference {s['reference']}", "hf or self", "pass hf or self")
-        if (s["runner"] or "").startswith("exec:"):
+        from eagle3_check.runners.seam import kind_of
+
+        if kind_of(s["runner"]).program_file:
             raise OptionError(f"--eagle3-runner {s['runner']}", "an in-process runner module:factory",
                               "pass a runner binary as --eagle3-runner-bin CMD")
         n = s["max_new_tokens"]

@@ -1,5 +1,7 @@
 """Runners: every kind of runner the harness judges, and the run contract they share.
 
+The seam (`seam`): one `Runner` protocol every kind implements (`capabilities`, `observe` ->
+`Observation`); the jobs adapt to a runner's capabilities, never to its kind.
 What lives here: the one reference runner loop (`loop`, DESIGN §2), its result (`result`: RunResult,
 what the judge reads without importing the loop), the options and the stop set (`options`), the stop
 reasons and the output lengths the rules fix (`rules`), the recording of a program's calls

@@ -39,7 +39,7 @@ from eagle3_check.runners.options import (
 )
 from eagle3_check.runners.placement import PLACEMENTS, check_output, check_vocab
 from eagle3_check.runners.profiles import DESIGN_NAME, profile_named
-from eagle3_check.runners.result import Runner, RunResult  # noqa: F401 (Runner: re-exported)
+from eagle3_check.runners.result import PluginRunner, RunResult  # noqa: F401 (PluginRunner: re-exported)
 from eagle3_check.runners.rules import CONTEXT, MAX_NEW, STOP, prefill_chunk, prefill_chunks
 from eagle3_check.tokenizer import Tokenizer
 
@@ -213,5 +213,5 @@ class ReferenceRunner:
         )
 
 
-__all__ = ["CONTEXT", "MAX_NEW", "STOP", "ReferenceRunner", "RunResult", "Runner", "check_output",
+__all__ = ["CONTEXT", "MAX_NEW", "STOP", "ReferenceRunner", "RunResult", "PluginRunner", "check_output",
            "check_prompt_len"]

@@ -1,9 +1,10 @@
 """Plug-in runners: `module:factory` names a runner someone else wrote.
 
 A factory is any callable (a class, a function) that takes no arguments and returns an
-object with `run(program, tokenizer, prompt, options) -> RunResult` (the `Runner`
-protocol in runners/loop.py). `eagle3-check check --runner module:factory` judges that runner
-exactly as it judges ours; `reference` is short for `eagle3_check.runners.loop:ReferenceRunner`.
+object with `run(program, tokenizer, prompt, options) -> RunResult` (the `PluginRunner`
+protocol in runners/result.py; `runners.seam.InProcess` makes it the one runner seam).
+`eagle3-check check --runner module:factory` judges that runner exactly as it judges ours; `reference`
+is short for `eagle3_check.runners.loop:ReferenceRunner`.
 
     load_runner("reference")                             # ReferenceRunner()
     load_runner("my_pkg.runners:make_runner")            # my_pkg.runners.make_runner()
@@ -17,7 +18,8 @@ import difflib
 import importlib
 
 from eagle3_check.errors import InputError
-from eagle3_check.runners.result import Runner
+from eagle3_check.runners.result import PluginRunner
+from eagle3_check.runners.seam import kind_of
 
 ALIASES = {
     "reference": "eagle3_check.runners.loop:ReferenceRunner",
@@ -36,10 +38,10 @@ def check_spec(spec: str) -> str:
     return spec
 
 
-def load_runner(spec: str) -> Runner:
+def load_runner(spec: str) -> PluginRunner:
     """Imports `module`, calls `factory()` and checks the result has a callable `run`.
     `exec:PATH [ARGS]` is a runner binary instead (`runners.binary.runner.ExecRunner`, judged by `jobs.check.binary`)."""
-    if spec.startswith("exec:"):  # a runner binary is a kind of runner: runners.binary, imported on use
+    if kind_of(spec).program_file:  # a runner binary is a kind of runner: runners.binary, imported on use
         from eagle3_check.runners.binary.runner import ExecRunner
 
         return ExecRunner(spec)

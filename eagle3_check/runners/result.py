@@ -1,5 +1,6 @@
-"""What a run returns (RunResult) and the plug-in runner interface (Runner); the stop reasons
-are `runners.rules`'.
+"""What a run returns (RunResult) and the plug-in runner interface (PluginRunner: what a plug-in
+author writes; `runners.seam.InProcess` makes it the one runner seam); the stop reasons are
+`runners.rules`'.
 
 Its own module so that references, the verdict and gating read a run without importing the
 runner loop they judge (tests/test_layout.py checks that).
@@ -39,8 +40,9 @@ class RunResult:
                 "tokens": len(self.tokens), "accepted": list(self.accepted), "stop_reason": self.stop_reason}
 
 
-class Runner(Protocol):
-    """The plug-in runner interface: run one request through a program."""
+class PluginRunner(Protocol):
+    """The plug-in runner interface: run one request through a program (`runners.seam.Runner` is the
+    seam every kind implements; a PluginRunner is one through `runners.seam.InProcess`)."""
 
     def run(
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions

@@ -1,4 +1,4 @@
-"""`check --runner exec:... --shrink`: a runner binary's failing request shrunk (jobs/shrink_binary.py),
+"""`check --runner exec:... --shrink`: a runner binary's failing request shrunk (jobs/check/shrink.py),
 through the fake seed runner; each probe starts the binary once (slow: about 5 s a probe on 2 cores)."""
 
 from __future__ import annotations

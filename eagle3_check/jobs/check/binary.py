@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.jobs.check.prompt_set import JudgedReport
-from eagle3_check.judge.binary import FAIL, ExecVerdict, Request, judge
+from eagle3_check.judge.binary import ExecVerdict, Request, judge_observation
 from eagle3_check.judge.budget import BinomialBudget, budget_json
-from eagle3_check.judge.hf import Scores
-from eagle3_check.judge.recover import Recovery, recover_ids
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.runners.binary.acceptance import held_to_ours
 from eagle3_check.runners.binary.byte_pieces import BytePieces
-from eagle3_check.runners.binary.protocol import ExecOutput, OutputError, parse_output
+from eagle3_check.runners.binary.protocol import ExecOutput
 from eagle3_check.runners.binary.runner import (
     ExecRunner,
     ProcessRun,
@@ -40,7 +38,6 @@ from eagle3_check.runners.options import (
     prompt_ids,
     stop_set,
 )
-from eagle3_check.runners.rules import CONTEXT
 from eagle3_check.table import format_rows
 from eagle3_check.tokenizer import Tokenizer
 
@@ -92,48 +89,6 @@ def byte_pieces_or_none(tokenizer: Tokenizer) -> BytePieces | None:
         return BytePieces.from_tokenizer_json(tokenizer.path)
     except InputError:
         return None
-
-
-def judge_process(proc: ProcessRun, timeout: float, ref: list[int], margins: list[float],
-                  pieces: BytePieces | None, req: Request, score: Callable[[list[int]], Scores] | None = None,
-                  tolerance: Tolerance | None = None, vocab_size: int | None = None,
-                  decode: Callable[[list[int], int], list[int]] | None = None) -> tuple[ExecVerdict, ExecOutput | None]:
-    """The verdict of one process: its failure, an output off the protocol, or `judge`. With
-    `score` (the reference's teacher-forced scores of the request's prompt + given tokens) and
-    `tolerance`, a binary that prints its ids is judged per position, ties included; with
-    `decode` too (the reference's greedy tokens after the prompt + a prefix), so is a text-only
-    binary: its ids are recovered from the bytes (`judge.recover`). An `[ids]` id outside the
-    vocabulary (`vocab_size`, else the byte pieces') fails the request, never the harness."""
-    why = proc.failure(timeout)
-    if why:
-        return ExecVerdict(FAIL, why + _past_context(proc, ref, req), fails=1), None
-    try:
-        out = parse_output(proc.stdout, proc.stderr)
-    except OutputError as e:
-        return ExecVerdict(FAIL, f"output: {e}", fails=1), None
-    vocab = vocab_size or (max(pieces.pieces) + 1 if pieces is not None and pieces.pieces else None)
-    bad = next((i for i, t in enumerate(out.ids or ()) if vocab and not 0 <= t < vocab), None)
-    if bad is not None:
-        return ExecVerdict(FAIL, f"output: [ids] id {out.ids[bad]} at index {bad} is outside the vocabulary "
-                           f"(ids 0..{vocab - 1}); expected the ids the binary emitted", fails=1), None
-    scores = score(list(out.ids)) if score is not None and tolerance is not None and out.ids is not None else None
-    recover = None
-    if score is not None and decode is not None and pieces is not None:
-        def recover(o: ExecOutput) -> Recovery:
-            return recover_ids(o.text, o.tokens, pieces, ref, score, decode)
-    return judge(out, ref, margins, pieces, req, scores, tolerance, recover), out
-
-
-def _past_context(proc: ProcessRun, ref: list[int], req: Request) -> str:
-    """Names the seed's reseed bug where it shows: an error exit whose stderr has the runtime's
-    out-of-bounds line on a request the rules end by the context limit (main.cpp reseeds the draft
-    after the last verify before checking the room left, writing positions up to
-    anchor_pos + a + K - 1 >= max_seq_len)."""
-    if proc.timed_out or b"out of bounds" not in proc.stderr.lower() or CONTEXT not in req.allowed(ref).values():
-        return ""
-    return (f" (the draft was reseeded past max_seq_len {req.max_seq_len} after the last verify: the seed's runner "
-            "reseeds before checking the room left, ac69057c9b..6d2645a8ac; the rules end this run by the context "
-            "limit without that call)")
 
 
 def reference_decode(reference, prompt_ids: list[int], max_seq_len: int) -> Callable[[list[int], int], list[int]]:
@@ -213,11 +168,12 @@ def run_exec_check(
         req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids, options.chain_len)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
-        proc = runner.execute(model, tokenizer.path, p.text, binary_options(options, md), data)
-        verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, pieces, req,
-                                     lambda toks, ids=ids: reference.score(ids, toks), tolerance,
-                                     md.vocab_size or tokenizer.vocab_size,
-                                     reference_decode(reference, ids, md.max_seq_len))
+        obs = runner.observe(program, tokenizer, p.text, options, what=f"'{p.id}'")  # the seam: the binary's process
+        proc = obs.process
+        verdict, out = judge_observation(obs, ref.tokens, ref.margins, pieces, req,
+                                         lambda toks, ids=ids: reference.score(ids, toks), tolerance,
+                                         md.vocab_size or tokenizer.vocab_size,
+                                         reference_decode(reference, ids, md.max_seq_len))
         held_to_ours(verdict, out, ref.tokens, program, tokenizer, p.text, binary_options(options, md), prof.name)
         chunked += len(prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)) > 1
         for note in runtime_noise(proc.stderr):

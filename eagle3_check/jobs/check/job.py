@@ -1,4 +1,5 @@
-"""`check` over a prompt set on a `CheckContext`: in this process, or spread over worker processes.
+"""`check` over a prompt set on a `CheckContext`: in this process, or spread over worker processes, or
+through a runner that runs its own program file (a binary: `exec_check`).
 
 Both judge every request as `jobs.check.prompt_set.run_check` does and add draft health
 (`jobs.check.draft_health.assess`: greedy equality cannot see a wrong draft); the front end
@@ -165,3 +166,39 @@ def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
     pool = IsolatedPool(name, builds, limit_of(name, cfg.runner_timeout), profile=cfg.runner_profile)
     preload()
     return _through(ctx, pool, make_bar, workers=len(devices), worker_devices=devices)
+
+
+def need_pte(ctx: CheckContext, command: str) -> None:
+    """A runner of its own program file (a binary) needs --pte: checked where the Config is built too
+    (jobs/common/validate.py); here for a context built otherwise."""
+    from eagle3_check.preflight import check_exec_needs_pte
+
+    check_exec_needs_pte(command, ctx.cfg.runner, ctx.cfg.pte)
+
+
+def exec_check(ctx: CheckContext, make_bar=NoBar):
+    """`check` through a runner that runs its own program file and prints text (a binary,
+    `--runner exec:PATH`; program options, runner options and references as for any runner): the prompt
+    set judged per position by jobs.check.binary. (an ExecReport, the --shrink lines to print, prompt
+    id -> its shrunk JSON)."""
+    from eagle3_check.jobs import shrink_route
+    from eagle3_check.jobs.check.binary import run_exec_check
+
+    need_pte(ctx, "check")
+    runner = ctx.runner
+    setup, resolved = ctx.setup, ctx.resolved
+    prompts = shrink_route.given_prompts(ctx.cfg, setup.tokenizer) or ctx.prompts()  # --prompt, --repro
+    reference = ctx.reference
+    bar = make_bar(total=len(prompts), desc="check (exec)", unit="req", leave=False, delay=0.5)
+    try:
+        report = run_exec_check(runner, setup.program, setup.tokenizer, reference, prompts, resolved.options,
+                                on_request=lambda _: bar.update(1), tolerance=ctx.tolerance,
+                                tie_budget=ctx.tie_budget)
+    finally:
+        bar.close()
+    report.info.update(setup.info, reference=ctx.cfg.reference, tie_tolerance=ctx.tolerance.describe(),
+                       ties="per position: the printed [ids], or the ids recovered from the bytes (judge/recover.py)",
+                       run_options=resolved.to_json())
+    lines, shrunk = shrink_route.shrink_exec_and_write(ctx.cfg, report, setup, prompts, reference, resolved.options,
+                                                       ctx.tolerance, runner)  # --shrink
+    return report, lines, shrunk

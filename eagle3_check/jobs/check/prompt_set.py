@@ -33,7 +33,8 @@ from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import Verdict, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.runners.crash import crashed_run
+from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.instrument import RecordingProgram, call_problems
 from eagle3_check.runners.loop import ReferenceRunner, check_prompt_len
 from eagle3_check.runners.options import (
@@ -44,7 +45,7 @@ from eagle3_check.runners.options import (
     stop_set,
 )
 from eagle3_check.runners.profiles import declared
-from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.result import PluginRunner, RunResult
 from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.status import FAIL, PASS, TIE
 from eagle3_check.table import format_rows
@@ -212,7 +213,7 @@ def run_check(
     prompts: Iterable[Prompt],
     options: RunOptions,
     tolerance: Tolerance,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
     tie_budget: float = 0.0,
 ) -> CheckReport:
@@ -256,11 +257,12 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
     for p, want_ids in zip(prompts, requests):
         t0 = time.perf_counter()
         max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
-        rec = RecordingProgram(program)  # every call audited (DESIGN §2): a runner must really run the program
-        try:  # a crashing runner or a contract-breaking program fails this request; the rest go on
-            run = guarded_run(runner, rec, tokenizer, p.request(), options, what=f"'{p.id}'")
-        except RunCrash as e:
-            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, str(e)),
+        # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really run
+        # the program; a crashing runner or a contract-breaking program fails this request, the rest go on
+        obs = as_runner(runner).observe(program, tokenizer, p.request(), options, what=f"'{p.id}'")
+        rec, run = obs.calls, obs.run
+        if obs.failure:
+            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, obs.failure),
                                      seconds=time.perf_counter() - t0)
             report.outcomes.append(outcome)
             if on_request:

@@ -1,4 +1,4 @@
-"""Shrinking the failing requests of a check report (in-process runners): the probe and the bounds.
+"""Shrinking the failing requests of a check report: the probe and the bounds, for every kind of runner.
 
 `check_probe` runs one `shrink.search.Request` exactly as `run_check` runs a prompt (the runner isolated,
 its calls recorded and audited, the reference teacher-forced, the verdict's rules), with the
@@ -12,6 +12,14 @@ Worked example: a mutant that emits one token past max new tokens, prompt 'p1' o
 11), max new 64: the shrunk request is BOS + the least ids the program's min prefill allows,
 max new tokens 2 (the length rule breaks once max new tokens caps inside a round), K as small
 as the bug allows.
+
+Every probe is one request made from a candidate (`request_probe`, also the goldens' and a binary's).
+A runner binary's report (`shrink_exec_report`) is shrunk with the same search, each candidate run as
+`jobs.check.binary.run_exec_check` runs a request. A binary takes its prompt as text (the seed's
+`--prompt`), so every candidate is text: the ids between the frame decoded, tried only when that text
+encodes back to the candidate's ids; each probe starts the binary once (docs/shrinking.md). Worked
+example: the fake runner with `--fake_bug=extra-token` (one token past max new tokens) on the prompt
+'count' (L 32), max new 64, K 4 shrinks to the template's frame (prompt text ''), max new tokens 1, K 1.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Callable
 
 from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.jobs.check.binary import ExecOutcome, ExecReport, run_exec_check
 from eagle3_check.jobs.check.prompt_set import CheckReport, RequestOutcome, request_ids, run_check
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.runners.options import RunOptions, prompt_ids
@@ -32,6 +41,7 @@ from eagle3_check.shrink.search import (
     ShrinkResult,
     budget_shares,
     failure_kind,
+    normalise,
     shrink,
 )
 from eagle3_check.status import FAIL
@@ -72,18 +82,28 @@ def check_probe(program, tokenizer: Tokenizer, reference, options: RunOptions, t
     the frame decoded (`request_text`); a candidate whose text does not encode back to its ids
     is not tried (it counts as passing)."""
 
-    def probe(req: Request) -> Failure | None:
+    def run_one(req: Request, prompt: Prompt, opts: RunOptions) -> Failure | None:
         prog, ref = rebuild(req.spec_dict()) if req.spec and rebuild else (program, reference)
-        opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
-        if text_frame is None:
-            prompt = Prompt("shrink", "", ids=tuple(req.prompt_ids))
-        else:
-            text = request_text(tokenizer, opts, list(req.prompt_ids), text_frame)
-            if text is None:
-                return None
-            prompt = Prompt("shrink", text)
         report = run_check(prog, tokenizer, ref, [prompt], opts, tolerance, runner=runner)
         return outcome_failure(report.outcomes[0])
+
+    return request_probe(options, tokenizer, text_frame, run_one)
+
+
+def request_probe(options: RunOptions, tokenizer: Tokenizer, text_frame: tuple[int, int] | None,
+                  run_one: Callable[[Request, Prompt, RunOptions], Failure | None]) -> Callable[[Request], Failure | None]:
+    """The one probe of every job (check, its binary route, goldens): a shrink candidate made a request (the
+    options with its max new tokens and K; its prompt ids, or with `text_frame` (head, tail), the original
+    being text, the text between the frame, `request_text`: a candidate whose text does not encode back to
+    its ids is not tried, it counts as passing), then `run_one(candidate, prompt, options)`: the job's run
+    of it over the runner seam (runners/seam.py) and its failure, or None."""
+
+    def probe(req: Request) -> Failure | None:
+        opts = dataclasses.replace(options, max_new_tokens=req.max_new_tokens, chain_len=req.k)
+        if text_frame is None:
+            return run_one(req, Prompt("shrink", "", ids=tuple(req.prompt_ids)), opts)
+        text = request_text(tokenizer, opts, list(req.prompt_ids), text_frame)
+        return None if text is None else run_one(req, Prompt("shrink", text), opts)
 
     return probe
 
@@ -127,5 +147,57 @@ def shrink_report(report: CheckReport, prompts: list[Prompt], program, tokenizer
             else request_text(tokenizer, options, list(result.shrunk.prompt_ids), (head, tail))
         result.prompt_text = text
         o.shrunk = {**result.to_json(), "prompt_text": text}
+        out.append((o, result))
+    return out
+
+
+def exec_kind(message: str) -> str:
+    """A binary's failure kind: `failure_kind`, and for an error exit its first stderr line too (every
+    error exit reads "exit status #"; a prompt the binary refuses is not the out-of-bounds reseed).
+
+    'exit status 1; stderr: E [x.cpp:457] Index 48 is out of bounds ... | E [...] draft_decode failed' ->
+    'exit status #; stderr: E […] Index # is out of bounds ...'."""
+    head = failure_kind(message)
+    if "stderr: " not in message:
+        return head
+    return f"{head}; stderr: {normalise(message.split('stderr: ', 1)[1].split(' | ', 1)[0])}"
+
+
+def exec_failure(outcome: ExecOutcome) -> Failure | None:
+    v = outcome.verdict
+    if v.status != FAIL:
+        return None
+    got = list(outcome.output.ids) if outcome.output is not None and outcome.output.ids is not None else None
+    return Failure(exec_kind(v.message), v.message, v.index, None, got)
+
+
+KEPT_SPEC = "program spec (a runner binary runs the given .pte)"
+
+
+def shrink_exec_report(report: ExecReport, prompts: list[Prompt], runner, program, tokenizer, reference, options,
+                       tolerance, budget_s: float, on_probe=None) -> list[tuple[ExecOutcome, ShrinkResult]]:
+    """Shrinks every failing request of a binary's `report` (`prompts`: its, in order), the budget
+    shared out over the failing requests still to go; each result's `prompt_text` and `kept` are set
+    (K is kept when the binary has no --chain flag)."""
+    md = read_metadata(program.metadata())
+    chain = runner.supports_chain() if hasattr(runner, "supports_chain") else True
+    by_id = {p.id: (p, ids) for p, ids in zip(prompts, request_ids(tokenizer, prompts, options, md))}
+    failing = [(o, f) for o in report.outcomes if (f := exec_failure(o)) is not None]
+    out = []
+    for (o, failure), share in zip(failing, budget_shares(len(failing), budget_s)):
+        p, ids = by_id[o.prompt_id]
+        frame = prompt_frame(tokenizer, options, ids)
+
+        def run_one(req: Request, prompt: Prompt, opts) -> Failure | None:
+            rep = run_exec_check(runner, program, tokenizer, reference, [prompt], opts, tolerance=tolerance)
+            return exec_failure(rep.outcomes[0])
+
+        probe = request_probe(options, tokenizer, frame, run_one)
+        original = Request(tuple(ids), options.max_new_tokens, report.k)
+        bounds = Bounds(*frame, md.min_prefill, tuple(md.k_range) if chain else (report.k, report.k))
+        result = shrink(original, probe, bounds, share, on_probe=on_probe, original_failure=failure)
+        result.prompt_text = p.text if result.shrunk == original else \
+            request_text(tokenizer, options, list(result.shrunk.prompt_ids), frame)
+        result.kept = [KEPT_SPEC] + ([] if chain else [f"K {report.k} (the binary has no --chain flag)"])
         out.append((o, result))
     return out

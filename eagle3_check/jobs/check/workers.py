@@ -43,7 +43,9 @@ def check_flags(workers: int, shard: str | None, suite: str | None, runner: str 
     if flag and suite:
         raise OptionError(f"{flag} with --suite", "a prompt-set check (the suites spread under pytest-xdist)",
                           "run the suites as tests: pytest -n N --eagle3-fixture NAME (or --eagle3-pte FILE)")
-    if flag and (runner or "").startswith("exec:"):
+    from eagle3_check.runners.seam import kind_of
+
+    if flag and kind_of(runner).program_file:
         raise OptionError(f"{flag} with --runner {runner}", "an in-process runner", f"drop {flag}")
 
 

@@ -136,16 +136,20 @@ class CheckContext:
 
     @cached_property
     def loaded_runner(self):
-        """The runner as loaded (runners/plugin.py) in this process: a Runner, or a runners.binary.runner.ExecRunner.
+        """The runner as loaded (runners/plugin.py) in this process: a PluginRunner, or a runner of the seam
+        that runs its program file (runners.binary.runner.ExecRunner).
         An isolated runner (`isolated`) is never loaded here: `runner` is its child."""
         from eagle3_check.runners.plugin import load_runner
 
         return load_runner(self.runner_name)
 
     @property
-    def is_exec(self) -> bool:
-        """A runner binary (`exec:PATH`): known by its spec, so nothing is imported to tell."""
-        return self.runner_name.startswith("exec:")
+    def capabilities(self):
+        """What the runner lets the harness observe and control (runners/seam.py), from its spec alone, so
+        nothing is imported to tell: a route adapts to these, never to the runner's kind."""
+        from eagle3_check.runners.seam import kind_of
+
+        return kind_of(self.runner_name, self.isolated)
 
     @property
     def isolated(self) -> bool:
@@ -167,7 +171,7 @@ class CheckContext:
                                                   self.cfg.runner_profile)
             return self._isolated_runner
         runner = self.loaded_runner
-        if self.is_exec:
+        if self.capabilities.program_file:  # a process already: its own timeout and profile (runners/binary)
             from eagle3_check.runners.binary.runner import request_timeout
 
             t = request_timeout(self.cfg.runner_timeout)

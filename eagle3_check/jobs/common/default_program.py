@@ -35,7 +35,9 @@ def default_fixture(cfg) -> str | None:
         return None
     if any(getattr(cfg, f, None) for f in TINY_ROUTES):  # (run has --repro only)
         return None
-    if (cfg.runner or "").startswith("exec:"):  # a runner binary needs --pte, which names its program
+    from eagle3_check.runners.seam import kind_of
+
+    if kind_of(cfg.runner).program_file:  # a runner binary needs --pte, which names its program
         return None
     return REAL_DEFAULT
 

@@ -28,13 +28,14 @@ def check_exact_flags(cfg) -> None:
     """--exact with a route it does not cover: one line naming the flag and the fix."""
     if not cfg.exact:
         return
-    runner = cfg.runner or "reference"
+    from eagle3_check.runners.seam import kind_of
+
     refused = (
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
         ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
         ("--suite", bool(cfg.suite), "the edge suites run their own programs"),
-        ("--runner exec:PATH", runner.startswith("exec:"), "a binary runs its own kernels"),
+        ("--runner exec:PATH", kind_of(cfg.runner).program_file, "a binary runs its own kernels"),
         ("--tie-budget", cfg.tie_budget is not None, "exact mode's budget is 0"),
     )
     for flag, hit, why in refused:

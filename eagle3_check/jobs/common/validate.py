@@ -71,8 +71,9 @@ def _outputs(cfg) -> None:
     """--html / --junit where nothing writes them: a one-line error, never a silently missing
     file; the report paths writable before the run (a missing directory must not lose them)."""
     from eagle3_check.atomic import check_writable
+    from eagle3_check.runners.seam import kind_of
 
-    binary = (cfg.runner or "").startswith("exec:")
+    binary = kind_of(cfg.runner).program_file  # runs its own program file: what it prints is all there is
     if cfg.command == "check":
         if cfg.list:
             refuse_html(cfg, "--list")
@@ -106,7 +107,9 @@ def _outputs(cfg) -> None:
 def _runner_template(cfg) -> None:
     """A runner binary's template that cannot pass the given --data-path: refused here, not after the
     program and the reference have loaded (runners/binary/protocol.py checks it again on every request)."""
-    if (cfg.runner or "").startswith("exec:") and getattr(cfg, "data_path", None):
+    from eagle3_check.runners.seam import kind_of
+
+    if kind_of(cfg.runner).program_file and getattr(cfg, "data_path", None):
         from eagle3_check.runners.binary.protocol import ExecCommand
 
         ExecCommand.parse(cfg.runner).check_data(cfg.data_path)
@@ -120,7 +123,9 @@ def _program_files(cfg) -> None:
     from eagle3_check import preflight
 
     if cfg.has("runner") and cfg.runner:
-        if cfg.runner.startswith("exec:"):
+        from eagle3_check.runners.seam import kind_of
+
+        if kind_of(cfg.runner).program_file:
             from eagle3_check.runners.binary.protocol import ExecCommand
 
             preflight.check_executable(ExecCommand.parse(cfg.runner).argv[0], cfg.runner)

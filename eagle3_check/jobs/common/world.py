@@ -134,7 +134,9 @@ def given_options(cfg) -> dict:
         if cfg.has(f):
             given[f] = getattr(cfg, f)
     profile = getattr(cfg, "runner_profile", None)
-    if profile and not (cfg.runner or "").startswith("exec:"):  # an in-process runner given a profile that chunks
+    from eagle3_check.runners.seam import kind_of
+
+    if profile and not kind_of(cfg.runner).program_file:  # an in-process runner given a profile that chunks
         from eagle3_check.runners.profiles import profile_named
 
         if profile_named(profile).chunks and profile_named(profile).clamps:

@@ -6,7 +6,7 @@ the report and its table), `requests` (the per-request checks), `job` (gate --pt
 runner checks through a runner binary) and the probes `shrink` (failing request cases) and
 `shrink_suites` (failing edge-suite cases, in the gate's env) with their writing (`shrink_route`).
 
-May import: jobs.check, jobs.common, jobs.golden, jobs.suites, jobs.shrink_route, jobs.shrink_binary
+May import: jobs.check, jobs.common, jobs.golden, jobs.suites, jobs.shrink_route
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

@@ -63,13 +63,14 @@ def gate_inputs(ctx: CheckContext):
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     drift_options(cfg, inputs, fx)
-    if cfg.runner and not ctx.is_exec:  # in its own process (runners/isolate/), else as loaded (runners/plugin.py)
+    runs_file = ctx.capabilities.program_file  # a runner of its own .pte (a binary): the gate asks it its checks
+    if cfg.runner and not runs_file:  # in its own process (runners/isolate/), else as loaded (runners/plugin.py)
         inputs.plugin = ctx.runner if ctx.isolated else ctx.loaded_runner
     elif cfg.runner:
         from eagle3_check.jobs.gate.binary import BinaryGate
 
         inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
-    if cfg.runner_profile and not ctx.is_exec and inputs.plugin is None:
+    if cfg.runner_profile and not runs_file and inputs.plugin is None:
         inputs.plugin = ctx.runner  # ours, running by the given profile (runners/profiles.py)
     if cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)

@@ -18,7 +18,9 @@ from eagle3_check.jobs.common.world import build_program
 
 def refuse_with_quantize(cfg) -> None:
     """The check options `--quantize` cannot honour: a one-line error each, never a dropped option."""
-    given = [("--runner " + str(cfg.runner), str(cfg.runner).startswith("exec:"),
+    from eagle3_check.runners.seam import kind_of
+
+    given = [("--runner " + str(cfg.runner), kind_of(cfg.runner).program_file,
               "drop --runner (a runner binary needs a .pte: export --quantize, then gate it)"),
              ("--pte", bool(cfg.pte), "quantize its source with export --quantize, then gate it"),
              ("--suite", bool(cfg.suite), "run check --suite edge --fixture tiny-llama-int4 --reference self"),

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.jobs.check.binary import run_exec_check
 from eagle3_check.jobs.check.prompt_set import run_check
-from eagle3_check.jobs.check.shrink import shrink_report
+from eagle3_check.jobs.check.shrink import shrink_exec_report, shrink_report
 from eagle3_check.jobs.gate.model import GateReport
 from eagle3_check.judge.self_ref import SelfReference
 from eagle3_check.shrink.search import ShrinkResult, budget_shares
@@ -81,4 +82,24 @@ def shrink_gate(report: GateReport, inputs, program, hf, budget_s: float, on_pro
                                               inputs.tolerance, inputs.plugin, share, on_probe=on_probe)
         chk = next(c for c in report.checks if c.name == g.check)
         chk.details.setdefault("shrunk", {})[g.case] = outcome.shrunk
+    return todo
+
+
+def shrink_exec_gate(report, inputs, runner, program, hf, budget_s: float, on_probe=None, shares=None) -> list:
+    """A binary's gate (`gate --runner exec:...`): each failing request case (`jobs.gate.shrink.failing_cases`)
+    run again through the binary and shrunk (`shrink_exec_report`), as `jobs.gate.shrink.shrink_gate` does in
+    process (`shares` as there); the result sits in the check's `details["shrunk"][case]`."""
+    todo = failing_cases(report, inputs.prompts, gate_ks(report))
+    own = SelfReference(program)
+    for g, share in zip(todo, shares if shares is not None else budget_shares(len(todo), budget_s)):
+        ref = own if g.reference == "self" else hf
+        opts = dataclasses.replace(inputs.options, chain_len=g.k)
+        again = run_exec_check(runner, program, inputs.tokenizer, ref, [g.prompt], opts, tolerance=inputs.tolerance)
+        if again.outcomes[0].verdict.status != FAIL:
+            g.note = f"passes when run again through the binary ({again.outcomes[0].verdict.message})"
+            continue
+        [(_, g.result)] = shrink_exec_report(again, [g.prompt], runner, program, inputs.tokenizer, ref, opts,
+                                             inputs.tolerance, share, on_probe=on_probe)
+        chk = next(c for c in report.checks if c.name == g.check)
+        chk.details.setdefault("shrunk", {})[g.case] = {**g.result.to_json(), "prompt_text": g.result.prompt_text}
     return todo

@@ -1,6 +1,6 @@
 """`gate`'s failing cases shrunk on a Config (shrinking on unless --no-shrink; `check --quantize --shrink`
 too): the edge-suite cases (jobs/gate/shrink_suites.py) and the request cases (jobs/gate/shrink.py,
-a binary's: jobs/shrink_binary.py) within one --shrink-budget, in the gate's order. Each shrunk case gets a
+a binary's: `shrink_exec_gate`, `jobs.suites.shrink.shrink_exec_case`) within one --shrink-budget, in the gate's order. Each shrunk case gets a
 repro file and a one-line command beside the gate report and its JUnit case is given the repro; a
 suite case that is not shrunk (forced along its own trajectory, ...) prints `kept: the whole case
 (...)` and the `check --suite CASE` line that runs it again on the same program, reference and runner.
@@ -52,8 +52,9 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
         bar.update(1)
 
     try:
-        if inputs.runner is not None:  # a runner binary's gate: each probe starts the binary (jobs/shrink_binary.py)
-            from eagle3_check.jobs.shrink_binary import shrink_exec_case, shrink_exec_gate
+        if inputs.runner is not None:  # a runner binary's gate: each probe starts the binary (jobs/gate/shrink.py)
+            from eagle3_check.jobs.gate.shrink import shrink_exec_gate
+            from eagle3_check.jobs.suites.shrink import shrink_exec_case
 
             suites = shrink_gate_suites(report, inputs, program, hf, shares, inputs.runner.runner, shrink_exec_case,
                                         on_probe=probe)

@@ -3,7 +3,7 @@
 The cases are the gate's own (its GateInputs' suite), run in the env the gate built (`gate.gate_suite_env`:
 its one program, its reference, its tolerance) through the runner the gate holds (its plug-in, a
 child-process proxy of one, None for the reference runner, or a runner binary with
-`shrink_case=jobs.shrink_binary.shrink_exec_case`). Each failing plain case is run again as `check` runs
+`shrink_case=jobs.suites.shrink.shrink_exec_case`). Each failing plain case is run again as `check` runs
 a request and shrunk (`jobs.suites.shrink.shrink_case`); a forced case (its draft forced along its own
 trajectory, ...) is not, and says why. The budget is the gate's: the caller hands out one share per
 case from the generator it shares with the request cases (`shrink.search.budget_shares`). The gate's

@@ -3,8 +3,8 @@
 What lives here: `file` (the golden file: key, record, load, save), `diff` (the exact differences
 of runs from a golden), `verify` (re-run every golden, compare it and the metrics baseline),
 `metrics` (deterministic metrics and their baseline file), `tau_baseline` (tau against a card or
-an earlier report), `job` (golden record / verify / baseline from a Config), `binary` and
-`exec_route` (the goldens through a runner binary) and the probe `shrink` (a failing golden
+an earlier report), `job` (golden record / verify / baseline from a Config, through any runner),
+`binary` (the goldens through a runner that prints text: a binary) and the probe `shrink` (a failing golden
 prompt shrunk) with its writing (`shrink_route`).
 
 May import: jobs.check, jobs.common, jobs.shrink_route

@@ -22,8 +22,7 @@ from eagle3_check.jobs.golden.file import Golden, GoldenKey, GoldenPrompt, load_
 from eagle3_check.program.contract import Metadata, read_metadata
 from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.runners.binary.byte_pieces import BytePieces
-from eagle3_check.runners.binary.protocol import OutputError, parse_output
-from eagle3_check.runners.binary.runner import ExecRunner, binary_options, program_data
+from eagle3_check.runners.binary.runner import ExecRunner, binary_options, observed, program_data
 from eagle3_check.runners.options import RunOptions, prompt_ids
 
 DTYPE_REFUSED = "unexpected scalar type"  # ExecuTorch's error when a binary feeds another dtype than the method's
@@ -141,14 +140,10 @@ def compare_prompt(stem: str, want: GoldenPrompt, golden: Golden, runner: ExecRu
     where = f"{stem} '{want.prompt_id}'"
     if prompt_ids(tokenizer, want.prompt_text, golden.run_options()) != want.prompt_ids:
         return [f"{where}: the golden's prompt ids are not this tokenizer's encoding of its text"]
-    proc = runner.execute(pte, tokenizer.path, want.prompt_text, options, data)
-    why = proc.failure(runner.timeout)
-    if why:
-        return [f"{where}: {why}"]
-    try:
-        got = parse_output(proc.stdout, proc.stderr)
-    except OutputError as e:
-        return [f"{where}: output: {e}"]
+    obs = observed(runner.execute(pte, tokenizer.path, want.prompt_text, options, data), runner.timeout)
+    if obs.failure:  # hung, crashed, an error exit, or output off the protocol
+        return [f"{where}: {obs.failure}"]
+    got = obs.output
     mode = "ids" if got.ids is not None else "bytes"
     judged_by[mode] = judged_by.get(mode, 0) + 1
     diffs = []

@@ -30,10 +30,11 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import PASS, TIE, judge
 from eagle3_check.program.contract import read_metadata
-from eagle3_check.runners.crash import RunCrash, crashed_run, guarded_run
+from eagle3_check.runners.crash import crashed_run
+from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions, stop_set
-from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.result import PluginRunner, RunResult
 
 SCHEMA = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "executorch")
@@ -269,7 +270,7 @@ def record_golden(
     key: GoldenKey,
     tolerance: Tolerance,
     options: RunOptions | None = None,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     on_prompt: Callable[[str], None] | None = None,
     program_sha256: str | None = None,
 ) -> Golden:
@@ -329,21 +330,20 @@ def record_golden(
 
 
 def run_golden(
-    program, tokenizer, golden: Golden, runner: Runner | None = None,
+    program, tokenizer, golden: Golden, runner: PluginRunner | None = None,
     on_prompt: Callable[[str], None] | None = None,
 ) -> dict[str, RunResult]:
     """Re-runs the golden's prompts (by their recorded ids) with its recorded options."""
-    runner = runner or ReferenceRunner()
+    seam = as_runner(runner or ReferenceRunner())
     opts = golden.run_options()
     golden.check_vocab(read_metadata(program.metadata()).vocab_size or tokenizer.vocab_size)
     runs: dict[str, RunResult] = {}
     for p in golden.prompts:
-        try:  # a crash is this prompt's finding (a 'crashed' diff), not the end of verification
-            runs[p.prompt_id] = guarded_run(runner, program, tokenizer, list(p.prompt_ids), opts,
-                                             what=f"'{p.prompt_id}'")
-        except RunCrash as e:
+        obs = seam.observe(program, tokenizer, list(p.prompt_ids), opts, what=f"'{p.prompt_id}'")
+        runs[p.prompt_id] = obs.run
+        if obs.failure:  # a crash is this prompt's finding (a 'crashed' diff), not the end of verification
             runs[p.prompt_id] = crashed_run(list(p.prompt_ids), golden.key.k, opts.max_new_tokens)
-            runs[p.prompt_id].notes.append(str(e))
+            runs[p.prompt_id].notes.append(obs.failure)
         if on_prompt:
             on_prompt(p.prompt_id)
     return runs

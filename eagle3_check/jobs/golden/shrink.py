@@ -21,11 +21,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from eagle3_check.jobs.check.shrink import request_probe
 from eagle3_check.jobs.golden.diff import GoldenDiff, token_diff
 from eagle3_check.jobs.golden.file import Golden, GoldenPrompt
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.owned import graph_owned
-from eagle3_check.runners.crash import RunCrash, guarded_run
+from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.rules import STOP
 from eagle3_check.shrink.search import (
@@ -76,20 +77,16 @@ def golden_probe(program, tokenizer, golden: Golden, want: GoldenPrompt, runner)
     owned = graph_owned(program)
     stem = golden.key.stem
 
-    def probe(req: Request) -> Failure | None:
+    def run_one(req: Request, prompt, opts) -> Failure | None:
         expected = expected_tokens(want, req.max_new_tokens)
         if expected is None:
             return None
         cut = dataclasses.replace(want, tokens=expected, margins=list(want.margins[: len(expected)]))
-        opts = dataclasses.replace(golden.run_options(), max_new_tokens=req.max_new_tokens, chain_len=req.k)
-        try:
-            run = guarded_run(runner or ReferenceRunner(), owned, tokenizer, list(req.prompt_ids), opts,
-                              what=f"'{want.prompt_id}'")
-        except RunCrash as e:
-            return golden_failure(stem, cut, [], golden.tie_tolerance, crash=str(e))
-        return golden_failure(stem, cut, list(run.tokens), golden.tie_tolerance)
+        seam = as_runner(runner or ReferenceRunner())  # a fresh reference runner a probe, as before
+        obs = seam.observe(owned, tokenizer, prompt.request(), opts, what=f"'{want.prompt_id}'")
+        return golden_failure(stem, cut, obs.tokens or [], golden.tie_tolerance, crash=obs.failure)
 
-    return probe
+    return request_probe(golden.run_options(), tokenizer, None, run_one)
 
 
 def shrink_golden_diffs(outcome, goldens: dict[str, Golden], build, runner, budget_s: float,

@@ -38,7 +38,7 @@ from eagle3_check.jobs.golden.metrics import (
 )
 from eagle3_check.program.owned import graph_owned
 from eagle3_check.runners.crash import CRASHED
-from eagle3_check.runners.result import Runner, RunResult
+from eagle3_check.runners.result import PluginRunner, RunResult
 from eagle3_check.status import skip_note
 
 BACKENDS = ("eager", "pte")
@@ -145,7 +145,7 @@ class GateOutcome:
 def gate_goldens(
     paths: Iterable[str | Path] = (),
     baseline: str | Path | None = None,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     build: Callable[[GoldenKey], tuple] | None = None,
     on_prompt: Callable[[str], None] | None = None,
     pte: str | Path | None = None,

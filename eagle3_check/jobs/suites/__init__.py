@@ -2,10 +2,11 @@
 
 What lives here: `execute` (a case run on its program and judged against its oracle and a greedy
 reference), `report` (a suite's report), `job` (the edge cases on the fixtures or on one given
-program, any runner or a binary), `binary` (a case through a runner binary) and `shrink` (the
-probe: a failing case shrunk, where it is one plain request).
+program, any runner or a binary), `binary` (a case through a runner without forced acceptance:
+a binary) and `shrink` (the probe: a failing case shrunk, where it is one plain request, through
+any runner).
 
-May import: jobs.check, jobs.common, jobs.shrink_route, jobs.shrink_binary
+May import: jobs.check, jobs.common, jobs.shrink_route
 
 Every subpackage may also import the leaves: the top-level modules (errors, tokenizer,
 table, status) and fixtures.registry.

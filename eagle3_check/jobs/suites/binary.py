@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eagle3_check.errors import Eagle3CheckError
-from eagle3_check.jobs.check.binary import byte_pieces_or_none, judge_process
+from eagle3_check.jobs.check.binary import byte_pieces_or_none
 from eagle3_check.jobs.suites.execute import (
     SKIP,
     CaseResult,
@@ -31,18 +31,20 @@ from eagle3_check.jobs.suites.execute import (
     case_setup,
 )
 from eagle3_check.jobs.suites.report import SuiteReport
-from eagle3_check.judge.binary import FAIL, PASS, TIE, Request
+from eagle3_check.judge.binary import FAIL, PASS, TIE, Request, judge_observation
 from eagle3_check.runners.binary.acceptance import held_to_ours
 from eagle3_check.runners.binary.protocol import OutputError, parse_output
 from eagle3_check.runners.binary.runner import (
     ExecRunner,
     binary_options,
     last_error_line,
+    observed,
     program_data,
     program_file,
     runtime_noise,
 )
 from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.seam import Capabilities
 from eagle3_check.suites.case import Case
 from eagle3_check.suites.forcing import block_end, emitted_index
 from eagle3_check.suites.request import CaseSkip, apply_stops, pick_prompt
@@ -51,11 +53,13 @@ from eagle3_check.suites.turns import REFUSED_K, profile_turns
 BINARY_VIAS = ("stop_ids", "eos_id", "stop_token", "stop_string_multi")
 
 
-def skip_reason(case: Case) -> str | None:
-    """Why a binary cannot take this case at all (None: it can, maybe unforced)."""
-    if case.toy:
+def skip_reason(case: Case, caps: Capabilities) -> str | None:
+    """Why a runner with these capabilities (runners/seam.py) cannot take this case at all (None: it can,
+    maybe unforced): one that runs its own program file cannot run the toy program, one the harness
+    cannot force cannot be given a patched program or tokenizer."""
+    if case.toy and caps.program_file:
         return "runs on the toy program (suites/toy.py), which has no .pte a runner binary could load"
-    for st in case.stop_at:
+    for st in case.stop_at if not caps.forced_acceptance else ():
         if st.via not in BINARY_VIAS:
             return (f"needs the program's get_eos_ids or the tokenizer's EOS patched (stop via {st.via}): "
                     "a binary's .pte and tokenizer cannot be patched")
@@ -97,7 +101,7 @@ def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> C
 
 
 def _judge(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:
-    why = skip_reason(case)
+    why = skip_reason(case, runner.capabilities)
     if why:
         return CaseResult(case.name, SKIP, why)
     try:
@@ -146,9 +150,9 @@ def _run(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult
     req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops, k_asked)
     with about_the_run():  # the binary cannot start, its command line has no place for an input
         proc = runner.execute(model, env.tokenizer.path, text, binary_options(options, md), program_data(base))
-    verdict, out = judge_process(proc, runner.timeout, ref.tokens, ref.margins, byte_pieces_or_none(env.tokenizer),
-                                 req, lambda toks: env.score(ids, toks, base), env.tolerance,
-                                 decode=_decode(env, ids, base, md.max_seq_len))
+    verdict, out = judge_observation(observed(proc, runner.timeout), ref.tokens, ref.margins,
+                                     byte_pieces_or_none(env.tokenizer), req, lambda toks: env.score(ids, toks, base),
+                                     env.tolerance, decode=_decode(env, ids, base, md.max_seq_len))
     # its R and tau are our runner's on the same program and options (a binary runs unforced, and so does ours here)
     held_to_ours(verdict, out, ref.tokens, base, env.tokenizer, text, binary_options(options, md), prof.name)
     plan = prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)

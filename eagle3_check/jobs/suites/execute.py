@@ -40,12 +40,13 @@ from eagle3_check.judge.self_ref import SelfReference, self_score
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, TIE, judge
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
-from eagle3_check.runners.crash import RunCrash, crash_reason, guarded_run
+from eagle3_check.runners.crash import crash_reason
+from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.instrument import RecordingProgram, call_problems
 from eagle3_check.runners.loop import ReferenceRunner
 from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
 from eagle3_check.runners.profiles import declared
-from eagle3_check.runners.result import Runner
+from eagle3_check.runners.result import PluginRunner
 from eagle3_check.runners.rules import prefill_chunks
 from eagle3_check.runners.watchdog import RequestTimeout, limit_flag, run_limited, with_limit
 from eagle3_check.status import PASS, SKIP
@@ -206,7 +207,7 @@ def _resolve_k(case: Case, md: Metadata) -> int | None:
     return case.k
 
 
-def run_case(case: Case, env: SuiteEnv, runner: Runner | None = None) -> CaseResult:
+def run_case(case: Case, env: SuiteEnv, runner: PluginRunner | None = None) -> CaseResult:
     """Runs one case through `runner` (the reference runner by default) and judges it."""
     t0 = time.perf_counter()
     result = _judge(case, env, runner)
@@ -240,7 +241,7 @@ def case_error(case: Case, e: Eagle3CheckError) -> CaseResult:
     return CaseResult(case.name, FAIL, f"{type(e).__name__}: {first_line(e)}", {"error": type(e).__name__})
 
 
-def _judge(case: Case, env: SuiteEnv, runner: Runner | None) -> CaseResult:
+def _judge(case: Case, env: SuiteEnv, runner: PluginRunner | None) -> CaseResult:
     try:
         return _run(case, env, runner or ReferenceRunner())
     except CaseSkip as s:
@@ -284,7 +285,7 @@ def case_setup(case: Case, env: SuiteEnv) -> CaseSetup:
     return CaseSetup(base, md, k, RunOptions(**opts, chain_len=k_req))
 
 
-def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
+def _run(case: Case, env: SuiteEnv, runner: PluginRunner) -> CaseResult:
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
     program: SpeculatorProgram = _PatchedMetadata(base, drop=case.drop_key) if case.drop_key else base
@@ -318,11 +319,10 @@ def _run(case: Case, env: SuiteEnv, runner: Runner) -> CaseResult:
         md = read_metadata(program.metadata())
     inner = ForcedDraft(program, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
         if case.forcing else program
-    rec = RecordingProgram(inner)
-    try:
-        run = guarded_run(runner, rec, tokenizer, prompt, options, what=case.name)
-    except RunCrash as e:  # any exception, or a run() that returns no RunResult: this case fails
-        why = str(e)
+    obs = as_runner(runner).observe(inner, tokenizer, prompt, options, what=case.name)  # its calls recorded
+    rec, run = obs.calls, obs.run
+    if obs.failure:  # any exception, or a run() that returns no RunResult: this case fails
+        why = obs.failure
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
     stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)

@@ -101,7 +101,7 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
 
 def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     """(report, info): the suite's cases on the one given .pte through the runner binary."""
-    from eagle3_check.jobs.check.exec_route import need_pte
+    from eagle3_check.jobs.check.job import need_pte
     from eagle3_check.jobs.suites.binary import run_exec_suite as run
     from eagle3_check.suites import suite_cases
 
@@ -114,9 +114,9 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     report = run(cfg.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
     bar.close()
     report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
-    if cfg.shrink:  # the failing plain cases, shrunk through the binary (jobs/shrink_binary.py)
-        from eagle3_check.jobs.shrink_binary import shrink_exec_case
+    if cfg.shrink:  # the failing plain cases, shrunk through the binary (jobs/suites/shrink.py)
         from eagle3_check.jobs.shrink_route import shrink_suite_and_write
+        from eagle3_check.jobs.suites.shrink import shrink_exec_case
 
         report.shrunk_lines = shrink_suite_and_write(ctx.cfg, report, cases, env, info, ctx.runner,  # the .pte's dtype
                                                      shrink_exec_case)

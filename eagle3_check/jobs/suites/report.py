@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from eagle3_check.jobs.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
 from eagle3_check.judge.verdict import FAIL
-from eagle3_check.runners.result import Runner
+from eagle3_check.runners.result import PluginRunner
 from eagle3_check.status import Status, overall, passes
 from eagle3_check.suites.case import Case
 from eagle3_check.table import format_rows
@@ -49,7 +49,7 @@ def run_suite(
     name: str,
     cases: list[Case],
     env: SuiteEnv,
-    runner: Runner | None = None,
+    runner: PluginRunner | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
 ) -> SuiteReport:
     report = SuiteReport(name)

@@ -81,3 +81,33 @@ def shrink_case(case: Case, env: SuiteEnv, runner, budget_s: float,
     [(outcome, result)] = shrink_report(report, [p], base, env.tokenizer, ref, options, env.tolerance, runner,
                                         budget_s, on_probe=on_probe, **limits)
     return result, outcome.shrunk, ""
+
+
+def shrink_exec_case(case, env, runner, budget_s: float, on_probe=None) -> tuple[ShrinkResult | None, dict | None, str]:
+    """A failing suite case through a binary (`check --runner exec:... --suite NAME --shrink`): a plain
+    case (`jobs.suites.shrink.plain`) a binary takes is run again as `check` runs a request through it, on the
+    suite's one program, and shrunk (its spec is kept: the binary runs the given .pte). (result, its
+    JSON for the case's details, a note why not when there is no result)."""
+    from eagle3_check.jobs.check.binary import run_exec_check
+    from eagle3_check.jobs.check.shrink import shrink_exec_report
+    from eagle3_check.jobs.suites.binary import _as_text, skip_reason
+    from eagle3_check.suites.request import CaseSkip
+
+    why = plain(case) or skip_reason(case, runner.capabilities)
+    if why:
+        return None, None, f"not shrunk: {why}"
+    setup = case_setup(case, env)
+    base, md, k, options = setup.base, setup.md, setup.k, setup.options
+    prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
+    try:
+        text, options = _as_text(prompt, ids, options, env.tokenizer)
+    except CaseSkip as e:
+        return None, None, f"not shrunk: {e}"
+    p = Prompt(case.name, text)
+    ref = EnvReference(env, base)
+    report = run_exec_check(runner, base, env.tokenizer, ref, [p], options, tolerance=env.tolerance)
+    if report.outcomes[0].verdict.status != FAIL:
+        return None, None, "not shrunk: it passes as a check request (only the case's own expectations fail it)"
+    [(_, result)] = shrink_exec_report(report, [p], runner, base, env.tokenizer, ref, options, env.tolerance,
+                                       budget_s, on_probe=on_probe)
+    return result, {**result.to_json(), "prompt_text": result.prompt_text}, ""

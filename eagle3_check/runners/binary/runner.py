@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_check.errors import InputError
-from eagle3_check.runners.binary.protocol import ExecCommand
+from eagle3_check.runners.binary.protocol import ExecCommand, OutputError, parse_output
 from eagle3_check.runners.options import RunOptions
 from eagle3_check.runners.proc import (
     BoundedOutput,
@@ -37,6 +37,7 @@ from eagle3_check.runners.proc import (
     read_until,
 )
 from eagle3_check.runners.profiles import NEWEST, RunnerProfile, detect, profile_named
+from eagle3_check.runners.seam import BINARY, Capabilities, Observation
 
 DEFAULT_TIMEOUT_S = 300.0
 HELP_TIMEOUT_S = 60.0  # the `--help` profile probe: at most this, and never past the request timeout
@@ -110,7 +111,8 @@ def _last_line(stderr: bytes) -> str:
 
 
 class ExecRunner:
-    """A runner binary; `execute` runs one request."""
+    """A runner binary: the runner seam (`runners.seam.Runner`: `capabilities`, `observe`) over one
+    process a request (`execute`)."""
 
     def __init__(self, spec: str, timeout: float = DEFAULT_TIMEOUT_S, flag: str = "--runner",
                  profile: str | None = None):
@@ -162,6 +164,21 @@ class ExecRunner:
         return {"name": self.profile.name, "pr": self.profile.pr, "commit": self.profile.commit,
                 "found": self.profile_how}
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """No call log, no forcing (it runs its own program file), text bytes; its profile's chunking."""
+        return dataclasses.replace(BINARY, chunked_prefill=self.profile.chunks, profile=self.profile.name)
+
+    def observe(self, program, tokenizer, prompt: str, options: RunOptions, what: str = "") -> Observation:
+        """The seam's one request (`runners.seam.Runner.observe`): `program`'s file and .ptd, the tokenizer's
+        file, the options as a binary gets them (`binary_options`); a hang, a crash, an error exit or
+        output off the protocol is the observation's `failure`."""
+        from eagle3_check.program.contract import read_metadata
+
+        options = binary_options(options, read_metadata(program.metadata()))
+        proc = self.execute(program_file(program), tokenizer.path, prompt, options, program_data(program))
+        return observed(proc, self.timeout)
+
     def supports_chain(self) -> bool:
         """Does the binary take `--chain`? Its profile says (`profile`)."""
         return self.profile.chain_flag
@@ -182,6 +199,19 @@ class ExecRunner:
             raise InputError(f"--runner {self.spec!r}: cannot start {argv[0]} ({e.strerror})", "a runnable binary",
                              "check the path and that it is executable") from None
         return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
+
+
+def observed(proc: ProcessRun, timeout: float) -> Observation:
+    """A finished process as the seam's Observation: its parsed output, or why there is none."""
+    why = proc.failure(timeout)
+    if why:
+        return Observation(None, None, 0, 0.0, process=proc, failure=why)
+    try:
+        out = parse_output(proc.stdout, proc.stderr)
+    except OutputError as e:
+        return Observation(None, None, 0, 0.0, process=proc, failure=f"output: {e}")
+    return Observation(None if out.ids is None else list(out.ids), out.text, out.rounds, out.tau, process=proc,
+                       output=out)
 
 
 def run_tree(argv: list[str], timeout: float) -> tuple[int | None, bytes, bytes]:

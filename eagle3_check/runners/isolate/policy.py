@@ -25,8 +25,9 @@ def wants_isolation(spec: str, isolate: bool = False, in_process: bool = False) 
     """Does `--runner spec` run in its own process? A plug-in (`module:factory`) does unless
     `--in-process`; our own runners (reference, device) only with `--isolate`; a binary is a process already."""
     from eagle3_check.runners.plugin import ALIASES
+    from eagle3_check.runners.seam import kind_of
 
-    if spec.startswith("exec:"):
+    if kind_of(spec).program_file:
         return False
     if isolate:
         return True

@@ -257,9 +257,9 @@ def test_a_binarys_output_is_read_bounded(tmp_path):
 
 
 def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokenizer, fixture):
-    from eagle3_check.jobs.check.binary import byte_pieces_or_none, judge_process
-    from eagle3_check.judge.binary import FAIL, Request
-    from eagle3_check.runners.binary.runner import ProcessRun
+    from eagle3_check.jobs.check.binary import byte_pieces_or_none
+    from eagle3_check.judge.binary import FAIL, Request, judge_observation
+    from eagle3_check.runners.binary.runner import ProcessRun, observed
     from eagle3_check.runners.loop import ReferenceRunner
     from eagle3_check.runners.options import RunOptions
 
@@ -273,7 +273,8 @@ def test_a_binarys_ids_outside_the_vocabulary_fail_that_request(program, tokeniz
     ids = [*run.tokens[:-1], 99999]
     proc = ProcessRun(["runner"], 0, stdout, ("[ids] " + ",".join(map(str, ids)) + "\n").encode(), 0.1)
     req = Request(len(run.prompt_ids), run.k, 4, 64, frozenset())
-    verdict, _ = judge_process(proc, 10.0, run.tokens, [1.0] * n, pieces, req, vocab_size=tokenizer.vocab_size)
+    verdict, _ = judge_observation(observed(proc, 10.0), run.tokens, [1.0] * n, pieces, req,
+                                   vocab_size=tokenizer.vocab_size)
     assert verdict.status == FAIL and "[ids] id 99999 at index" in verdict.message, verdict.message
     assert "outside the vocabulary" in verdict.message
 
