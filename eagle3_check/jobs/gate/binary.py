@@ -85,6 +85,10 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget or 0.0)
 
     def requests(name: str, reference):
+        # the reference greedy-decodes and scores per request here (run_exec_check: reference.greedy,
+        # reference.score); a batched HF scorer (judge/, issue 49) plugs in as `reference` (the same two
+        # methods): by the vs-HF check every request's binary output is known (once.runs), so its
+        # scores can come from one batched pass, computed on the first call
         nonlocal tau
         report = run_exec_check(once, program, inputs.tokenizer, reference, inputs.prompts, inputs.options,
                                 tolerance=inputs.tolerance, tie_budget=inputs.tie_budget)
