@@ -1,15 +1,15 @@
 """Edit an existing `.pte` without re-exporting: drop metadata constant methods.
 
-Building a negative fixture by re-exporting costs a full lowering, and even a full
-deserialize / re-serialize of the flatbuffer through ExecuTorch's Python schema costs tens of
-seconds on two busy cores (measured: 36-39 s for the tiny fixture's 2.7 MB `.pte` inside the
-gate's `metadata/no-chain-len` case). Dropping a constant method only shortens one vector of the
-flatbuffer, so it is done on the bytes (milliseconds): `Program.execution_plan` is a vector of
+Building a negative fixture by re-exporting costs a full lowering, and a full deserialize /
+re-serialize of the flatbuffer through ExecuTorch's Python schema costs the import of
+`executorch.exir` and 2.5 s more (the gate's `metadata/no-chain-len` case, the first to pay it, took
+36-39 s through a binary on a busy machine). Dropping a constant method only shortens one vector of the
+flatbuffer, so it is done on the bytes (milliseconds): the program's execution_plan is a vector of
 offsets to `ExecutionPlan` tables; the kept entries move down, each rebased to its new slot, and
 the length shrinks. Every other byte stays where it was (the compute methods, constants,
 delegate blobs, the extended header and the segments after the flatbuffer: no offset moves);
 the dropped plans' tables stay in the file as unreferenced bytes. A test pins that the runtime
-sees the result exactly as it saw the old full rewrite (tests/program/test_pte_edit.py).
+sees the result exactly as it saw the old full rewrite (tests/pte/test_pte_edit.py).
 """
 
 from __future__ import annotations
