@@ -101,13 +101,15 @@ def _finish(proc: subprocess.Popen, p: Path, timeout: float) -> str | InputError
                       "re-export it with `eagle3-check export`; the file is corrupt")
 
 
-def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None) -> str | None:
+def probe_load(path: str | Path, timeout: float = PROBE_TIMEOUT_S, data_path: str | Path | None = None,
+               meanwhile: Callable[[], object] | None = None) -> str | None:
     """None if the `.pte` (with its `.ptd`, when given) loads (every method, the metadata) in a child
     process; else the one-line reason: the child's own error, or how it died (signal, exit code)
-    with the end of its stderr. A path `_probeable` turns down is not probed."""
+    with the end of its stderr. A path `_probeable` turns down is not probed. `meanwhile` runs here
+    while the child loads (the gate imports the runtime and transformers: the second core's work)."""
     if not _probeable(Path(path)):
         return None
-    why = _probe(path, timeout, data_path)
+    why = _probe(path, timeout, data_path, meanwhile)
     return None if why is None else str(why)
 
 

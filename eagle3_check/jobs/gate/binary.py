@@ -36,12 +36,36 @@ class BinaryGate:
         return exec_gate_checks(self.runner, program, inputs, hf, timed)
 
 
+class OncePerRequest:
+    """The gate's runner binary, one process per distinct request: the binary vs self and vs HF
+    checks send the same prompts with the same options (and an edge case may send one of them
+    again), and the seed's CLI takes one prompt per process, so each distinct request runs once and
+    its output is judged wherever it was asked (14 processes instead of 28 for a fixture's prompt
+    set). A request is its argv (the program file, the tokenizer file, the prompt and every flag): a
+    different one is a new process. Everything else is the runner's."""
+
+    def __init__(self, runner: ExecRunner):
+        self.runner = runner
+        self.runs: dict[tuple[str, ...], object] = {}  # argv -> its ProcessRun
+
+    def __getattr__(self, name: str):
+        return getattr(self.runner, name)
+
+    def execute(self, model, tokenizer, prompt: str, options, data_path=None):
+        argv = tuple(self.runner.command.request(str(model), str(tokenizer), prompt, options,
+                                                 str(data_path) if data_path else None))
+        if argv not in self.runs:
+            self.runs[argv] = self.runner.execute(model, tokenizer, prompt, options, data_path)
+        return self.runs[argv]
+
+
 def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[list, float | None]:
     """The gate's checks after metadata, through `runner`. `timed(name, fn)` runs one check
     (jobs.gate.model.timed). Returns (checks, tau of the self-reference requests)."""
     from eagle3_check.jobs.gate.model import GateCheck, skip_check, suite_junit_cases, summarize
     from eagle3_check.program.quantize import program_quantization
 
+    once = OncePerRequest(runner)  # every check's processes, shared by identical requests
     md = read_metadata(program.metadata())
     quant = program_quantization(program.metadata())  # DESIGN §3: a quantized program is judged against itself
     checks, tau = [], None
@@ -56,13 +80,17 @@ def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[li
         from eagle3_check.suites import suite_cases
 
         env = gate_suite_env(program, inputs, hf)  # the in-process gate's env (and its shrinker's)
-        rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, runner)
+        rep = run_exec_suite(inputs.suite, suite_cases(inputs.suite), env, once)
         # skipped cases counted, with reasons; tie positions against the program's dtype's budget, as in process
         return summarize("edge suites", suite_junit_cases(rep.results), "cases", "passed", inputs.tie_budget or 0.0)
 
     def requests(name: str, reference):
+        # the reference greedy-decodes and scores per request here (run_exec_check: reference.greedy,
+        # reference.score); a batched HF scorer (judge/, issue 49) plugs in as `reference` (the same two
+        # methods): by the vs-HF check every request's binary output is known (once.runs), so its
+        # scores can come from one batched pass, computed on the first call
         nonlocal tau
-        report = run_exec_check(runner, program, inputs.tokenizer, reference, inputs.prompts, inputs.options,
+        report = run_exec_check(once, program, inputs.tokenizer, reference, inputs.prompts, inputs.options,
                                 tolerance=inputs.tolerance, tie_budget=inputs.tie_budget)
         cases = [JUnitCase(o.prompt_id, o.verdict.status if o.verdict.status in (PASS, TIE, FAIL) else FAIL,
                            f"[{o.verdict.mode or '-'}] {o.verdict.message}", o.process.seconds,

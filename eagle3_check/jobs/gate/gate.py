@@ -223,6 +223,22 @@ def _dtype_defaults(inputs: GateInputs, program) -> None:
         follow_dtype(inputs, program_dtype(program), {})
 
 
+def _warm(inputs: GateInputs) -> None:
+    """Imports the runtime and (with a reference target) transformers while the load probe's child
+    runs: each import's own error, if any, is raised where it was before, by the step that needs it."""
+    import contextlib
+
+    from eagle3_check.program.pte_backend import _runtime
+
+    with contextlib.suppress(Exception):
+        _runtime()
+    if inputs.target_dir is not None:
+        from eagle3_check.judge.hf import _transformers
+
+        with contextlib.suppress(Exception):
+            _transformers()
+
+
 def run_gate(inputs: GateInputs, program: SpeculatorProgram | None = None,
              on_check: Callable[[GateCheck], None] | None = None) -> GateReport:
     """Runs every check; `program` defaults to `PteBackend(inputs.pte)`. Ctrl-C of the harness
@@ -254,7 +270,9 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
             from eagle3_check.program.pte_backend import PteBackend
             from eagle3_check.program.pte_probe import probe_load
 
-            why = probe_load(inputs.pte, data_path=inputs.data_path)  # in a child first: a corrupt method can abort the runtime
+            # in a child first (a corrupt method can abort the runtime); meanwhile this process imports
+            # what it loads next (the runtime, and transformers for the metadata and the HF reference)
+            why = probe_load(inputs.pte, data_path=inputs.data_path, meanwhile=lambda: _warm(inputs))
             if why:
                 return GateCheck("load", FAIL, why)
             program = PteBackend(inputs.pte, inputs.data_path)

@@ -52,7 +52,7 @@ def _rows(report) -> list[tuple]:
 def test_the_load_probes_the_file_in_a_child_then_loads_it_with_its_data_file(tokenizer, tmp_path, monkeypatch):
     calls = []
 
-    def probe(path, data_path=None):
+    def probe(path, data_path=None, meanwhile=None):
         calls.append(("probe", path, data_path))
         return None
 
@@ -74,7 +74,7 @@ def test_the_load_probes_the_file_in_a_child_then_loads_it_with_its_data_file(to
 
 def test_a_file_the_probe_refuses_is_never_loaded_here(tokenizer, tmp_path, monkeypatch):
     loaded = []
-    monkeypatch.setattr("eagle3_check.program.pte_probe.probe_load", lambda path, data_path=None: "it died: SIGABRT")
+    monkeypatch.setattr("eagle3_check.program.pte_probe.probe_load", lambda path, data_path=None, meanwhile=None: "it died: SIGABRT")
     monkeypatch.setattr("eagle3_check.program.pte_backend.PteBackend", lambda *a: loaded.append(a))
     report = run_gate(_inputs(tokenizer, pte=tmp_path / "p.pte"))
     assert loaded == []
