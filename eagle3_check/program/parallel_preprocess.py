@@ -21,7 +21,7 @@ fails sends nothing: its partitions are preprocessed here (`PreprocessStats.reas
 
 Guarded: the stock loop's source must hash to the version this was written from (executorch 1.5.1),
 XnnpackBackend must not override it, and the platform must fork (Linux); otherwise, and with one
-usable CPU, the stock loop runs and the reason is recorded.
+worker (one usable CPU), the stock loop runs and the reason is recorded.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def parallel_preprocess(backend_cls, workers: int | None = None, enabled: bool =
     guard passes. Yields the PreprocessStats, filled in as the lowering runs."""
     stats = PreprocessStats()
     workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
-    why = "--stock-lowering" if not enabled else guard(backend_cls) or ("one usable CPU" if workers < 2 else "")
+    why = "--stock-lowering" if not enabled else guard(backend_cls) or ("one worker" if workers < 2 else "")
     if why:
         stats.reason = why
         yield stats

@@ -105,4 +105,4 @@ def test_the_guard_and_one_cpu_run_the_stock_loop():
     assert pp.guard(XnnpackBackend) == ""
     with pp.parallel_preprocess(XnnpackBackend, workers=1) as stats:
         assert "preprocess_multimethod" not in vars(XnnpackBackend)
-    assert stats.reason == "one usable CPU"
+    assert stats.reason == "one worker"

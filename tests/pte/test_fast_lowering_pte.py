@@ -27,7 +27,7 @@ def _fast_record(pte) -> dict:
     lowering = json.loads(sidecar_path(pte).read_text())["lowering"]
     assert lowering["mode"] == "fast" and lowering["fast"] > 0 and lowering["stock"] == 0, lowering
     spread = lowering["preprocess"]  # program/parallel_preprocess.py: over the usable CPUs, each result stock's
-    want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one usable CPU")
+    want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one worker")
     assert (spread["workers"], spread["reason"]) == want, spread
     assert sum(spread["partitions"]) == sum(json.loads(sidecar_path(pte).read_text())["delegated"].values())
     return lowering
