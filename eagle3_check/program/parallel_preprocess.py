@@ -20,8 +20,9 @@ fails sends nothing: its partitions are preprocessed here (`PreprocessStats.reas
 `--stock-lowering` export byte for byte.
 
 Guarded: the stock loop's source must hash to the version this was written from (executorch 1.5.1),
-XnnpackBackend must not override it, and the platform must fork (Linux); otherwise, and with one
-worker (one usable CPU), the stock loop runs and the reason is recorded.
+XnnpackBackend must not override it, the platform must fork (Linux) and torch must run one thread
+(as `export` does unless --threads or OMP_NUM_THREADS say otherwise: `_threads_reason`); otherwise,
+and with one worker (one usable CPU), the stock loop runs and the reason is recorded.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def guard(backend_cls) -> str:
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return f"no fork on {sys.platform}"
     return ""
+
+
+def _threads_reason() -> str:
+    """'' when torch runs one thread here (as `export` does unless told otherwise); else why no fork:
+    a forked copy of a process whose OpenMP pool has threads may hang in its first parallel region,
+    and a worker on other thread counts than this process could fold a constant otherwise."""
+    import torch
+
+    n = torch.get_num_threads()
+    return "" if n == 1 else f"torch runs {n} threads here (workers are forked from a one-thread export only)"
 
 
 def deal(costs: list[int], workers: int) -> list[list[int]]:
@@ -167,7 +178,8 @@ def parallel_preprocess(backend_cls, workers: int | None = None, enabled: bool =
     guard passes. Yields the PreprocessStats, filled in as the lowering runs."""
     stats = PreprocessStats()
     workers = min(usable_cpus(), MAX_WORKERS) if workers is None else workers
-    why = "--stock-lowering" if not enabled else guard(backend_cls) or ("one worker" if workers < 2 else "")
+    why = "--stock-lowering" if not enabled else guard(backend_cls) or _threads_reason() or (
+        "one worker" if workers < 2 else "")
     if why:
         stats.reason = why
         yield stats

@@ -106,3 +106,18 @@ def test_the_guard_and_one_cpu_run_the_stock_loop():
     with pp.parallel_preprocess(XnnpackBackend, workers=1) as stats:
         assert "preprocess_multimethod" not in vars(XnnpackBackend)
     assert stats.reason == "one worker"
+
+
+@pytest.mark.pte
+def test_more_torch_threads_run_the_stock_loop():
+    pytest.importorskip("executorch.exir", reason=NO_EXECUTORCH)
+    import torch
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+
+    torch.set_num_threads(2)
+    try:
+        with pp.parallel_preprocess(XnnpackBackend, workers=2) as stats:
+            assert "preprocess_multimethod" not in vars(XnnpackBackend)
+    finally:
+        torch.set_num_threads(1)  # as tests/conftest.py sets it
+    assert stats.reason.startswith("torch runs 2 threads"), stats
