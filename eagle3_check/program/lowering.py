@@ -2,12 +2,14 @@
 lowers (portable kernels elsewhere), to_executorch with the target and draft caches shared across
 methods, and the file (with its `.ptd` data file when the weights go outside).
 
-Two changes to the stock lowering, each exact: the per-partition legalize (program/fast_lowering.py)
-and, on XNNPACK, each tanh GELU kept a tanh GELU (program/gelu_tanh.py). Needs the `pte` extra.
+Three changes to the stock lowering, each exact: the per-partition legalize (program/fast_lowering.py),
+XNNPACK's per-partition preprocess spread over the CPUs (program/parallel_preprocess.py) and, on
+XNNPACK, each tanh GELU kept a tanh GELU (program/gelu_tanh.py). Needs the `pte` extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +40,25 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
 
 def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
     """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
-    fast per-partition legalize (program/fast_lowering.py) unless `stock_lowering`, and on XNNPACK
-    each tanh GELU kept one (program/gelu_tanh.py). Returns the EdgeProgramManager and the
-    lowering's LoweringStats as JSON, with the count of tanh GELUs rewritten."""
+    fast per-partition legalize (program/fast_lowering.py) and XNNPACK's preprocess over the usable
+    CPUs (program/parallel_preprocess.py) unless `stock_lowering`, and on XNNPACK each tanh GELU
+    kept one (program/gelu_tanh.py). Returns the EdgeProgramManager and the lowering's
+    LoweringStats as JSON, with the count of tanh GELUs rewritten and the PreprocessStats."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     from eagle3_check.program.fast_lowering import fast_lowering
+    from eagle3_check.program.parallel_preprocess import parallel_preprocess
 
-    partitioner, passes = [], []
+    partitioner, passes, backend_cls = [], [], None
     if backend == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
         from eagle3_check.program.gelu_tanh import tanh_gelu_pass
 
-        partitioner, passes = [XnnpackPartitioner()], [tanh_gelu_pass()]  # gelu_tanh.py: why
-    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering:
+        partitioner, passes, backend_cls = [XnnpackPartitioner()], [tanh_gelu_pass()], XnnpackBackend  # gelu_tanh.py: why
+    spread = parallel_preprocess(backend_cls, enabled=not stock_lowering) if backend_cls else contextlib.nullcontext()
+    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering, spread as preprocess:
         edge = to_edge_transform_and_lower(
             programs,
             transform_passes=passes or None,
@@ -60,7 +66,8 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
             compile_config=EdgeCompileConfig(_check_ir_validity=False),
             constant_methods=constants,
         )
-    return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes)}
+    return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes),
+                  "preprocess": preprocess.to_json() if preprocess is not None else None}
 
 
 def lower_to_pte(programs: dict, constants: dict[str, Any], backend: str, out_path: Path,

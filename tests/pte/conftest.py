@@ -25,7 +25,7 @@ from eagle3_check.program.pte_backend import PteBackend
 from eagle3_check.program.sidecar import data_path_for, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py"]
+SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py", "program/parallel_preprocess.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:

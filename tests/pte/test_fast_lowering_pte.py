@@ -1,4 +1,5 @@
-"""The exact fast lowering (program/fast_lowering.py) writes the very bytes of ExecuTorch's stock
+"""The exact fast lowering (program/fast_lowering.py, with XNNPACK's preprocess spread over the CPUs:
+program/parallel_preprocess.py) writes the very bytes of ExecuTorch's stock
 lowering: the cached tiny-llama export (made with the fast path, its sidecar says so) against a
 `stock_lowering` export, byte for byte; the int4 and kv_window forms too (slow); and a
 deliberately wrong fast path (a swapped pair of nodes) writes other bytes (slow)."""
@@ -16,6 +17,7 @@ from eagle3_check.program import fast_lowering as fl  # noqa: E402
 from eagle3_check.program.contract import VERIFY_KV_WINDOW  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
 from eagle3_check.program.export import export_eager  # noqa: E402
+from eagle3_check.program.parallel_preprocess import MAX_WORKERS, usable_cpus  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
 
 pytestmark = pytest.mark.pte
@@ -24,6 +26,10 @@ pytestmark = pytest.mark.pte
 def _fast_record(pte) -> dict:
     lowering = json.loads(sidecar_path(pte).read_text())["lowering"]
     assert lowering["mode"] == "fast" and lowering["fast"] > 0 and lowering["stock"] == 0, lowering
+    spread = lowering["preprocess"]  # program/parallel_preprocess.py: over the usable CPUs, each result stock's
+    want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one worker")
+    assert (spread["workers"], spread["reason"]) == want, spread
+    assert sum(spread["partitions"]) == sum(json.loads(sidecar_path(pte).read_text())["delegated"].values())
     return lowering
 
 
