@@ -139,13 +139,6 @@ class HFReference:
         logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 :].float()  # [m + 1, V]
         return scores_from_logits(logits, toks, self.device)
 
-    def score_many(self, requests: list[tuple[list[int], list[int]]]) -> list[Scores]:
-        """`score` of every (prompt ids, tokens), several requests a forward where that gives the same
-        logits bit for bit (judge/packed.py), else one at a time."""
-        from eagle3_check.judge.packed import score_many
-
-        return score_many(self, requests)
-
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:
         """Decodes up to `max_new` tokens, ending right after the first stop token."""
