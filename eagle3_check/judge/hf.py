@@ -79,6 +79,15 @@ def top_two(logits: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], tu
     return (i1, v1), (i2, rest.gather(-1, i2[:, None])[:, 0])
 
 
+def scores_from_logits(logits: torch.Tensor, toks: list[int], device) -> Scores:  # logits [m + 1, V] float32
+    """`Scores` of the rows that predict emitted indices 0..m (`toks`: the m scored tokens)."""
+    (i1, v1), (i2, v2) = top_two(logits)  # [m + 1] each
+    given = torch.tensor(toks, device=device, dtype=torch.long)  # [m]
+    given_logit = logits[torch.arange(len(toks), device=device), given]  # [m]
+    rank = (logits[: len(toks)] > given_logit[:, None]).sum(-1) + 1  # [m]
+    return Scores(i1.tolist(), v1.tolist(), v2.tolist(), i2.tolist(), given_logit.tolist(), rank.tolist())
+
+
 def check_reference_memory(target_dir: str | Path, device: str, dtype: torch.dtype) -> None:
     """The reference's own copy of the target weights (resources.py), against the memory left now;
     the config is read first with no remote code (hf_config)."""
@@ -128,11 +137,7 @@ class HFReference:
         toks = valid_prefix(tokens, vocab)
         ids = torch.tensor([list(prompt_ids) + toks], device=self.device)  # [1, L + m]
         logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 :].float()  # [m + 1, V]
-        (i1, v1), (i2, v2) = top_two(logits)  # [m + 1] each
-        given = torch.tensor(toks, device=self.device, dtype=torch.long)  # [m]
-        given_logit = logits[torch.arange(len(toks), device=self.device), given]  # [m]
-        rank = (logits[: len(toks)] > given_logit[:, None]).sum(-1) + 1  # [m]
-        return Scores(i1.tolist(), v1.tolist(), v2.tolist(), i2.tolist(), given_logit.tolist(), rank.tolist())
+        return scores_from_logits(logits, toks, self.device)
 
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new: int, stop_ids: frozenset[int] = frozenset()) -> ReferenceResult:

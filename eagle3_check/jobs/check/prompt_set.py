@@ -254,34 +254,56 @@ def requested_options(options, md, runner):
 
 def _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner, on_request,
                   md, k, stops) -> None:
-    for p, want_ids in zip(prompts, requests):
-        t0 = time.perf_counter()
-        max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
-        # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really run
-        # the program; a crashing runner or a contract-breaking program fails this request, the rest go on
-        obs = as_runner(runner).observe(program, tokenizer, p.request(), options, what=f"'{p.id}'")
-        rec, run = obs.calls, obs.run
-        if obs.failure:
-            outcome = RequestOutcome(p.id, crashed_run(want_ids, k, max_new), Verdict(FAIL, obs.failure),
-                                     seconds=time.perf_counter() - t0)
-            report.outcomes.append(outcome)
-            if on_request:
-                on_request(outcome)
-            continue
-        chunks = prefill_chunks(len(want_ids), md.max_prefill, md.min_prefill, md.sliding_window) \
-            if options.chunked_prefill else None
-        problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len, chunks) \
-            or "; ".join(result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len))
-        if problem:
-            verdict = Verdict(FAIL, problem)
+    """Each request run and audited in turn; its reference scores taken on a lane (jobs/check/scoring.py:
+    a second thread where runner and reference are ours, else right after the run); verdicts in prompt
+    order, each as soon as its scores are in."""
+    from eagle3_check.jobs.check.scoring import lane
+
+    scoring = lane(reference, runner)
+    ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
+    try:
+        for p, want_ids in zip(prompts, requests):
+            t0 = time.perf_counter()
+            max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
+            # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really
+            # run the program; a crashing runner or a contract-breaking program fails this request, the rest go on
+            obs = as_runner(runner).observe(program, tokenizer, p.request(), options, what=f"'{p.id}'")
+            rec, run = obs.calls, obs.run
+            if obs.failure:
+                ran.append((p, want_ids, crashed_run(want_ids, k, max_new), obs.failure, None, time.perf_counter() - t0))
+                _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
+                continue
+            chunks = prefill_chunks(len(want_ids), md.max_prefill, md.min_prefill, md.sliding_window) \
+                if options.chunked_prefill else None
+            problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len, chunks) \
+                or "; ".join(result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len))
+            if not problem:
+                scoring.submit(len(report.outcomes) + len(ran), want_ids, list(run.tokens))
+            ran.append((p, want_ids, run, problem or None, rec.calls, time.perf_counter() - t0))
+            _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
+        _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
+    finally:
+        scoring.close()
+
+
+def _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait: bool) -> None:
+    """Judges the runs in `ran` from the first while their scores are in (all of them with `wait`),
+    appending each outcome to `report` in prompt order. A crash or an audit problem is a FAIL unscored."""
+    while ran:
+        p, want_ids, run, problem, calls, seconds = ran[0]
+        key = len(report.outcomes)
+        if problem is None and not wait and not scoring.ready(key):
+            return
+        ran.pop(0)
+        if problem is not None:
+            outcome = RequestOutcome(p.id, run, Verdict(FAIL, problem), seconds=seconds)
         else:
-            scores = reference.score(want_ids, list(run.tokens))
+            scores, spent = scoring.result(key)
             verdict = judge(run, scores, stops.ids, options.max_new_tokens, md.max_seq_len, tolerance)
             if verdict.status != FAIL and verdict.expected_reason and run.stop_reason != verdict.expected_reason:
                 verdict = dataclasses.replace(verdict, status=FAIL, message=(
                     f"stop reason: runner says '{run.stop_reason}', the rules fix '{verdict.expected_reason}'"))
-        outcome = RequestOutcome(p.id, run, verdict, None if problem else reference_json(scores),
-                                 time.perf_counter() - t0, calls=None if problem else rec.calls)
+            outcome = RequestOutcome(p.id, run, verdict, reference_json(scores), seconds + spent, calls=calls)
         report.outcomes.append(outcome)
         if on_request:
             on_request(outcome)
