@@ -16,9 +16,8 @@ MAX_NEW = 64  # greedy tokens per prompt
 
 def calibration_key(ctx):
     from eagle3_check.judge.calibration import CalibrationKey
-    from eagle3_check.report.provenance import file_record
 
-    digest = file_record(ctx.target_dir)["sha256"]
+    digest = ctx.target_record["sha256"]  # hashed once: the report's provenance reuses it (ctx.hashed)
     kernels = "compiled" if getattr(ctx.cfg, "compile", "off") not in (None, "off") else "eager"
     return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
 

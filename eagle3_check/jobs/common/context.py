@@ -116,6 +116,22 @@ class CheckContext:
         """The target's HF directory: the program's (a .pte's sidecar names it), --target's or the fixture's."""
         return world.request_world(self.cfg)[1]
 
+    @cached_property
+    def target_record(self) -> dict:
+        """The target directory's provenance record (report/provenance.py's file_record: every file read
+        and hashed): computed once, for the calibration's key and the report's provenance alike (a
+        second read of an 8B target's weights is tens of seconds)."""
+        from eagle3_check.report.provenance import file_record
+
+        return file_record(self.target_dir)
+
+    def hashed(self) -> dict:
+        """{resolved path: record} of what this context already hashed (`report_provenance`'s `records`)."""
+        from pathlib import Path
+
+        rec = self.__dict__.get("target_record")
+        return {str(Path(self.target_dir).resolve()): rec} if rec else {}
+
     def hf_reference(self):
         """HF's own forward over the target: on the weights the program already holds when it is our
         unquantized eager program in the judged dtype (judge/shared.py: one copy), else loaded."""
