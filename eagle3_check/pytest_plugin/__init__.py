@@ -50,6 +50,11 @@ OPTIONS: dict[str, tuple[str, str, bool | str]] = {
                   "target methods: the fair one for a quantized .pte)", False),
     "max_new_tokens": ("N", "max new tokens of each prompt-set item and of eagle3_check_request (default 64)",
                        False),
+    "dtype": ("float32|bfloat16", "the dtype of the fixture's eager program (default float32; a .pte runs its "
+              "own); bfloat16 on a fixture the constants were not measured on is calibrated first "
+              "(docs/calibration.md)", False),
+    "numerics": ("normal|exact", "exact: the runner and the reference on shape-invariant kernels, the verdict "
+                 "identity (tie tolerance 0, budget 0; docs/exact.md); an eager fixture program only", False),
 }
 MARKERS = {
     "eagle3": "an eagle3_check item (edge case, prompt or golden) collected by --eagle3-pte / --eagle3-fixture",

@@ -12,6 +12,34 @@ import sys
 
 MAX_PROMPTS = 16  # prompts a calibration measures (the first of the set)
 MAX_NEW = 64  # greedy tokens per prompt
+# the fixtures the built-in constants were measured on (docs/calibration.md); their quantized variants by base
+MEASURED = ("tiny-llama", "tiny-gemma4", "tiny-llama-random", "smollm2-135m", "gemma3-270m")
+
+
+def measured_fixture(fixture: str | None) -> bool:
+    """Were the built-in constants measured on this fixture? One of MEASURED (or a variant of one) from
+    the repository's own fixtures/: the same name under another $EAGLE3_CHECK_FIXTURES is a user's
+    model, calibrated like a --target."""
+    if not fixture:
+        return False
+    from pathlib import Path
+
+    from eagle3_check.fixtures import registry
+    from eagle3_check.fixtures.registry import load_fixture
+
+    fx = load_fixture(fixture)
+    own = Path(registry.__file__).resolve().parents[2] / "fixtures"
+    return (fx.base or fx.name) in MEASURED and fx.root.resolve().parent == own.resolve()
+
+
+def wants_calibration(ctx) -> bool:
+    """Does this job's program get a calibration (every job asks here, through CheckContext.calibration)?
+    A reduced precision, normal mode, an eager program (a .pte's kernels are ExecuTorch's: it keeps the
+    constants), and a target the constants were not measured on (--target, or a user's fixture)."""
+    cfg = ctx.cfg
+    if cfg.dtype == "float32" or cfg.pte or cfg.exact:
+        return False
+    return bool(cfg.target) or not measured_fixture(ctx.fixture)
 
 
 def calibration_key(ctx):

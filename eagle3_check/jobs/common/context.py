@@ -85,13 +85,12 @@ class CheckContext:
 
     @cached_property
     def calibration(self):
-        """The calibration of a `--target` model in a reduced precision (jobs/common/calibrate.py); None
-        where the built-in constants apply: float32, and the fixtures they were measured on."""
-        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte or self.cfg.exact:
-            return None
-        from eagle3_check.jobs.common.calibrate import calibration_for
+        """The calibration of a user's target in a reduced precision (jobs/common/calibrate.py: --target, or
+        a fixture the constants were not measured on; check, golden record, the pytest plugin); None where
+        the built-in constants apply: float32, a .pte, exact mode, and the fixtures they were measured on."""
+        from eagle3_check.jobs.common.calibrate import calibration_for, wants_calibration
 
-        return calibration_for(self)
+        return calibration_for(self) if wants_calibration(self) else None
 
     @property
     def tolerance(self):
@@ -180,7 +179,7 @@ class CheckContext:
             from eagle3_check.jobs.common.isolation import remote_runner
 
             self._isolated_runner = remote_runner(self.runner_name, self.cfg.runner_timeout, self.limit_flag,
-                                                  self.cfg.runner_profile)
+                                                  self.cfg.runner_profile, self.cfg.exact)
             return self._isolated_runner
         runner = self.loaded_runner
         if self.is_exec:
