@@ -93,11 +93,13 @@ def record_main(cfg) -> int:
     from eagle3_check.jobs.golden.job import record
     from eagle3_check.table import format_rows
 
-    golden, written = record(CheckContext(cfg), bars(cfg))
+    ctx = CheckContext(cfg)
+    golden, written = record(ctx, bars(cfg))
     if cfg.json:
         print(json.dumps(golden.to_json(), indent=1))
         return 0
     print(f"wrote {written}")
+    print(f"tie rule: {ctx.tie_rule.source}")  # as check's report: the constants, a calibration or exact mode
     rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "min margin")]
     rows += [(p.prompt_id, str(len(p.prompt_ids)), str(len(p.tokens)), str(p.rounds), f"{p.tau:.2f}",
               p.stop_reason, f"{p.min_margin:.3g}") for p in golden.prompts]

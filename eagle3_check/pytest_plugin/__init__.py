@@ -112,6 +112,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"eagle3: {e}") from None
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    """The tie rule the items were judged by, as `check`'s report names it (judge/tie_rule.py): the
+    built-in constants, a calibration of the target (measured in this session or read from the cache),
+    or exact mode's identity; only where an item judged by it ran."""
+    state = config.stash.get(STATE, None)
+    rule = state.judged_rule() if state is not None else None
+    if rule is not None:
+        terminalreporter.write_line(f"eagle3: tie rule: {rule.source}")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is not None:

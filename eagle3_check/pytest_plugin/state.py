@@ -164,6 +164,10 @@ class Eagle3State:
     def tie_budget(self) -> float:
         return self.ctx.tie_budget
 
+    def judged_rule(self):
+        """The TieRule the items used (judge/tie_rule.py), or None where none was needed yet."""
+        return self.ctx.__dict__.get("tie_rule")
+
     @property
     def runner(self):
         """The runner under test, under `check --request-timeout`'s rule (`watchdog.time_limited`):
