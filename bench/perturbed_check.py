@@ -1,20 +1,34 @@
-"""Does the verdict fail a different program? `check` of perturbed programs of a real target (issue 26).
+"""Does the verdict fail a different program? `check` of perturbed programs of a target (issues 26, 44).
 
 Each program is the eager speculator of the target (a draft of the right shape: the fixture's
 when given, else an untrained one; the verdict does not read it) with one perturbation of the
-target's weights, run by the reference runner through `run_check` and judged against the HF
-reference of the *unperturbed* target in the same dtype, with the default tolerance and the
-fixture's budget (`default_budget(dtype, NAME)`):
-  none        the correct program (must pass: ties within the budget);
-  scale:L     every linear weight of decoder layer L multiplied by 1.01;
-  int4-zero:N the target's linears int4-weight (group 32), then layer N's scales zeroed
-              (`program/quantize.py`: that layer outputs 0);
-  int8        an int8-weight (per channel) copy of the target.
+target, run by the reference runner through `run_check` and judged against the HF reference of
+the *unperturbed* target in the same dtype, by the tie rule of `--rule` (judge/tie_rule.py):
+`constants` (the dtype's tolerance, the fixture's budget) or `calibrated` (the target calibrated
+first on the correct program, as `check --target` does: judge/calibration_measure.py):
+  none         the correct program (must pass: ties within the budget);
+  scale:L      every linear weight of decoder layer L multiplied by 1.01;
+  oproj:L      decoder layer L's o_proj weight x 1.01;
+  head:L.H     attention head H of layer L: its output x 0.9 (o_proj's input columns of the head);
+  rope         RoPE theta + 1 % (every rotary table's inverse frequencies recomputed);
+  kv-fp16      the target's KV cache stored in float16 (written rounded, read back in the run dtype);
+  int4-zero:N  the target's linears int4-weight (group 32), then layer N's scales zeroed
+               (`program/quantize.py`: that layer outputs 0);
+  int8         an int8-weight (per channel) copy of the target.
 Quantization is computed in float32 and the program then cast to `--dtype` (weight-only: the
 dequantized weights, rounded to the dtype, are what the program multiplies by).
 
+The separation (issue 44 item 3), independent of the verdict: the fp32 target's greedy tokens for
+each prompt (the HF reference in float32), then each program's own target teacher-forced over them
+(one forward over prompt + tokens): `changed` counts the rows whose argmax is not the fp32 target's
+token. Every program that changes more rows than the correct program must FAIL; one that passes is
+within bf16's own noise (`separated` in the table: yes, or "within noise" where it changes no more).
+
     PYTHONPATH=. python bench/perturbed_check.py --real smollm2=/tmp/real/smollm2 --dtype bfloat16
-Writes OUT/verdict-perturbed-<device>-<dtype>-<fixture>.json and prints one row per program.
+    PYTHONPATH=. python bench/perturbed_check.py --fixture tiny-llama --kinds none oproj:2 head:1.0 rope kv-fp16 int8
+    PYTHONPATH=. python bench/perturbed_check.py --scale DIR --device cuda --kinds none oproj:15 head:15.0 rope kv-fp16 int8
+Writes OUT/verdict-perturbed-<device>-<dtype>-<name>.json (`--rule calibrated`: separation-perturbed-...)
+and prints one row per program.
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_tolerance import clean_target, preset  # noqa: E402
 
 DEFAULT_KINDS = ("none", "scale:15", "int4-zero:layers.15.self_attn.o_proj", "int4-zero:layers.0.mlp.down_proj", "int8")
+SCALE_KINDS = ("none", "int8", "oproj:15", "head:15.0", "rope", "kv-fp16")  # issue 44 item 3, at the 8B shape
 
 
 def random_draft(target_dir: Path, out: Path, max_seq_len: int) -> Path:
@@ -53,20 +68,32 @@ def random_draft(target_dir: Path, out: Path, max_seq_len: int) -> Path:
 
 
 def perturb(backend, kind: str) -> str:
-    """Applies `kind` (module doc) to the eager program's target in place; returns what it did."""
+    """Applies `kind`'s weight change (module doc) to the eager program's target in place (before the cast
+    to the run dtype); returns what it did. `kv-fp16` is applied after the cast (`store_kv_fp16`)."""
     from eagle3_check.program.quantize import make_spec, quantize_speculator, zero_scales
 
     name, _, arg = kind.partition(":")
     model = backend.module.target.model
-    if name == "none":
-        return "the target as it is"
-    if name == "scale":
-        layer = model.get_decoder().layers[int(arg)]
-        with torch.no_grad():
-            for m in layer.modules():
+    layers = model.get_decoder().layers
+    if name in ("none", "kv-fp16"):
+        return "the target as it is" if name == "none" else "KV cache stored in float16"
+    with torch.no_grad():
+        if name == "scale":
+            for m in layers[int(arg)].modules():
                 if isinstance(m, torch.nn.Linear):
                     m.weight.mul_(1.01)
-        return f"decoder layer {arg}'s linear weights x 1.01"
+            return f"decoder layer {arg}'s linear weights x 1.01"
+        if name == "oproj":
+            layers[int(arg)].self_attn.o_proj.weight.mul_(1.01)
+            return f"layer {arg}'s o_proj x 1.01"
+        if name == "head":
+            layer, head = (int(x) for x in arg.split("."))
+            attn = layers[layer].self_attn
+            d = attn.head_dim
+            attn.o_proj.weight[:, head * d:(head + 1) * d].mul_(0.9)  # [H, heads * d]: the head's input columns
+            return f"layer {layer} head {head}'s output x 0.9"
+        if name == "rope":
+            return rope_theta_up(model, 1.01)
     if name == "int4-zero":
         quantize_speculator(backend.module, make_spec("int4-weight", 32))
         zero_scales(backend.module, f"target.model.model.{arg}")
@@ -74,28 +101,101 @@ def perturb(backend, kind: str) -> str:
     if name == "int8":
         quantize_speculator(backend.module, make_spec("int8-weight"))
         return "int8-weight per channel"
-    raise SystemExit(f"perturbation {kind!r}: expected none, scale:L, int4-zero:NAME or int8")
+    raise SystemExit(f"perturbation {kind!r}: expected none, scale:L, oproj:L, head:L.H, rope, kv-fp16, "
+                     "int4-zero:NAME or int8")
 
 
-def program(target_dir: Path, draft_dir: Path, spec, dtype: str, kind: str):
-    """The eager program of `target_dir`, perturbed by `kind`, computing in `dtype` (CPU)."""
+def rope_theta_up(model, factor: float) -> str:
+    """RoPE theta x `factor` on every rotary table: inv_freq_i = theta^(-2i/d), so with theta' = f theta,
+    inv_freq' = inv_freq^(1 + ln f / ln theta) (worked example: theta 10000, d 4: inv_freq [1, 0.01] ->
+    [1, 0.01^(1 + ln 1.01 / ln 10000)] = [1, 0.00990])."""
+    theta = rope_theta(model.config)
+    k = 1 + torch.log(torch.tensor(factor, dtype=torch.float64)) / torch.log(torch.tensor(theta, dtype=torch.float64))
+    n = 0
+    for m in model.modules():
+        for buf in ("inv_freq", "original_inv_freq"):
+            t = getattr(m, buf, None)
+            if isinstance(t, torch.Tensor):
+                setattr(m, buf, torch.exp(torch.log(t.double()) * k).to(t.dtype))
+                n += buf == "inv_freq"
+    if not n:
+        raise SystemExit("rope: no rotary table (inv_freq) in the target")
+    return f"RoPE theta {theta:g} x {factor} ({n} rotary table{'s' if n > 1 else ''})"
+
+
+def rope_theta(cfg) -> float:
+    params = getattr(cfg, "rope_parameters", None) or {}
+    theta = params.get("rope_theta") if isinstance(params, dict) else None
+    return float(theta or getattr(cfg, "rope_theta", 10000.0))
+
+
+def store_kv_fp16(target) -> None:
+    """The target adapter's KV cache buffers in float16: each update writes the keys and values rounded
+    to float16 and returns them in the run dtype (what a program storing its cache in fp16 computes)."""
+    run = target.k_cache_0.dtype
+    for i, layer in enumerate(target.cache.layers):
+        for kind in ("k", "v"):
+            setattr(target, f"{kind}_cache_{i}", getattr(target, f"{kind}_cache_{i}").to(torch.float16))
+
+        def update(key_states, value_states, *a, layer=layer, **kw):  # [1, kvH, T, D] each
+            layer.keys.index_copy_(2, layer.positions, key_states.to(torch.float16))
+            layer.values.index_copy_(2, layer.positions, value_states.to(torch.float16))
+            return layer.keys.to(run), layer.values.to(run)
+
+        layer.update = update
+    target._bind_cache()
+
+
+def program(target_dir: Path, draft_dir: Path, spec, dtype: str, kind: str, device: str = "cpu"):
+    """The eager program of `target_dir`, perturbed by `kind`, computing in `dtype` on `device`."""
     from eagle3_check.program.eager import DTYPES, EagerBackend
 
-    backend = EagerBackend.from_dirs(target_dir, draft_dir, spec, "cpu", "float32")
+    backend = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, "float32")
     what = perturb(backend, kind)
     backend.module.to(DTYPES[dtype])
+    if kind == "kv-fp16":
+        store_kv_fp16(backend.module.target)
     backend._metadata.pop("get_quantization", None)  # presented as the target itself
     return backend, what
 
 
+@torch.no_grad()
+def fp32_greedy(target_dir: Path, prompts: list[list[int]], n: int, device: str) -> list[list[int]]:
+    """The fp32 target's greedy tokens for each prompt (no stop: n each), HF in float32."""
+    from eagle3_check.judge.hf import HFReference
+
+    ref = HFReference(target_dir, device, torch.float32)
+    out = [ref.greedy(ids, n).tokens for ids in prompts]
+    del ref
+    return out
+
+
+@torch.no_grad()
+def changed_rows(backend, prompts: list[list[int]], tokens: list[list[int]]) -> tuple[int, int]:
+    """(rows whose argmax differs from the fp32 target's token, rows): the program's own target
+    teacher-forced over prompt + tokens, one forward a prompt (module doc)."""
+    target = backend.module.target
+    dev = next(target.parameters()).device
+    changed = rows = 0
+    for ids, toks in zip(prompts, tokens):
+        seq = ids + toks[:-1]
+        logits, _ = target(torch.tensor([seq], device=dev), torch.arange(len(seq), device=dev))  # [1, T, V]
+        got = logits[0, len(ids) - 1:].argmax(-1).tolist()  # [n]
+        changed += sum(g != t for g, t in zip(got, toks))
+        rows += len(toks)
+    return changed, rows
+
+
 def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, dtype: str, kinds, max_new: int,
-                    fixture: str | None = None, draft_dir: Path | None = None, spec=None, reference=None) -> list[dict]:
-    """One `run_check` per perturbation; rows of verdict counts, tie margins and the pass/fail."""
+                    fixture: str | None = None, draft_dir: Path | None = None, spec=None, reference=None,
+                    rule: str = "constants", device: str = "cpu") -> list[dict]:
+    """One `run_check` per perturbation; rows of verdict counts, tie margins, the pass/fail and the
+    separation (`changed` rows against the fp32 target's greedy tokens, module doc)."""
     from eagle3_check.fixtures.registry import ProgramSpec
     from eagle3_check.jobs.check.prompt_set import run_check
     from eagle3_check.judge.hf import HFReference
-    from eagle3_check.judge.tolerance import default_budget, tolerance_for
-    from eagle3_check.runners.options import RunOptions
+    from eagle3_check.judge.tie_rule import tie_rule
+    from eagle3_check.runners.options import RunOptions, prompt_ids
     from eagle3_check.status import FAIL
     from eagle3_check.tokenizer import Tokenizer
 
@@ -103,15 +203,22 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                                min_verify_len=2, max_verify_len=8)
     tok = Tokenizer.load(tokenizer)
     opts = replace(RunOptions(), **options, max_new_tokens=max_new)
-    reference = reference or HFReference(target_dir, "cpu", getattr(torch, dtype))
-    tol = tolerance_for(dtype)
-    rows = []
+    ids = [prompt_ids(tok, p.text, opts) for p in prompts]
+    forced = fp32_greedy(target_dir, ids, max_new, device)  # before the run dtype's reference: one at a time
+    reference = reference or HFReference(target_dir, device, getattr(torch, dtype))
+    rows, the_rule = [], tie_rule(dtype, fixture)
     with tempfile.TemporaryDirectory() as tmp:
         draft_dir = draft_dir or random_draft(target_dir, Path(tmp) / "draft", spec.max_seq_len)
         for kind in kinds:
             t0 = time.perf_counter()
-            backend, what = program(target_dir, draft_dir, spec, dtype, kind)
-            report = run_check(backend, tok, reference, prompts, opts, tol, tie_budget=default_budget(dtype, fixture))
+            backend, what = program(target_dir, draft_dir, spec, dtype, kind, device)
+            if rule == "calibrated" and kind == "none":  # the correct program measured, as check --target does
+                from eagle3_check.judge.calibration_measure import calibrate
+
+                cal = calibrate(backend, reference, ids, spec.chain_len, set(), min(64, max_new), device)
+                the_rule = tie_rule(dtype, None, None, cal)
+            changed, n_rows = changed_rows(backend, ids, forced)
+            report = run_check(backend, tok, reference, prompts, opts, the_rule.tolerance, tie_budget=the_rule.budget)
             c = report.counts()
             vs = [o.verdict for o in report.outcomes]
             first = next((v.message for v in vs if v.status == FAIL), None)
@@ -120,9 +227,23 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                          "identical": c["identical_positions"], "ties": c["tie_positions"],
                          "fails": c["fail_positions"], "ties_allowed": report.ties_allowed,
                          "tie_margins": sorted(m for v in vs for m in v.tie_margins),
-                         "passed": report.passed, "first_failure": first,
-                         "seconds": round(time.perf_counter() - t0, 1)})
+                         "passed": report.passed, "first_failure": first, "changed": changed, "changed_of": n_rows,
+                         "rule": the_rule.describe(), "seconds": round(time.perf_counter() - t0, 1)})
+            del backend
     return rows
+
+
+def separated(rows: list[dict]) -> None:
+    """Each row's `separated`: "yes" where it fails or changes no more rows than the correct program
+    (`none`), "within noise" where it passes changing no more, "NO" where it passes changing more."""
+    base = next((r["changed"] for r in rows if r["program"] == "none" and "changed" in r), None)
+    for r in rows:
+        if base is None or "changed" not in r or r["program"] == "none":
+            r["separated"] = "-"
+        elif not r["passed"]:
+            r["separated"] = "yes"
+        else:
+            r["separated"] = "within noise" if r["changed"] <= base else "NO"
 
 
 def disagreements(report, reference) -> list[dict]:
@@ -161,24 +282,62 @@ def rejudge(data: dict) -> list[dict]:
 def format_table(rows: list[dict]) -> str:
     from eagle3_check.table import format_rows
 
-    table = [("program", "positions", "identical", "ties", "allowed", "fails", "max tie margin", "max gap", "verdict")]
-    table += [(r["program"], str(r["positions"]), str(r["identical"]), str(r["ties"]), str(r["ties_allowed"]),
-               str(r["fails"]), f"{max(r['tie_margins'], default=0):.3g}",
-               f"{max((x['gap'] for x in r['disagreements']), default=0):.3g}", "PASS" if r["passed"] else "FAIL")
+    separated(rows)
+    table = [("program", "changed vs fp32", "positions", "identical", "ties", "allowed", "fails", "max tie margin",
+              "max gap", "verdict", "separated")]
+    table += [(r["program"], f"{r['changed']} of {r['changed_of']}" if "changed" in r else "-", str(r["positions"]),
+               str(r["identical"]), str(r["ties"]), str(r["ties_allowed"]), str(r["fails"]),
+               f"{max(r['tie_margins'], default=0):.3g}",
+               f"{max((x['gap'] for x in r['disagreements']), default=0):.3g}", "PASS" if r["passed"] else "FAIL",
+               r["separated"])
               for r in rows]
-    return "\n".join(format_rows(table, align=("left", *["right"] * 8)))
+    return "\n".join(format_rows(table, align=("left", *["right"] * 9, "left")))
+
+
+def sources(args, tmp: Path) -> tuple:
+    """(name, target dir, tokenizer, draft dir or None, run options, prompts) of --real, --fixture or --scale."""
+    from eagle3_check.fixtures.registry import Prompt, load_fixture, load_prompts
+    from eagle3_check.runners.defaults import resolve_options
+    from eagle3_check.tokenizer import Tokenizer
+
+    prompts = [Prompt(p.id, p.text) for p in load_prompts(args.prompts)][:args.max_prompts]
+    if args.real:
+        name, _, d = args.real.partition("=")
+        if not d or preset(name) is None:
+            raise SystemExit(f"--real {args.real}: expected NAME=DIR, NAME starting smollm2 or gemma3")
+        return name, clean_target(Path(d) / "target", tmp), Path(d) / "tokenizer.json", None, preset(name), prompts
+    if args.fixture:
+        fx = load_fixture(args.fixture)
+        target = clean_target(fx.target_dir, tmp)
+        options = preset(fx.name) or {}
+        if not options:  # a tiny fixture: its own files' defaults, as check resolves them
+            resolved = resolve_options(Tokenizer.load(fx.tokenizer_path), target, {}).options
+            options = {f: getattr(resolved, f) for f in ("chat_prefix", "chat_suffix", "raw", "stop_ids", "stop_token",
+                                                          "bos_id", "eos_id")}
+        return fx.name, target, fx.tokenizer_path, fx.draft_dir, options, prompts
+    if args.scale:  # fixtures/scale_target.py's pair: DIR/target (tokenizer beside it), DIR/draft; SmolLM2's ChatML
+        d = Path(args.scale)
+        return "scale-8b", d / "target", d / "target" / "tokenizer.json", d / "draft", preset("smollm2"), prompts
+    raise SystemExit("--real NAME=DIR, --fixture NAME or --scale DIR is required (or --rejudge JSON)")
 
 
 def main(argv: list[str] | None = None) -> int:
     from eagle3_check.atomic import write_text_atomic
-    from eagle3_check.fixtures.registry import Prompt, load_prompts
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", metavar="NAME=DIR", help="DIR/target/ + DIR/tokenizer.json (smollm2*, gemma3*)")
+    ap.add_argument("--fixture", metavar="NAME", help="a fixture of the registry (tiny, or a real one, converted)")
+    ap.add_argument("--scale", metavar="DIR", help="a pair fixtures/scale_target.py built (DIR/target, DIR/draft)")
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
-    ap.add_argument("--kinds", nargs="+", default=list(DEFAULT_KINDS))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--rule", default="constants", choices=["constants", "calibrated"],
+                    help="the tie rule: the built-in constants, or a calibration of the correct program")
+    ap.add_argument("--kinds", nargs="+", default=None, help=f"default {' '.join(DEFAULT_KINDS)}; with --scale "
+                    f"{' '.join(SCALE_KINDS)}")
     ap.add_argument("--prompts", default=str(Path(__file__).resolve().parents[1] / "fixtures" / "prompts.json"))
     ap.add_argument("--max-prompts", type=int, default=None)
     ap.add_argument("--new", type=int, default=32, help="max new tokens per request")
+    ap.add_argument("--max-seq-len", type=int, default=256, help="the program's static cache (prompt + new + K)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--rejudge", metavar="JSON", help="run nothing: a written result judged again with today's "
@@ -187,24 +346,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.rejudge:
         print(format_table(rejudge(json.loads(Path(args.rejudge).read_text()))))
         return 0
+    from eagle3_check.fixtures.registry import ProgramSpec
+
     torch.set_num_threads(args.threads)
-    if not args.real:
-        raise SystemExit("--real NAME=DIR is required (or --rejudge JSON)")
-    name, _, d = args.real.partition("=")
-    if not d or preset(name) is None:
-        raise SystemExit(f"--real {args.real}: expected NAME=DIR, NAME starting smollm2 or gemma3")
-    prompts = [Prompt(p.id, p.text) for p in load_prompts(args.prompts)][:args.max_prompts]
+    kinds = args.kinds or list(SCALE_KINDS if args.scale else DEFAULT_KINDS)
+    spec = ProgramSpec(max_seq_len=args.max_seq_len, min_prefill=1, max_prefill=args.max_seq_len // 2, chain_len=4,
+                       min_verify_len=2, max_verify_len=8)
     with tempfile.TemporaryDirectory() as tmp:
-        target = clean_target(Path(d) / "target", Path(tmp))
-        rows = check_perturbed(target, Path(d) / "tokenizer.json", preset(name), prompts, args.dtype, args.kinds,
-                               args.new, name)
+        name, target, tokenizer, draft, options, prompts = sources(args, Path(tmp))
+        rows = check_perturbed(target, tokenizer, options, prompts, args.dtype, kinds, args.new, name, draft, spec,
+                               rule=args.rule, device=args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"verdict-perturbed-cpu-{args.dtype}-{name}.json"
-    write_text_atomic(path, json.dumps({"fixture": name, "dtype": args.dtype, "new": args.new, "device": "cpu",
-                                        "prompts": len(prompts), "torch": torch.__version__, "rows": rows},
-                                       indent=1) + "\n", "perturbed check")
-    print(format_table(rows))
+    kind = args.device.split(":")[0]
+    # calibrated: the separation at scale (issue 44); the constants' results are rejudged by tests/judge/
+    stem = "separation-perturbed" if args.rule == "calibrated" else "verdict-perturbed"
+    path = out / f"{stem}-{kind}-{args.dtype}-{name}.json"
+    table = format_table(rows)
+    write_text_atomic(path, json.dumps({"fixture": name, "dtype": args.dtype, "new": args.new, "device": kind,
+                                        "rule": args.rule, "prompts": len(prompts), "torch": torch.__version__,
+                                        "rows": rows}, indent=1) + "\n", "perturbed check")
+    print(table)
     print(path)
     return 0
 

@@ -51,6 +51,7 @@ class GoldenKeyModel(Strict):
     dtype: Literal["float32", "bfloat16"]
     k: Positive
     max_new: Positive
+    numerics: Literal["normal", "exact"] = "normal"  # exact: recorded with --exact (jobs/golden/file.py)
 
 
 class GoldenOptions(Strict):

@@ -155,7 +155,7 @@ def print_report(ctx, checked) -> int:
 
         if checked.program is not None:
             report.info["program"] = jsonable(read_metadata(checked.program.metadata()))  # the program spec
-        prov = report_provenance(cfg, checked.fixture, ctx.options)
+        prov = report_provenance(cfg, checked.fixture, ctx.options, records=ctx.hashed())  # the target hashed once
         doc = {**report.to_json(), "draft_health": health.to_json(), "provenance": prov}
         print(json.dumps({**doc, "passed": doc["passed"] and not changed}, indent=2))
     else:

@@ -150,3 +150,10 @@ def add_timeout_arg(p: argparse.ArgumentParser) -> None:
                    "reference runner runs by the one given (docs/runner-binaries.md)")
 
 
+
+
+def add_exact_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """--exact (docs/exact.md) on a command; `what` says what runs on the shape-invariant kernels."""
+    p.add_argument("--exact", action="store_true",
+                   help=f"exact mode: {what} on shape-invariant kernels (docs/exact.md), so a correct runner's "
+                   "logits equal the reference's bit for bit; the verdict is identity (tie tolerance 0, budget 0)")

@@ -56,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gate a runner binary (the seed runner's flags and output), or a plug-in runner, instead "
                    "of the reference runner")
     add_timeout_arg(p)
+    p.add_argument("--exact", action="store_true", help="refused: exact mode replaces aten's kernels and a .pte "
+                   "runs ExecuTorch's; judge the eager program with `check --exact` (docs/exact.md)")
     add_drift_args(p)
     add_runner_args(p, max_new_default=64)
     from eagle3_check.cli.shrink_flags import add_shrink_args

@@ -7,6 +7,7 @@ import json
 import sys
 
 from eagle3_check.cli.common import (
+    add_exact_arg,
     add_html_arg,
     add_program_args,
     add_runner_args,
@@ -46,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_program_args(r, why=" (goldens of a real model: --fixture smollm2-135m)")
     add_runner_args(r, max_new_default=DEFAULT_MAX_NEW)
+    add_exact_arg(r, "the runner and the HF reference (a bf16 golden of identical runs; its file name ends "
+                  "__exact and it verifies only with --exact)")
     r.set_defaults(func=record_main)
 
     for name, helptext in (("verify", "re-run goldens; exact token compare and the metrics gate"),
@@ -64,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            help="the runner to verify (a plug-in factory, see `check --runner`, or exec:PATH, "
                            "a runner binary, with --pte); default reference")
             add_timeout_arg(v)
+            add_exact_arg(v, "every golden's program and the runner (goldens recorded with --exact only)")
             v.add_argument("--json", action="store_true", help="print the outcome as JSON")
             add_html_arg(v)
             from eagle3_check.cli.shrink_flags import add_shrink_args
@@ -89,11 +93,13 @@ def record_main(cfg) -> int:
     from eagle3_check.jobs.golden.job import record
     from eagle3_check.table import format_rows
 
-    golden, written = record(CheckContext(cfg), bars(cfg))
+    ctx = CheckContext(cfg)
+    golden, written = record(ctx, bars(cfg))
     if cfg.json:
         print(json.dumps(golden.to_json(), indent=1))
         return 0
     print(f"wrote {written}")
+    print(f"tie rule: {ctx.tie_rule.source}")  # as check's report: the constants, a calibration or exact mode
     rows = [("prompt", "L", "tokens", "rounds", "tau", "stop", "min margin")]
     rows += [(p.prompt_id, str(len(p.prompt_ids)), str(len(p.tokens)), str(p.rounds), f"{p.tau:.2f}",
               p.stop_reason, f"{p.min_margin:.3g}") for p in golden.prompts]

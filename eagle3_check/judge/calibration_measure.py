@@ -92,7 +92,9 @@ def measure_rows(target, reference_logits: Callable[[list[int]], torch.Tensor], 
 
 
 def _device(target) -> torch.device:
-    return next(target.parameters()).device
+    """The device the target computes on: its parameters', or the CPU for a `.pte` twin (no parameters)."""
+    params = getattr(target, "parameters", None)
+    return next(params()).device if params is not None else torch.device("cpu")
 
 
 def q99(xs: list[float]) -> float:
@@ -105,10 +107,8 @@ def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[i
     """The Calibration of an eager program's target (its module's `target`) against `reference`
     (an HFReference: its `model`), measured on `prompts` (token ids as the runner encodes them);
     `key` (a CalibrationKey) names it, else the target's parameter digest on `device`, eager kernels."""
-    import time
-
     from eagle3_check.errors import InputError
-    from eagle3_check.judge.calibration import Calibration, CalibrationKey
+    from eagle3_check.judge.calibration import CalibrationKey
     from eagle3_check.program.calibration_export import weights_digest
 
     target = getattr(getattr(program, "module", None), "target", None)
@@ -117,13 +117,25 @@ def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[i
                          "calibrate on the eager program of the same target (--target DIR), then judge this one")
     dtype = str(next(target.parameters()).dtype).removeprefix("torch.")
     key = key or CalibrationKey(weights_digest(target.model), dtype, device.split(":")[0], "eager")
+    return calibrate_target(target, reference, prompts, k, stops, n_new, target.max_seq_len, key)
+
+
+def calibrate_target(target, reference, prompts: list[list[int]], k: int, stops: set[int], n_new: int,
+                     max_seq_len: int, key):
+    """The Calibration named `key` of `target(tokens [1, T], positions [T]) -> (logits [1, T, V], taps)`:
+    an eager TargetAdapter, or a `.pte` twin's target_logits (program/calibration_export.py)."""
+    import time
+
+    from eagle3_check.errors import InputError
+    from eagle3_check.judge.calibration import Calibration
+
     t0 = time.perf_counter()
 
     def reference_logits(ids: list[int]) -> torch.Tensor:  # [len(ids), V]
         dev = next(reference.model.parameters()).device
         return reference.model(input_ids=torch.tensor([ids], device=dev)).logits[0]
 
-    rows = measure_rows(target, reference_logits, prompts, k, stops, n_new, target.max_seq_len)
+    rows = measure_rows(target, reference_logits, prompts, k, stops, n_new, max_seq_len)
     if not rows.rows:
         raise InputError(f"a calibration over {len(prompts)} prompts", "at least one prompt leaving room for "
                          f"K + 2 = {k + 2} tokens in the cache", "pass shorter prompts or a program with a longer max_seq_len")

@@ -50,6 +50,11 @@ OPTIONS: dict[str, tuple[str, str, bool | str]] = {
                   "target methods: the fair one for a quantized .pte)", False),
     "max_new_tokens": ("N", "max new tokens of each prompt-set item and of eagle3_check_request (default 64)",
                        False),
+    "dtype": ("float32|bfloat16", "the dtype of the fixture's eager program (default float32; a .pte runs its "
+              "own); bfloat16 on a fixture the constants were not measured on is calibrated first "
+              "(docs/calibration.md)", False),
+    "numerics": ("normal|exact", "exact: the runner and the reference on shape-invariant kernels, the verdict "
+                 "identity (tie tolerance 0, budget 0; docs/exact.md); an eager fixture program only", False),
 }
 MARKERS = {
     "eagle3": "an eagle3_check item (edge case, prompt or golden) collected by --eagle3-pte / --eagle3-fixture",
@@ -105,6 +110,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[STATE] = Eagle3State.from_settings(settings)
     except Eagle3CheckError as e:
         raise pytest.UsageError(f"eagle3: {e}") from None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    """The tie rule the items were judged by, as `check`'s report names it (judge/tie_rule.py): the
+    built-in constants, a calibration of the target (measured in this session or read from the cache),
+    or exact mode's identity; only where an item judged by it ran."""
+    state = config.stash.get(STATE, None)
+    rule = state.judged_rule() if state is not None else None
+    if rule is not None:
+        terminalreporter.write_line(f"eagle3: tie rule: {rule.source}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -87,7 +87,8 @@ class SuiteItem(Eagle3Item):
         else:
             from eagle3_check.jobs.suites.execute import run_case
 
-            result = run_case(self.case, state.suite_env, state.runner)
+            with state.numerics():  # --eagle3-numerics exact: the case on the shape-invariant kernels
+                result = run_case(self.case, state.suite_env, state.runner)
         self.user_properties.append(("status", str(result.status)))
         if result.status == SKIP:
             self.skip(result.message)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from eagle3_check.errors import InputError, OptionError
 
-DTYPE = "float32"  # a .pte and the plugin's eager fixture program both run float32 on CPU
+DTYPE = "float32"  # the eager fixture program's default dtype (--eagle3-dtype); a .pte runs its own
 MAX_NEW = 64  # `eagle3-check check`'s default
 NONE = "none"
 
@@ -68,6 +68,15 @@ class Eagle3State:
         if s["target"] and not s["pte"]:
             raise InputError("--eagle3-target without --eagle3-pte", "a .pte to judge against the target",
                              "pass --eagle3-pte FILE, or --eagle3-fixture NAME for an embedded fixture")
+        if s.get("dtype") not in (None, "float32", "bfloat16"):
+            raise OptionError(f"--eagle3-dtype {s['dtype']}", "float32 or bfloat16", "pass float32 or bfloat16")
+        if s.get("numerics") not in (None, "normal", "exact"):
+            raise OptionError(f"--eagle3-numerics {s['numerics']}", "normal or exact", "pass normal or exact")
+        for flag, given in (("--eagle3-pte", s["pte"]), ("--eagle3-runner-bin", s.get("runner_bin"))):
+            if s.get("numerics") == "exact" and given:  # as `check --exact` refuses them (jobs/common/exact.py)
+                raise OptionError(f"--eagle3-numerics exact with {flag}", "an eager fixture program (exact mode "
+                                  "replaces aten's kernels; a .pte and a binary run their own)",
+                                  f"drop {flag} (test the fixture's eager program) or --eagle3-numerics")
         if s["reference"] not in (None, "hf", "self"):
             raise OptionError(f"--eagle3-reference {s['reference']}", "hf or self", "pass hf or self")
         from eagle3_check.runners.seam import kind_of
@@ -132,7 +141,7 @@ class Eagle3State:
             from eagle3_check.program.eager import EagerBackend
 
             set_threads("cpu")  # tiny models: one thread is fastest (unless OMP_NUM_THREADS is set)
-            self._built[key] = EagerBackend.from_fixture(self.fixture, "cpu", DTYPE, **spec)
+            self._built[key] = EagerBackend.from_fixture(self.fixture, "cpu", self.cfg.dtype, **spec)
         return self._built[key]
 
     @cached_property
@@ -156,6 +165,10 @@ class Eagle3State:
     @property
     def tie_budget(self) -> float:
         return self.ctx.tie_budget
+
+    def judged_rule(self):
+        """The TieRule the items used (judge/tie_rule.py), or None where none was needed yet."""
+        return self.ctx.__dict__.get("tie_rule")
 
     @property
     def runner(self):
@@ -230,12 +243,23 @@ class Eagle3State:
                 if g.key.fixture == self.fixture_name]
 
     def _unavailable(self, key) -> str | None:
-        from eagle3_check.jobs.golden.verify import unavailable
+        from eagle3_check.jobs.golden.verify import mode_skip, unavailable
 
-        why = unavailable(key, self.settings["pte"])
-        if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", DTYPE):
-            why = f"a golden for {key.device} {key.dtype}; this eager program runs cpu {DTYPE}"
+        why = unavailable(key, self.settings["pte"]) or mode_skip(key, self.cfg_numerics)
+        if why is None and not self.settings["pte"] and (key.device, key.dtype) != ("cpu", self.cfg.dtype):
+            why = f"a golden for {key.device} {key.dtype}; this eager program runs cpu {self.cfg.dtype}"
         return why
+
+    @property
+    def cfg_numerics(self) -> str:
+        return "exact" if self.cfg.exact else "normal"
+
+    def numerics(self):
+        """The block an item's runs go in: exact mode's kernels with --eagle3-numerics exact (the reference's
+        model switched to their attention, jobs/common/exact.py), else nothing."""
+        from eagle3_check.jobs.common.exact import scope
+
+        return scope(self.cfg, self.reference if self.cfg.exact else None)
 
     @cached_property
     def baseline_path(self) -> Path | None:
@@ -310,8 +334,9 @@ class Eagle3State:
             return report.outcomes[0]
         from eagle3_check.jobs.check.prompt_set import run_check
 
-        report = run_check(self.program, self.tokenizer, self.reference, prompts, options, self.tolerance,
-                           runner=self.runner, tie_budget=self.tie_budget)
+        with self.numerics():
+            report = run_check(self.program, self.tokenizer, self.reference, prompts, options, self.tolerance,
+                               runner=self.runner, tie_budget=self.tie_budget)
         return report.outcomes[0]
 
     def golden_run(self, golden, prompt):
@@ -322,7 +347,8 @@ class Eagle3State:
         if key not in self._runs:
             opts = golden.run_options()
             try:
-                run = guarded_run(self.runner, self.program, self.tokenizer, list(prompt.prompt_ids), opts)
+                with self.numerics():
+                    run = guarded_run(self.runner, self.program, self.tokenizer, list(prompt.prompt_ids), opts)
             except RunCrash as e:
                 run = crashed_run(list(prompt.prompt_ids), golden.key.k, opts.max_new_tokens)
                 run.notes.append(str(e))
@@ -377,10 +403,12 @@ class Eagle3State:
 
 def plugin_config(s: dict[str, str | None], max_new: int, timeout: float | None):
     """The session's `Config`, from the options `from_settings` checked (their errors name the
-    --eagle3-* flags): CPU float32, the runner options `check` gives a request of max_new tokens."""
+    --eagle3-* flags): CPU, float32 unless --eagle3-dtype, exact mode with --eagle3-numerics exact, the
+    runner options `check` gives a request of max_new tokens."""
     from eagle3_check.jobs.common.config import Config
 
     return Config.build({"command": "pytest", "fixture": s["fixture"], "target": s["target"], "tokenizer": s["tokenizer"],
-                         "pte": s["pte"], "data_path": s["data_path"], "device": "cpu", "dtype": DTYPE,
+                         "pte": s["pte"], "data_path": s["data_path"], "device": "cpu",
+                         "dtype": s.get("dtype") or DTYPE, "exact": s.get("numerics") == "exact",
                          "max_new_tokens": max_new, "reference": s["reference"] or "hf",
                          "runner": s["runner"] or "reference", "runner_timeout": timeout}, check=False)

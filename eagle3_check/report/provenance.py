@@ -80,12 +80,19 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def provenance(options: dict[str, Any], files: dict[str, str | Path | None], run_options: Any = None) -> dict:
+def provenance(options: dict[str, Any], files: dict[str, str | Path | None], run_options: Any = None,
+               records: dict[str, dict] | None = None) -> dict:
     """The `provenance` block of a report; `files` maps a role ("pte", "prompts", "golden", ...) to
-    a path (None: not used, left out)."""
+    a path (None: not used, left out); `records` {resolved path: file_record} hashed earlier in the run."""
     out = {"options": jsonable(options)}
     if run_options is not None:
         out["run_options"] = jsonable(run_options)
     out["versions"] = versions()
-    out["files"] = {role: file_record(p) for role, p in files.items() if p is not None}
+    records = records or {}
+
+    def record(p) -> dict:
+        known = records.get(str(Path(p).resolve()))
+        return {**known, "path": str(p)} if known else file_record(p)
+
+    out["files"] = {role: record(p) for role, p in files.items() if p is not None}
     return out

@@ -3,7 +3,9 @@ precision: the calibration of the program's target (judge/calibration.py) read f
 or measured on the check's own prompt set and stored there first.
 
 The key is the target directory's digest (its config and weight files, as the provenance hashes
-them), the dtype, the device kind and the kernel set (eager, or compiled with --compile).
+them), the dtype, the device kind and the kernel set (eager, or compiled with --compile; a `.pte`'s:
+xnnpack, measured on its calibration twin, program/calibration_export.py: the target lowered as the
+program was, logits out, exported once into the cache; `check --pte` and `gate` ask here).
 """
 
 from __future__ import annotations
@@ -12,14 +14,47 @@ import sys
 
 MAX_PROMPTS = 16  # prompts a calibration measures (the first of the set)
 MAX_NEW = 64  # greedy tokens per prompt
+# the fixtures the built-in constants were measured on (docs/calibration.md); their quantized variants by base
+MEASURED = ("tiny-llama", "tiny-gemma4", "tiny-llama-random", "smollm2-135m", "gemma3-270m")
+
+
+def measured_fixture(fixture: str | None) -> bool:
+    """Were the built-in constants measured on this fixture? One of MEASURED (or a variant of one) from
+    the repository's own fixtures/: the same name under another $EAGLE3_CHECK_FIXTURES is a user's
+    model, calibrated like a --target."""
+    if not fixture:
+        return False
+    from pathlib import Path
+
+    from eagle3_check.fixtures import registry
+    from eagle3_check.fixtures.registry import load_fixture
+
+    fx = load_fixture(fixture)
+    own = Path(registry.__file__).resolve().parents[2] / "fixtures"
+    return (fx.base or fx.name) in MEASURED and fx.root.resolve().parent == own.resolve()
+
+
+def wants_calibration(ctx) -> bool:
+    """Does this job's program get a calibration (every job asks here, through CheckContext.calibration;
+    gate through `pte_wants_calibration`)? A reduced precision, normal mode, and a target the constants
+    were not measured on (--target, a user's fixture, a .pte of either, unquantized)."""
+    cfg = ctx.cfg
+    if cfg.dtype == "float32" or cfg.exact:
+        return False
+    if cfg.pte:  # its kernels are ExecuTorch's: measured on its twin (calibrate_pte)
+        return pte_wants_calibration(ctx.program, ctx.fixture)
+    return bool(cfg.target) or not measured_fixture(ctx.fixture)
 
 
 def calibration_key(ctx):
     from eagle3_check.judge.calibration import CalibrationKey
-    from eagle3_check.report.provenance import file_record
 
-    digest = file_record(ctx.target_dir)["sha256"]
+    if ctx.cfg.pte:
+        ctx.setup  # noqa: B018  a .pte's dtype is its own: the config follows it once it has loaded
+    digest = ctx.target_record["sha256"]  # hashed once: the report's provenance reuses it (ctx.hashed)
     kernels = "compiled" if getattr(ctx.cfg, "compile", "off") not in (None, "off") else "eager"
+    if ctx.cfg.pte:
+        kernels = "xnnpack"  # the .pte's kernels, measured through its calibration twin (`calibrate_pte`)
     return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
 
 
@@ -32,6 +67,9 @@ def measure(ctx, log=None, key=None):
 
     log = log or (lambda line: print(line, file=sys.stderr))
     key = key or calibration_key(ctx)
+    if ctx.cfg.pte:
+        return calibrate_pte(ctx.program, ctx.target_dir, key, ctx.tokenizer, [p.text for p in ctx.prompts()],
+                             ctx.options, log)
     md = ctx.metadata()
     opts = ctx.options
     prompts = [prompt_ids(ctx.tokenizer, p.text, opts) for p in ctx.prompts()[:MAX_PROMPTS]]
@@ -50,3 +88,53 @@ def calibration_for(ctx):
 
     key = calibration_key(ctx)  # the target's files hashed once, for the lookup and a fresh record
     return load(key) or measure(ctx, ctx.log, key)
+
+
+def pte_wants_calibration(program, fixture: str | None) -> bool:
+    """A `.pte` in a reduced precision whose target the constants were not measured on, unquantized (a
+    quantized program is judged against its own target: DESIGN §3)."""
+    from eagle3_check.program.contract import program_dtype
+
+    md = program.metadata()
+    return program_dtype(program) != "float32" and not md.get("get_quantization") and not measured_fixture(fixture)
+
+
+def pte_calibration(program, target_dir, tokenizer, texts: list[str], options, log=None):
+    """The stored calibration of a `.pte`'s target on its kernels (xnnpack), else a fresh one: `gate`'s
+    (it loads the program itself); `check --pte` comes through `calibration_for`."""
+    from eagle3_check.judge.calibration import CalibrationKey, load
+    from eagle3_check.program.contract import program_dtype
+    from eagle3_check.report.provenance import file_record
+
+    key = CalibrationKey(file_record(target_dir)["sha256"], program_dtype(program), "cpu", "xnnpack")
+    return load(key) or calibrate_pte(program, target_dir, key, tokenizer, texts, options, log)
+
+
+def calibrate_pte(program, target_dir, key, tokenizer, texts: list[str], options, log=None):
+    """A fresh calibration of a `.pte`'s target: its calibration twin (the target of `target_dir` in the
+    program's dtype, lowered with XNNPACK as the program was, at the program's max_seq_len; exported once
+    into `<cache>/calibration/twins/`) against the HF reference, stored (atomically) in the cache."""
+    import torch
+
+    from eagle3_check.judge.calibration import save, store_dir
+    from eagle3_check.judge.calibration_measure import calibrate_target
+    from eagle3_check.judge.hf import HFReference
+    from eagle3_check.program.calibration_export import cached_twin
+    from eagle3_check.program.contract import read_metadata
+    from eagle3_check.program.target import TargetAdapter, load_hf_target
+    from eagle3_check.runners.options import prompt_ids, stop_set
+
+    log = log or (lambda line: print(line, file=sys.stderr))
+    md = read_metadata(program.metadata())
+    ids = [prompt_ids(tokenizer, t, options) for t in texts[:MAX_PROMPTS]]
+    k, n = options.chain_len or md.chain_len, min(MAX_NEW, options.max_new_tokens)
+    log(f"calibrating the tie tolerance on this target ({key.stem}): {len(ids)} prompts x up to {n} tokens on "
+        "its .pte twin (the target lowered with XNNPACK, exported once), once; stored for later checks")
+    dtype = getattr(torch, key.dtype)
+    target = TargetAdapter(load_hf_target(target_dir, dtype), [0], md.max_seq_len).eval()
+    twin = cached_twin(target, store_dir() / "twins" / f"{key.stem}.pte", "xnnpack")
+    del target
+    cal = calibrate_target(twin, HFReference(target_dir, "cpu", dtype), ids, k,
+                           set(stop_set(tokenizer, md, options).ids), n, md.max_seq_len, key)
+    save(cal)
+    return cal

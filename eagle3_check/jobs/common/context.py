@@ -85,13 +85,12 @@ class CheckContext:
 
     @cached_property
     def calibration(self):
-        """The calibration of a `--target` model in a reduced precision (jobs/common/calibrate.py); None
-        where the built-in constants apply: float32, and the fixtures they were measured on."""
-        if self.cfg.dtype == "float32" or not self.cfg.target or self.cfg.pte or self.cfg.exact:
-            return None
-        from eagle3_check.jobs.common.calibrate import calibration_for
+        """The calibration of a user's target in a reduced precision (jobs/common/calibrate.py: --target, or
+        a fixture the constants were not measured on; check, golden record, the pytest plugin); None where
+        the built-in constants apply: float32, a .pte, exact mode, and the fixtures they were measured on."""
+        from eagle3_check.jobs.common.calibrate import calibration_for, wants_calibration
 
-        return calibration_for(self)
+        return calibration_for(self) if wants_calibration(self) else None
 
     @property
     def tolerance(self):
@@ -115,6 +114,22 @@ class CheckContext:
     def target_dir(self):
         """The target's HF directory: the program's (a .pte's sidecar names it), --target's or the fixture's."""
         return world.request_world(self.cfg)[1]
+
+    @cached_property
+    def target_record(self) -> dict:
+        """The target directory's provenance record (report/provenance.py's file_record: every file read
+        and hashed): computed once, for the calibration's key and the report's provenance alike (a
+        second read of an 8B target's weights is tens of seconds)."""
+        from eagle3_check.report.provenance import file_record
+
+        return file_record(self.target_dir)
+
+    def hashed(self) -> dict:
+        """{resolved path: record} of what this context already hashed (`report_provenance`'s `records`)."""
+        from pathlib import Path
+
+        rec = self.__dict__.get("target_record")
+        return {str(Path(self.target_dir).resolve()): rec} if rec else {}
 
     def hf_reference(self):
         """HF's own forward over the target: on the weights the program already holds when it is our
@@ -168,7 +183,7 @@ class CheckContext:
             from eagle3_check.jobs.common.isolation import remote_runner
 
             self._isolated_runner = remote_runner(self.runner_name, self.cfg.runner_timeout, self.limit_flag,
-                                                  self.cfg.runner_profile)
+                                                  self.cfg.runner_profile, self.cfg.exact)
             return self._isolated_runner
         runner = self.loaded_runner
         if self.capabilities.program_file:  # a process already: its own timeout and profile (runners/binary)

@@ -1,5 +1,6 @@
-"""`check --exact`: the check's runner and reference on exact mode's shape-invariant kernels
-(eagle3_check/exact, docs/exact.md), and its verdict as identity.
+"""`--exact` on every job (check, check --suite, golden record / verify, the pytest plugin): the runner
+and the reference on exact mode's shape-invariant kernels (eagle3_check/exact, docs/exact.md), and the
+verdict as identity.
 
 In exact mode a verify window, a one-row decode and the HF reference's full forward compute each row
 in one order, so a correct runner's logits are the reference's bit for bit: the tie tolerance is 0
@@ -7,12 +8,13 @@ and the tie budget 0 (a position whose token is not the reference's argmax fails
 equals the top's exactly is still a tie, and the budget of 0 fails it). The report and its JSON name
 the mode (`info.numerics`).
 
-What it covers (checked where the config is built, no torch): the prompt set on an eager program,
-with any runner in PyTorch: in this process, or isolated in its own (a plug-in, `--isolate`,
-`--workers`), whose child builds its program with the mode installed for its life
-(jobs/check/job.py's child_program). Refused, one line each: a `.pte` (its XNNPACK kernels are not
-aten's), `--compile` (the compiled forward is inductor's code), `--quantize`, `--suite`, a runner
-binary (its own kernels), `--tie-budget`.
+What it covers (checked where the config is built, no torch): eager programs, with any runner in
+PyTorch: in this process, or isolated in its own (a plug-in, `--isolate`, `--workers`), whose child
+builds its program with the mode installed for its life (jobs/check/job.py's child_program), or calls
+the harness's program over the pipe with the mode installed too (jobs/common/isolation.py's
+remote_runner: the suites, golden verify, the pytest plugin). Refused, one line each: a `.pte` (its
+XNNPACK kernels are not aten's: so `gate`, which judges a `.pte`), `--compile` (the compiled forward is
+inductor's code), `--quantize`, a runner binary (its own kernels), `--tie-budget`.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ def check_exact_flags(cfg) -> None:
         return
     from eagle3_check.runners.seam import kind_of
 
+    if cfg.command == "gate":
+        raise OptionError("gate --exact", "an eager program (exact mode replaces aten's kernels; a .pte runs "
+                          "ExecuTorch's own)", "judge the eager program the .pte was exported from with "
+                          "`eagle3-check check --exact --target T --draft D`, and gate the .pte without --exact")
     refused = (
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
         ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
-        ("--suite", bool(cfg.suite), "the edge suites run their own programs"),
         ("--runner exec:PATH", kind_of(cfg.runner).program_file, "a binary runs its own kernels"),
         ("--tie-budget", cfg.tie_budget is not None, "exact mode's budget is 0"),
     )
@@ -51,6 +56,11 @@ def numerics(cfg) -> str:
     return EXACT_NUMERICS if cfg.exact else NORMAL_NUMERICS
 
 
+def exact_tolerance(cfg, tolerance):
+    """The tolerance a job judges with: exact mode's 0 (identity), else `tolerance` as given."""
+    return exact_rule(cfg.dtype).tolerance if cfg.exact else tolerance
+
+
 def exact_rule(dtype: str):
     """The tie rule of exact mode (judge/tie_rule.py's TieRule): tolerance 0 logits + 0 ulp, budget 0."""
     from eagle3_check.judge.tie_rule import TieRule
@@ -59,7 +69,7 @@ def exact_rule(dtype: str):
     return TieRule(Tolerance(dtype, 0.0), 0.0, "exact mode: identity (no tolerance, no budget; docs/exact.md)")
 
 
-def scope(cfg, reference):
+def scope(cfg, reference=None):
     """The block the runner and the reference run in: exact_numerics over the HF reference's model
     (switched to the fixed-block attention, as the runner's target already runs sdpa), or nothing."""
     if not cfg.exact:
@@ -68,3 +78,9 @@ def scope(cfg, reference):
 
     model = getattr(reference, "model", None)
     return exact_numerics(*([model] if model is not None else []))
+
+
+def numerics_line(info: dict) -> list[str]:
+    """The report's numerics line in exact mode (normal mode prints none: README's sample stays)."""
+    mode = info.get("numerics", "")
+    return [f"numerics: {mode}"] if mode.startswith("exact") else []

@@ -28,16 +28,30 @@ def preload() -> None:
     import eagle3_check.runners.loop  # noqa: F401
 
 
-def remote_runner(spec: str, timeout: float | None, flag: str | None = None, profile: str | None = None):
+def exact_child() -> tuple[None, None]:
+    """A remote runner's child in exact mode (module-level: pickled to it): the shape-invariant kernels
+    installed for the child's life, so what a plug-in in PyTorch computes itself runs on them as the
+    harness's program does; no program of its own (None, None: the harness's, call by call)."""
+    from eagle3_check.exact.mode import install_for_process
+
+    install_for_process()
+    return None, None
+
+
+def remote_runner(spec: str, timeout: float | None, flag: str | None = None, profile: str | None = None,
+                  exact: bool = False):
     """An IsolatedRunner for `spec` with no program of its own, started and ready: a plug-in that cannot
     be found is the one-line error here, before any work; one that dies loading fails every request.
-    `profile`: --runner-profile, which the child's runner runs by (runners/isolate/declared.py)."""
+    `profile`: --runner-profile, which the child's runner runs by (runners/isolate/declared.py); `exact`:
+    --exact, installed in the child (`exact_child`)."""
     from eagle3_check.runners.isolate.runner import IsolatedRunner
     from eagle3_check.runners.plugin import check_spec
 
     check_spec(spec)  # its form, before anything loads; the child imports it
     preload()
     runner = IsolatedRunner(spec, None, limit_of(spec, timeout), flag or "--request-timeout", profile)
+    if exact:  # still remote (decided from build None above); the child's setup runs exact_child
+        runner.build = exact_child
     runner.start()
     runner.ready()
     return runner

@@ -6,7 +6,10 @@ prompt set when one is used."""
 from __future__ import annotations
 
 
-def report_provenance(cfg, fixture: str | None = None, run_options=None, extra_files: dict | None = None) -> dict:
+def report_provenance(cfg, fixture: str | None = None, run_options=None, extra_files: dict | None = None,
+                      records: dict | None = None) -> dict:
+    """`records`: {resolved path: file_record} already hashed in this run (CheckContext.hashed: the
+    calibrated target), reused rather than read again."""
     from eagle3_check.fixtures.registry import load_fixture
     from eagle3_check.report.provenance import provenance
 
@@ -21,4 +24,4 @@ def report_provenance(cfg, fixture: str | None = None, run_options=None, extra_f
         if not cfg.prompts:
             files["prompts"] = fx.prompts_path
     files.update(extra_files or {})
-    return provenance(cfg.options(), files, run_options)
+    return provenance(cfg.options(), files, run_options, records)

@@ -204,10 +204,13 @@ def baseline_check(inputs: GateInputs, tau: float | None, ks: list[int], golden_
     return GateCheck("baseline", status, message, details=details)
 
 
-def follow_dtype(inputs: GateInputs, dtype: str, info: dict) -> None:
-    """The tie tolerance and budget the program's dtype calls for (DESIGN §3), unless given; recorded in `info`."""
+def follow_dtype(inputs: GateInputs, dtype: str, info: dict, program=None) -> None:
+    """The tie tolerance and budget the program's dtype calls for (DESIGN §3), unless given; recorded in `info`.
+    `inputs.calibrate(program)`: the calibration of its target (measured on first use), where one applies."""
     # the one rule every job uses (judge/tie_rule.py); a given tolerance sets the budget's dtype
-    rule = tie_rule(inputs.tolerance.dtype if inputs.tolerance is not None else dtype, inputs.fixture, inputs.tie_budget)
+    cal = inputs.calibrate(program) if inputs.calibrate is not None and inputs.tolerance is None else None
+    rule = tie_rule(inputs.tolerance.dtype if inputs.tolerance is not None else dtype, inputs.fixture, inputs.tie_budget,
+                    cal)
     if inputs.tolerance is None:
         inputs.tolerance = rule.tolerance
     if inputs.tie_budget is None:
@@ -278,7 +281,7 @@ def _checks(report: GateReport, inputs: GateInputs, program, on_check) -> None:
             program = PteBackend(inputs.pte, inputs.data_path)
         info = getattr(program, "info", {"backend": type(program).__name__})
         report.info.update(info)
-        follow_dtype(inputs, program_dtype(program), report.info)
+        follow_dtype(inputs, program_dtype(program), report.info, program)
         return GateCheck("load", PASS, f"loaded ({', '.join(f'{k}={v}' for k, v in info.items())}; "
                          f"tie tolerance {report.info['tie_tolerance']}, tie budget "
                          + (f"{inputs.tie_budget:.1%})" if isinstance(inputs.tie_budget, float) else

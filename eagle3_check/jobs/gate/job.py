@@ -74,7 +74,25 @@ def gate_inputs(ctx: CheckContext):
         inputs.plugin = ctx.runner  # ours, running by the given profile (runners/profiles.py)
     if cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
+    inputs.calibrate = calibrator(inputs, ctx.log)
     return inputs, (fx.name if fx else None), target_dir, resolved
+
+
+def calibrator(inputs, log):
+    """program -> the calibration of a `.pte`'s target where `check --pte` would calibrate it (the same
+    function, cache and `tie rule` source: jobs/common/calibrate.py), else None; None without a target."""
+    if inputs.target_dir is None:
+        return None
+
+    def calibrate(program):
+        from eagle3_check.jobs.common.calibrate import pte_calibration, pte_wants_calibration
+
+        if not pte_wants_calibration(program, inputs.fixture):
+            return None
+        return pte_calibration(program, inputs.target_dir, inputs.tokenizer, [p.text for p in inputs.prompts],
+                               inputs.options, log)
+
+    return calibrate
 
 
 def drift_options(cfg, inputs, fx) -> None:

@@ -53,6 +53,9 @@ class GateInputs:
     full_precision: Callable[[dict], SpeculatorProgram] | None = None
     full_precision_note: str = "no full-precision program given (gate from a fixture, or a sidecar naming the draft)"
     data_path: Path | None = None  # the .pte's external data file (.ptd), when it has one
+    # program -> its target's Calibration, or None where the constants apply (jobs/common/calibrate.py:
+    # a reduced-precision .pte of a target they were not measured on); None: never calibrate
+    calibrate: Callable[[SpeculatorProgram], object] | None = None
 
 
 @dataclass

@@ -5,7 +5,10 @@ counts, tau, stop reason) plus the HF reference's top-1/top-2 margin at every em
 position, and the library versions it was recorded with. One file per configuration,
 named by every parameter that changes the output:
 
-    golden/<fixture>__<backend>__<device>__<dtype>__k<K>__n<max new tokens>.json
+    golden/<fixture>__<backend>__<device>__<dtype>__k<K>__n<max new tokens>[__exact].json
+
+(`__exact`: recorded in exact mode, `--exact`: verified only in exact mode, and a golden recorded in
+normal mode is not verified in exact mode; jobs/common/exact.py.)
 
 Record time refuses a prompt whose minimum margin is below the tie tolerance (a numerical
 tie would make the golden flaky) and a run that diverges from the reference. Verify time
@@ -39,7 +42,9 @@ from eagle3_check.runners.result import PluginRunner, RunResult
 SCHEMA = 1
 VERSIONED = ("torch", "transformers", "tokenizers", "executorch")
 _NUM_LIST = re.compile(r"\[\s*([-+0-9.eE,\s]+?)\s*\]")
-_NAME = re.compile(r"^(?P<fixture>.+)__(?P<backend>[^_]+)__(?P<device>[^_]+)__(?P<dtype>[^_]+)__k(?P<k>\d+)__n(?P<n>\d+)$")
+_NAME = re.compile(r"^(?P<fixture>.+)__(?P<backend>[^_]+)__(?P<device>[^_]+)__(?P<dtype>[^_]+)__k(?P<k>\d+)__n(?P<n>\d+)"
+                   r"(?:__(?P<numerics>exact))?$")
+NUMERICS = ("normal", "exact")  # the mode a golden was recorded in: torch's kernels, or exact mode's (--exact)
 
 
 def golden_root() -> Path:
@@ -61,10 +66,19 @@ class GoldenKey:
     dtype: str  # float32 | bfloat16
     k: int
     max_new: int  # max new tokens asked for
+    numerics: str = "normal"  # normal | exact (--exact: the shape-invariant kernels; named in the file name)
 
     @property
     def stem(self) -> str:
-        return f"{self.fixture}__{self.backend}__{self.device}__{self.dtype}__k{self.k}__n{self.max_new}"
+        mode = "__exact" if self.numerics == "exact" else ""
+        return f"{self.fixture}__{self.backend}__{self.device}__{self.dtype}__k{self.k}__n{self.max_new}{mode}"
+
+    def to_json(self) -> dict:
+        """The key as a golden file holds it (`numerics` only when exact: normal goldens read as before)."""
+        out = asdict(self)
+        if self.numerics == "normal":
+            del out["numerics"]
+        return out
 
     @property
     def filename(self) -> str:
@@ -76,10 +90,11 @@ class GoldenKey:
         if not m:
             raise GoldenError(
                 f"golden file name '{Path(path).name}'",
-                "<fixture>__<backend>__<device>__<dtype>__k<K>__n<N>.json",
+                "<fixture>__<backend>__<device>__<dtype>__k<K>__n<N>[__exact].json",
                 "record goldens with `eagle3-check golden record`; do not rename them",
             )
-        return cls(m["fixture"], m["backend"], m["device"], m["dtype"], int(m["k"]), int(m["n"]))
+        return cls(m["fixture"], m["backend"], m["device"], m["dtype"], int(m["k"]), int(m["n"]),
+                   m["numerics"] or "normal")
 
 
 @dataclass
@@ -127,7 +142,7 @@ class Golden:
     def to_json(self) -> dict:
         return {
             "schema": SCHEMA,
-            "key": asdict(self.key),
+            "key": self.key.to_json(),
             "options": self.options,
             "tie_tolerance": self.tie_tolerance,
             "versions": self.versions,
@@ -197,6 +212,8 @@ def tie_bound(golden: Golden) -> float:
     own token, which is >= that part, so a golden recorded by the tool never falls under it)."""
     from eagle3_check.judge.tolerance import ABSOLUTE
 
+    if golden.key.numerics == "exact":  # identity: only a margin of exactly 0 is a tie
+        return 0.0
     floor = ABSOLUTE.get(golden.key.dtype, 0.0)
     return min(golden.tie_tolerance, floor) if golden.tie_tolerance > 0 else floor
 

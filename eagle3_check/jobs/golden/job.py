@@ -62,7 +62,7 @@ def record(ctx: CheckContext, make_bar=NoBar):
     backend = "pte" if cfg.pte else "eager"
     md = ctx.metadata()
     k = cfg.chain_len if cfg.chain_len is not None else md.chain_len
-    key = GoldenKey(fixture, backend, cfg.device, cfg.dtype, k, cfg.max_new_tokens)
+    key = GoldenKey(fixture, backend, cfg.device, cfg.dtype, k, cfg.max_new_tokens, "exact" if cfg.exact else "normal")
     directory = Path(cfg.dir) if cfg.dir else golden_root()
     path = directory / key.filename
     if not cfg.force and path.exists():
@@ -77,8 +77,11 @@ def record(ctx: CheckContext, make_bar=NoBar):
         from eagle3_check.program.sidecar import pte_digest
 
         sha = pte_digest(cfg.pte)
-    golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key, ctx.tolerance,
-                           ctx.options, on_prompt=lambda _: bar.update(1), program_sha256=sha)
+    from eagle3_check.jobs.common.exact import scope
+
+    with scope(cfg, reference):  # --exact: the runner and the reference on the shape-invariant kernels
+        golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key, ctx.tolerance,
+                               ctx.options, on_prompt=lambda _: bar.update(1), program_sha256=sha)
     bar.close()
     return golden, save_golden(golden, directory, force=cfg.force)
 
@@ -113,9 +116,12 @@ def verify(ctx: CheckContext, make_bar=NoBar):
         if not cfg.baseline and not Path(baseline).is_file():
             baseline = None  # no committed baseline yet: tokens only
     bar = golden_bar(cfg, make_bar)
+    from eagle3_check.jobs.common.exact import scope
+
     try:
-        outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
-                               pte=cfg.pte, data_path=cfg.data_path)
+        with scope(cfg):  # --exact: every golden's program and the runner on the shape-invariant kernels
+            outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
+                                   pte=cfg.pte, data_path=cfg.data_path, numerics="exact" if cfg.exact else "normal")
         bar.close()
         if cfg.shrink and not outcome.interrupted:  # each golden prompt that differs, shrunk through the same runner
             from eagle3_check.jobs.golden.shrink_route import shrink_goldens_and_write

@@ -107,6 +107,7 @@ class GateOutcome:
     interrupted: str | None = None  # Ctrl-C of the harness stopped it (runners/interrupt.py): what was not run
     shrunk: dict = field(default_factory=dict)  # --shrink: key stem -> prompt id -> its shrunk request (JSON)
     shrunk_lines: list[str] = field(default_factory=list, compare=False)  # --shrink: what to print after it
+    numerics: str = "normal"  # the mode the goldens ran in: normal | exact (--exact)
 
     @property
     def passed(self) -> bool:
@@ -123,6 +124,7 @@ class GateOutcome:
             "golden_diffs": [d.to_json() for d in self.golden_diffs],
             "metric_diffs": [d.to_json() for d in self.metric_diffs],
             "notes": self.notes,
+            "numerics": self.numerics,
             **({"shrunk": self.shrunk} if self.shrunk else {}),
             "runs": {stem: {"k": self.keys[stem].k, "prompts": [r.summary(pid) for pid, r in runs.items()]}
                      for stem, runs in sorted(self.runs.items()) if stem in self.keys},
@@ -136,6 +138,8 @@ class GateOutcome:
             lines.append(format_metric_diffs(self.metric_diffs, self.baseline))
         lines.extend(f"skipped {stem}: {why}" for stem, why in self.skipped.items())
         lines.extend(f"note: {n}" for n in self.notes)
+        if self.numerics == "exact":
+            lines.append("numerics: exact (shape-invariant kernels): each golden recorded in exact mode")
         if self.interrupted:
             lines.append(self.interrupted)
         lines.append(f"verdict: {'PASS' if self.passed else 'FAIL'}")
@@ -153,6 +157,7 @@ def gate_goldens(
     data_path: str | Path | None = None,
     dtype: str | None = None,
     run_backend: str | None = None,
+    numerics: str = "normal",
 ) -> GateOutcome:
     """Runs every golden once; compares tokens (always) and metrics (when `baseline` is given).
 
@@ -171,10 +176,11 @@ def gate_goldens(
         run_backend = "pte"
     run_sha256 = program_sha256(pte) if run_backend == "pte" else None
     build = build or (lambda key: program_for_key(key, pte, data_path))
-    out = GateOutcome(baseline=str(baseline) if baseline else None)
+    out = GateOutcome(baseline=str(baseline) if baseline else None, numerics=numerics)
     paths = golden_paths(paths)
     try:
-        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend, run_sha256)
+        _verify(out, paths, baseline, runner, build, on_prompt, pte, fixture, dtype, run_backend, run_sha256,
+                numerics)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the goldens verified so far (runners/interrupt.py)
         from eagle3_check.runners.interrupt import interrupted_line
 
@@ -205,14 +211,35 @@ def _pte_build(pte, data_path, fixture: str | None, dtype: str | None):
     return (lambda key: (program, Tokenizer.load(load_fixture(key.fixture).tokenizer_path))), fixture, dtype
 
 
+def mode_skip(key: GoldenKey, numerics: str) -> str | None:
+    """Why a golden recorded in another numerics mode than this run's is not verified here, or None."""
+    if key.numerics == numerics:
+        return None
+    return (f"recorded in {key.numerics} mode; this run is in {numerics} mode (a golden verifies only in the "
+            "mode it was recorded in)")
+
+
+def mode_refusal(skipped: dict[str, str], numerics: str) -> InputError:
+    """Every golden given was recorded in the other mode: one line naming the mode and the fix."""
+    stem = next(iter(skipped))
+    other = "exact" if numerics == "normal" else "normal"
+    fix = ("verify it with --exact" if other == "exact" else
+           "verify it without --exact, or record an exact-mode golden: `eagle3-check golden record --exact ...`")
+    return InputError(f"golden {stem} was recorded in {other} mode ({len(skipped)} golden(s) so)",
+                      f"a golden recorded in {numerics} mode, the mode of this run", fix)
+
+
 def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, pte, fixture, dtype,
-            run_backend: str | None = None, run_sha256: str | None = None) -> None:
+            run_backend: str | None = None, run_sha256: str | None = None, numerics: str = "normal") -> None:
     entries = load_baseline(baseline) if baseline else {}
     cache: dict[tuple, tuple] = {}
+    by_mode: dict[str, str] = {}
     for path in paths:
         golden = load_golden(path)
         key = golden.key
-        why = unavailable(key, pte)
+        why = unavailable(key, pte) or mode_skip(key, numerics)
+        if mode_skip(key, numerics):
+            by_mode[key.stem] = why
         if fixture and key.fixture != fixture:
             why = f"a golden of fixture {key.fixture}; this program is {fixture}"
         elif dtype and key.dtype != dtype and not why:
@@ -239,6 +266,8 @@ def _verify(out: GateOutcome, paths: list, baseline, runner, build, on_prompt, p
                 golden.program_sha256, run_sha256)
             out.metric_diffs.extend(metric_diffs)
             out.notes.extend([note] if note else [])
+    if by_mode and not out.runs and len(by_mode) == len(out.skipped):  # nothing ran: the mode is the reason
+        raise mode_refusal(by_mode, numerics)
 
 
 def gated_metrics(key: GoldenKey, run_backend: str | None, diffs: list[MetricDiff], golden_sha256: str | None = None,

@@ -68,6 +68,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
 
 
 def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: list | None) -> list:
+    from eagle3_check.jobs.common.exact import exact_tolerance, numerics, scope
     from eagle3_check.jobs.suites.report import run_suite
     from eagle3_check.runners.profiles import profile_info
 
@@ -78,9 +79,11 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
         env, info = make_env()
         if bar is None:  # after the first program loads: an error loading it is the only line on stderr
             bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suite}", unit="case")
-        report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
+        env.tolerance = exact_tolerance(cfg, env.tolerance)  # --exact: identity, tolerance 0
+        with scope(cfg, env.reference):  # --exact: the cases' programs and the reference on the exact kernels
+            report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
-                           reference=cfg.reference, profile=profile_info(runner))
+                           reference=cfg.reference, profile=profile_info(runner), numerics=numerics(cfg))
         if cfg.shrink:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
             from eagle3_check.jobs.shrink_route import shrink_suite_and_write
 

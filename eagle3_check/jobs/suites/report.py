@@ -86,6 +86,9 @@ def format_suite_table(report: SuiteReport) -> str:
     from eagle3_check.runners.protections import protections_line
 
     lines += [p for p in [protections_line(report.info.get("isolation"))] if p]  # what held the runner in
+    from eagle3_check.jobs.common.exact import numerics_line
+
+    lines += numerics_line(report.info)  # --exact: the kernels, the verdict identity
     lines.append(f"suite {report.suite}: {'PASS' if report.passed else 'FAIL'}{none_ran} "
                  f"({counts['pass']} pass, {counts['tie']} tie, {counts['fail']} fail, {counts['skip']} skipped "
                  f"of {len(report.results)} cases, {report.seconds:.1f} s)")

@@ -54,3 +54,18 @@ def test_calibrate_prints_the_record(cache, capsys):
     out = capsys.readouterr().out
     assert "16 positions over 2 prompts, K 4" in out and "tie tolerance: " in out and "binomial bound" in out
     assert len(list((root / "calibration").glob("*.json"))) == 1
+
+
+def test_a_calibrated_check_reads_the_target_once_for_key_and_provenance(cache, capsys, monkeypatch):
+    """The calibration's key and the report's provenance hash the target directory once between them
+    (CheckContext.target_record): on an 8B target each read is every weight file again (issue 44)."""
+    import eagle3_check.report.provenance as prov
+
+    root, prompts = cache
+    seen: list[str] = []
+    real = prov.file_record
+    monkeypatch.setattr(prov, "file_record", lambda p: seen.append(str(p)) or real(p))
+    assert main(["check", *target_args(prompts, "bfloat16"), "--json"]) in (0, 1)
+    out = json.loads(capsys.readouterr().out)
+    assert seen.count(str(FX / "target")) == 1, seen
+    assert out["provenance"]["files"]["target"] == real(FX / "target")  # the same record, path as given

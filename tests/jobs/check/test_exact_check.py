@@ -66,9 +66,9 @@ def test_exact_table_names_the_mode(capsys, tmp_path):
 
 @pytest.mark.parametrize("flags, named", [
     (["--tie-budget", "0.1"], "--exact with --tie-budget"),
-    (["--suite", "edge"], "--exact with --suite"),
+    (["--quantize", "int8-weight"], "--exact with --quantize"),
     (["--compile", "layer"], "--exact with --compile"),
-], ids=["tie-budget", "suite", "compile"])
+], ids=["tie-budget", "quantize", "compile"])
 def test_routes_exact_mode_does_not_cover_are_one_line_errors(capsys, flags, named):
     rc = main(["check", "--fixture", "tiny-llama", "--exact", *flags])
     assert_clean_error(capsys, rc, named)
