@@ -82,6 +82,18 @@ def blocker(path: str, uid: int, gid: int) -> str | None:
     return None
 
 
+def closed(path: str, uid: int, gid: int) -> list[str]:
+    """Every directory on the way to `path` that uid/gid cannot search (what `chmod o+x` would open)."""
+    out, parts = [], os.path.abspath(path).split(os.sep)
+    for i in range(2, len(parts) + 1):
+        d = os.sep.join(parts[:i])
+        with contextlib.suppress(OSError):
+            st = os.stat(d)
+            if stat.S_ISDIR(st.st_mode) and not _searchable(st, uid, gid):
+                out.append(d)
+    return out
+
+
 def _hops(path: str) -> list[str]:
     """`path` made absolute and every target of the symlinks on its way (a venv's python -> /root/...)."""
     out, p = [os.path.abspath(path)], os.path.abspath(path)
@@ -189,11 +201,12 @@ class Launch:
         for p in [interp] if interp else []:
             hop = next((h for h in _hops(p) if blocker(h, uid, gid) and not _under(os.path.dirname(h), self.lent)), None)
             if hop:
+                shut = " ".join(closed(hop, uid, gid))
                 raise InputError(
                     f"{self.flag} {self.spec}: its interpreter {p} is out of reach of the runner's account "
-                    f"{self.user[0]} (uid {uid}; {blocker(hop, uid, gid)} is closed to it)",
+                    f"{self.user[0]} (uid {uid}; closed to it: {shut})",
                     "a program and interpreter the runner's account can read",
-                    f"chmod o+x {blocker(hop, uid, gid)}, or set {sandbox.USER_ENV}={sandbox.KEEP_USER} "
+                    f"chmod o+x {shut}, or set {sandbox.USER_ENV}={sandbox.KEEP_USER} "
                     "(the binary then runs as the harness's user)")
 
     def inputs(self, *paths):
