@@ -59,12 +59,9 @@ def _script(where: Path, name: str, body: str, help_only: bool = False) -> str:
     return f"exec:{s}"
 
 
-def _run_harness(spec: str, mode: str, repo_file: Path, tmp_path: Path) -> dict:
-    out = tmp_path / "harness.out"
+def _run_harness(spec: str, mode: str, repo_file: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REPO": str(repo_file), "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-c", HARNESS, spec, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=env, timeout=120)
-    out.write_bytes(p.stdout)
+    p = subprocess.run([sys.executable, "-c", HARNESS, spec, mode], capture_output=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr.decode()[-2000:]  # not stopped, not killed
     lines = p.stdout.decode().splitlines()
     assert len(lines) == 1, lines  # nothing written ahead of the harness's own line
@@ -75,7 +72,7 @@ def _run_harness(spec: str, mode: str, repo_file: Path, tmp_path: Path) -> dict:
 @pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
 def test_a_binary_attacks_the_harness_as_root(attack, tmp_path):
     repo_file = ROOT / "golden" / f"pwned-{attack}.json"
-    got = _run_harness(_script(tmp_path, "hostile.sh", ATTACKS[attack]), "request", repo_file, tmp_path)
+    got = _run_harness(_script(tmp_path, "hostile.sh", ATTACKS[attack]), "request", repo_file)
     assert "ATTACK-DONE" in got["stderr"], got  # the script ran to its end
     line = next(x for x in got["stderr"].splitlines() if x.startswith("ATTACK "))
     assert not line.endswith(" rc=0"), got["stderr"]  # every attempt failed
@@ -91,7 +88,7 @@ def test_the_help_probe_runs_closed_in_too(tmp_path):
     repo_file = ROOT / "golden" / "pwned-help.json"
     spec = _script(tmp_path, "hostile_help.sh", ATTACKS["bin-sigstop-harness"] + "\n" + ATTACKS[
         "bin-write-into-the-repository"], help_only=True)
-    got = _run_harness(spec, "help", repo_file, tmp_path)
+    got = _run_harness(spec, "help", repo_file)
     assert got["protections"]["other_user"] and got["protections"]["pid_namespace"], got
     assert not repo_file.exists()
 
