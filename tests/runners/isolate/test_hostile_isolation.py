@@ -1,7 +1,7 @@
 """Issue 47's held-out classes, each a named probe: a plug-in that attacks the harness from its own
-process. Each runs the harness as a subprocess (`check`, and `check --suite one-token` for the ones
-cheap there) with a plug-in that does its attack in `run()` and then answers as the reference runner
-does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
+process. Each runs the harness as a subprocess on every route (`check`, `check --suite one-token`,
+`check --workers 2`, `golden verify`, the pytest plugin; `gate`: tests/pte/test_hostile_gate.py) with a
+plug-in that does its attack in `run()` and then answers as the reference runner does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
 leave a process behind, nor a file written where it was not asked.
 
 As root (here and in CI) the runner's process is `nobody` (runners/isolate/sandbox.py): the attacks on the
@@ -120,8 +120,7 @@ ROUTES = {"check": ["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max
                             "--no-baseline"]}  # no --junit: its report is the JSON
 
 
-ON_SUITE = ("sigterm-parent", "setsid-grandchild-rewrites-outputs", "flood-outputs")  # the others: check's route
-CASES = [(a, r) for a in ATTACKS for r in ROUTES if r == "check" or a in ON_SUITE]
+CASES = [(a, r) for a in ATTACKS for r in ROUTES]  # every attack on every route (gate: tests/pte/test_hostile_gate.py)
 
 
 @pytest.mark.parametrize("attack, route", CASES, ids=[f"{a}-{r}" for a, r in CASES])
@@ -309,3 +308,37 @@ def attack():
     out = capfd.readouterr()
     report = json.loads(out.out)  # one JSON document: nothing was written ahead of it
     assert rc == 0 and report["requests"][0]["run"]["notes"][-1] == "attack: wrote into 0 inherited file(s)"
+
+
+PLUGIN_ARGS = ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", "-q", "--eagle3-fixture", "tiny-llama",
+               "--eagle3-goldens", "none", "--eagle3-max-new-tokens", "6", "-k", "prompts"]
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS), ids=[f"{a}-pytest-plugin" for a in ATTACKS])
+def test_an_attack_from_the_runner_changes_nothing_on_the_pytest_plugin(attack, tmp_path):
+    """The same attacks on the pytest plugin's route: the harness is a pytest process (a subprocess here: a
+    SIGSTOP that got through would stop it, not this session); its exit code and JUnit file stay its own."""
+    if attack in NEEDS_ROOT and os.geteuid() != 0:
+        pytest.skip("the uid drop needs a root harness (CI runs as root)")
+    module = f"{attack.replace('-', '_')}_plugin"
+    (tmp_path / f"{module}.py").write_text(HEAD + ATTACKS[attack])
+    junit, prompts = tmp_path / "plugin.xml", tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
+    target = junit if attack == "setsid-grandchild-rewrites-outputs" else tmp_path / "golden" / "pwned.json"
+    target.parent.mkdir(exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target), "MARK": mark(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    p = subprocess.run([sys.executable, "-m", "pytest", *PLUGIN_ARGS, "--eagle3-runner", f"{module}:make",
+                        "--eagle3-prompts", str(prompts), f"--junitxml={junit}"], capture_output=True, text=True,
+                       env=env, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-1000:]  # the run is correct: the attack changed nothing
+    assert "2 passed" in p.stdout and '{"passed": true}' not in p.stdout, p.stdout[-2000:]
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(cases) == 2 and all(c.find("failure") is None for c in cases)
+    if attack == "write-into-the-repository":
+        assert not target.exists()
+    if attack == "setsid-grandchild-rewrites-outputs":
+        before = junit.read_bytes()
+        time.sleep(4)  # its `sleep 3` would have ended: the JUnit file is still the harness's
+        assert junit.read_bytes() == before
+        assert _alive(mark(tmp_path)) == []
