@@ -43,8 +43,14 @@ import sys
 
 from eagle3_check.errors import InputError
 from eagle3_check.runners.isolate import sandbox
+from eagle3_check.runners.isolate.namespaces import (
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    map_self,
+    namespaces,
+    waiter,
+)
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 READS_ENV = "EAGLE3_CHECK_RUNNER_READS"
 
@@ -136,34 +142,6 @@ def lends(needed: list[str], uid: int, gid: int) -> dict[str, list[str]]:
 
 def _under(path: str, lent: dict[str, list[str]]) -> bool:
     return any(path == d or path.startswith(d + os.sep) for ds in lent.values() for d in ds)
-
-
-_ALLOWED: dict[int, bool] = {}
-
-
-def allowed(flags: int) -> bool:
-    """Can this process unshare `flags` (a user namespace when not root; mount and PID namespaces as
-    root: a container may refuse them)? Asked once per flags, in a fork: nothing of ours changes."""
-    if flags not in _ALLOWED:
-        if not sys.platform.startswith("linux"):
-            return _ALLOWED.setdefault(flags, False)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = 0 if _libc().unshare(flags) == 0 else 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        _ALLOWED[flags] = os.waitstatus_to_exitcode(status) == 0
-    return _ALLOWED[flags]
-
-
-def namespaces() -> int:
-    """The namespaces a runner binary gets here: mount and PID as root, user and PID otherwise; 0
-    where the kernel (or a container's seccomp) refuses them."""
-    flags = CLONE_NEWNS | CLONE_NEWPID if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWPID
-    return flags if allowed(flags) else 0
 
 
 class Launch:
@@ -281,13 +259,6 @@ def _lend(lent: dict[str, list[str]]) -> None:
             os.close(fd)
 
 
-def _map_self(uid: int, gid: int) -> None:
-    """Inside a fresh user namespace: our own uid and gid mapped to themselves."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
-
-
 def _preexec(launch: Launch, rec_w: int, flags: int) -> None:
     """The forked child, before exec (see the module doc). Raises on a step that fails: Popen then
     raises SubprocessError in the harness and no binary code runs."""
@@ -299,11 +270,11 @@ def _preexec(launch: Launch, rec_w: int, flags: int) -> None:
         _call("unshare", flags)
         if flags & CLONE_NEWUSER:
             with contextlib.suppress(OSError):
-                _map_self(uid, gid)
+                map_self(uid, gid)
         if flags & CLONE_NEWNS:
             _lend(launch.lent)
             rec["lent"] = sorted(d for ds in launch.lent.values() for d in ds)
-        _waiter()  # returns in the namespace's first process, which runs the binary
+        waiter()  # returns in the namespace's first process, which runs the binary
         os.setsid()  # its own session (the waiter's group stays out of reach of its kill(0))
     for name, value in sandbox.LIMITS.items():
         import resource
@@ -327,62 +298,3 @@ def _preexec(launch: Launch, rec_w: int, flags: int) -> None:
                        "Max processes": str(sandbox.LIMITS["NPROC"]), "Max file size": str(sandbox.LIMITS["FSIZE"])},
                copied=launch.copied is not None)
     os.write(rec_w, json.dumps(rec).encode())
-
-
-def _only(keep: int) -> None:
-    """This process's descriptors: /dev/null on 0-2 and `keep`, nothing else (Popen's pipes and error
-    pipe closed: the harness reads them to the binary's end)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    top = os.sysconf("SC_OPEN_MAX")
-    os.closerange(3, keep)
-    os.closerange(keep + 1, top)
-
-
-def _waiter() -> None:
-    """Forks twice: PID 1 of the new PID namespace is ours (it reaps the namespace's orphans and sends
-    the binary's wait status up a pipe: a namespace's init cannot end itself by a signal, nor can the
-    binary if it were PID 1, so it is not); its child returns and runs the binary (PID 2). This
-    process (the harness's child, outside the namespace) ends as the binary ended: its exit status,
-    or the same signal. When PID 1 ends, the kernel kills whatever is left in the namespace."""
-    r, w = os.pipe()
-    init = os.fork()
-    if init == 0:
-        os.close(r)
-        _libc().prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        binary = os.fork()
-        if binary == 0:
-            os.close(w)
-            _libc().prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            return  # the binary: `_preexec` goes on
-        try:
-            _only(w)
-            while True:
-                try:
-                    pid, status = os.waitpid(-1, 0)
-                except InterruptedError:
-                    continue
-                except ChildProcessError:
-                    status = 255 << 8
-                    break
-                if pid == binary:
-                    break
-            os.write(w, str(status).encode())
-        finally:
-            os._exit(0)
-    try:
-        os.close(w)
-        _only(r)
-        got = b""
-        while chunk := os.read(r, 64):
-            got += chunk
-        os.waitpid(init, 0)
-        status = int(got) if got.isdigit() else 255 << 8
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    finally:
-        os._exit(255)

@@ -103,7 +103,7 @@ def plan() -> dict:
     os.chmod(home, 0o700)
     if who:
         os.chown(home, who[1], who[2])
-    from eagle3_check.runners.isolate.binary_sandbox import CLONE_NEWPID, CLONE_NEWUSER, allowed
+    from eagle3_check.runners.isolate.namespaces import CLONE_NEWPID, CLONE_NEWUSER, allowed
 
     flags = CLONE_NEWUSER | CLONE_NEWPID
     ns = flags if who is None and os.geteuid() != 0 and allowed(flags) else 0  # not root: a PID namespace
@@ -243,21 +243,10 @@ class _Fixed:
         return self.spec if fullname == self.name else None
 
 
-def _preload() -> None:
-    """What the child's own code imports after the drop (from a checkout the account may not reach)."""
-    import eagle3_check.program.contract  # noqa: F401
-    import eagle3_check.runners.crash  # noqa: F401
-    import eagle3_check.runners.instrument  # noqa: F401
-    import eagle3_check.runners.isolate.declared  # noqa: F401
-    import eagle3_check.runners.isolate.remote  # noqa: F401
-    import eagle3_check.runners.plugin  # noqa: F401
-    import eagle3_check.runners.result  # noqa: F401
-
-
 def enter(p: dict, spec: str) -> None:
     """The child's side, before the plug-in is imported (see the module doc); raises OSError when a
-    step the plan asks for fails (the child then reports a crash at load: no request runs)."""
-    _preload()
+    step the plan asks for fails (the child then reports a crash at load: no request runs). What the
+    child imports after it (from a checkout the account may not reach) is imported before: `child.preload`."""
     if os.getsid(0) != os.getpid():
         os.setsid()
     who = p.get("user")
@@ -288,11 +277,11 @@ def enter(p: dict, spec: str) -> None:
 
 def _own_pid_namespace(flags: int) -> None:
     """Not root: the runner goes on as PID 2 of a PID namespace of its own, owned by a user namespace of
-    its own (runners/isolate/binary_sandbox.py's waiters above it): no process of the harness has a PID
+    its own (runners/isolate/namespaces.py's waiters above it): no process of the harness has a PID
     there, so it cannot name the harness to signal it. The kernel refuses a user namespace to a process
     with threads (the program's build may have started some): then nothing changes, and `observed`
     reports no PID namespace."""
-    from eagle3_check.runners.isolate import binary_sandbox as bs
+    from eagle3_check.runners.isolate import namespaces as ns
 
     if len(os.listdir("/proc/self/task")) != 1:
         return
@@ -300,8 +289,8 @@ def _own_pid_namespace(flags: int) -> None:
     if _libc().unshare(flags) != 0:
         return
     with contextlib.suppress(OSError):
-        bs._map_self(uid, gid)
-    bs._waiter()  # returns in the runner's process: PID 2, its parent our PID 1
+        ns.map_self(uid, gid)
+    ns.waiter()  # returns in the runner's process: PID 2, its parent our PID 1
     os.setsid()
 
 

@@ -23,6 +23,7 @@ import pytest
 
 import eagle3_check.runners.binary.runner as binary_runner
 import eagle3_check.runners.isolate.binary_sandbox as bs
+import eagle3_check.runners.isolate.namespaces as nsmod
 import eagle3_check.runners.isolate.sandbox as sandbox
 import eagle3_check.runners.proc  # noqa: F401 - imported before a drop
 from eagle3_check.runners.options import RunOptions
@@ -105,7 +106,7 @@ def _as_nobody(fn) -> dict:
             os.setuid(65534)
             ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1
             sandbox._protected = None
-            bs._ALLOWED.clear()
+            nsmod._ALLOWED.clear()
             os.write(w, json.dumps(fn()).encode())
         except BaseException as e:  # noqa: BLE001 - reported to the test
             os.write(w, json.dumps({"error": repr(e)}).encode())
@@ -119,7 +120,7 @@ def _as_nobody(fn) -> dict:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulates a non-root harness by dropping to nobody (needs root)")
-@pytest.mark.skipif(not bs.allowed(bs.CLONE_NEWUSER | bs.CLONE_NEWPID) and os.geteuid() != 0,
+@pytest.mark.skipif(not nsmod.allowed(nsmod.CLONE_NEWUSER | nsmod.CLONE_NEWPID) and os.geteuid() != 0,
                     reason="no user namespaces here")
 def test_a_harness_that_is_not_root_puts_the_binary_in_its_own_pid_namespace(runner_writable):
     """`bin-nonroot-signal-harness`: not root, a same-uid binary could signal the harness; in its own
@@ -132,7 +133,7 @@ def test_a_harness_that_is_not_root_puts_the_binary_in_its_own_pid_namespace(run
 
     def attack():
         os.environ["H"] = str(os.getpid())
-        if not bs.allowed(bs.CLONE_NEWUSER | bs.CLONE_NEWPID):
+        if not nsmod.allowed(nsmod.CLONE_NEWUSER | nsmod.CLONE_NEWPID):
             return {"skip": "the kernel refuses a user namespace to nobody here"}
         launch = bs.Launch(str(script))
         code, _, err = binary_runner.run_tree([str(script)], 20.0, launch)
