@@ -12,7 +12,6 @@ The routes (`check`, `--suite`, `gate`) with a `.pte`: tests/pte/test_hostile_bi
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_hostile_isolation import as_nobody
 
 import eagle3_check.runners.binary.runner as binary_runner
 import eagle3_check.runners.isolate.binary_sandbox as bs
@@ -94,31 +94,6 @@ def test_the_help_probe_runs_closed_in_too(tmp_path):
     assert not repo_file.exists()
 
 
-def _as_nobody(fn) -> dict:
-    """Runs `fn()` in a fork dropped to nobody and made dumpable again (a user's process as it starts): a
-    harness that is not root. Returns what it returned (JSON through a pipe)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1
-            sandbox._protected = None
-            nsmod._ALLOWED.clear()
-            os.write(w, json.dumps(fn()).encode())
-        except BaseException as e:  # noqa: BLE001 - reported to the test
-            os.write(w, json.dumps({"error": repr(e)}).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulates a non-root harness by dropping to nobody (needs root)")
 @pytest.mark.skipif(not nsmod.allowed(nsmod.CLONE_NEWUSER | nsmod.CLONE_NEWPID) and os.geteuid() != 0,
                     reason="no user namespaces here")
@@ -140,7 +115,7 @@ def test_a_harness_that_is_not_root_puts_the_binary_in_its_own_pid_namespace(run
         control = subprocess.run(["/bin/sh", str(script)], capture_output=True, text=True, timeout=20)
         return {"code": code, "err": err.decode(), "prot": launch.protections(), "control": control.stderr}
 
-    got = _as_nobody(attack)
+    got = as_nobody(attack)
     if "skip" in got:
         pytest.skip(got["skip"])
     assert "error" not in got, got
@@ -192,7 +167,7 @@ def test_a_plugin_child_of_a_harness_that_is_not_root_gets_its_own_pid_namespace
         sandbox.remove(p)
         return {"tried": tried, "seen": seen}
 
-    got = _as_nobody(attack)
+    got = as_nobody(attack)
     if "skip" in got:
         pytest.skip(got["skip"])
     assert got.get("tried") == ["ProcessLookupError", "PermissionError"], got

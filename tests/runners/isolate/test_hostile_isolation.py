@@ -233,15 +233,44 @@ def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_p
     assert failing == ["files-unchanged"]
 
 
+def as_nobody(fn) -> dict:
+    """Runs `fn()` in a fork of this (root) process dropped to nobody and made dumpable again (a user's process
+    as it starts): a harness that is not root, its imports done before the drop. Returns what `fn` returned
+    (JSON through a pipe; an exception as {"error": ...})."""
+    import ctypes
+
+    import eagle3_check.runners.isolate.namespaces as namespaces
+    import eagle3_check.runners.isolate.sandbox as sandbox
+    import eagle3_check.runners.proc  # noqa: F401 - imported before the drop
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
+            sandbox._protected = None
+            namespaces._ALLOWED.clear()
+            os.write(w, json.dumps(fn()).encode())
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            os.write(w, json.dumps({"error": repr(e)}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
 @ROOT_ONLY
 def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
     """The non-root path, simulated: a process dropped to `nobody` and made dumpable again (as any process of a
     user is) can be read by its same-uid child; after `protect_harness` (subreaper, PR_SET_DUMPABLE 0) the child
     can open neither its /proc/<pid>/mem nor its /proc/<pid>/fd."""
-    import ctypes
-
     import eagle3_check.runners.isolate.sandbox as sandbox
-    import eagle3_check.runners.proc  # noqa: F401 - imported before the drop
 
     def tries(me: int) -> list[str]:
         out = []
@@ -253,32 +282,23 @@ def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
                 out.append("denied")
         return out
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            libc = ctypes.CDLL(None)
-            libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
-            report, me = {}, os.getpid()
-            for when in ("before", "after"):
-                if when == "after":
-                    sandbox._protected = None
-                    report["got"] = sandbox.protect_harness()
-                kid = os.fork()
-                if kid == 0:
-                    os.write(w, json.dumps({when: tries(me)}).encode() + b"\n")
-                    os._exit(0)
-                os.waitpid(kid, 0)
-            os.write(w, json.dumps(report).encode() + b"\n")
-        finally:
-            os._exit(0)
-    os.close(w)
-    os.waitpid(pid, 0)
-    with os.fdopen(r) as f:
-        msg = {k: v for line in f for k, v in json.loads(line).items()}
+    def attempts() -> dict:
+        report, me = {}, os.getpid()
+        for when in ("before", "after"):
+            if when == "after":
+                report["got"] = sandbox.protect_harness()
+            r, w = os.pipe()
+            kid = os.fork()
+            if kid == 0:
+                os.write(w, json.dumps(tries(me)).encode())
+                os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                report[when] = json.loads(f.read())
+            os.waitpid(kid, 0)
+        return report
+
+    msg = as_nobody(attempts)
     assert msg["before"] == ["opened", "opened"], msg  # what the protection stops
     assert msg["got"] == {"subreaper": True, "harness_dumpable": False}, msg
     assert msg["after"] == ["denied", "denied"], msg
