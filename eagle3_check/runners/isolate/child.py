@@ -47,6 +47,10 @@ def serve(rfd: int, wfd: int) -> int:
     import pickle
 
     setup = pickle.loads(payload)
+    if setup.get("sandbox"):  # not root: a PID namespace of its own, while it has one thread
+        from eagle3_check.runners.isolate.sandbox import early
+
+        early(setup["sandbox"])
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.runners.isolate.remote import error_parts
 

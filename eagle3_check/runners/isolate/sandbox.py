@@ -269,29 +269,38 @@ def enter(p: dict, spec: str) -> None:
     if not _prctl(PR_SET_NO_NEW_PRIVS, 1):
         raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
     _prctl(PR_SET_PDEATHSIG, 9)  # after the uid change (which clears it)
-    if os.getppid() != p["ppid"]:  # the harness died before PDEATHSIG was set
+    if "entered" not in p and os.getppid() != p["ppid"]:  # the harness died before PDEATHSIG was set
         os._exit(3)
+
+
+def early(p: dict) -> None:
+    """Not root, as the child starts (before its program is built: the kernel refuses a user namespace to a
+    process with threads, and the build may start some): the runner's process goes into a PID namespace of
+    its own (`_own_pid_namespace`). Its build keeps the harness's rights: the same uid, mapped to itself."""
     if p.get("namespaces"):
-        _own_pid_namespace(p["namespaces"])
+        _prctl(PR_SET_PDEATHSIG, 9)  # the waiter that stays outside dies with the harness
+        if os.getppid() != p["ppid"]:
+            os._exit(3)
+        p["entered"] = _own_pid_namespace(p["namespaces"])
 
 
-def _own_pid_namespace(flags: int) -> None:
+def _own_pid_namespace(flags: int) -> bool:
     """Not root: the runner goes on as PID 2 of a PID namespace of its own, owned by a user namespace of
     its own (runners/isolate/namespaces.py's waiters above it): no process of the harness has a PID
-    there, so it cannot name the harness to signal it. The kernel refuses a user namespace to a process
-    with threads (the program's build may have started some): then nothing changes, and `observed`
-    reports no PID namespace."""
+    there, so it cannot name the harness to signal it. Where the kernel refuses (threads, a container),
+    nothing changes (False) and `observed` reports no PID namespace."""
     from eagle3_check.runners.isolate import namespaces as ns
 
     if len(os.listdir("/proc/self/task")) != 1:
-        return
+        return False
     uid, gid = os.getuid(), os.getgid()
     if _libc().unshare(flags) != 0:
-        return
+        return False
     with contextlib.suppress(OSError):
         ns.map_self(uid, gid)
     ns.waiter()  # returns in the runner's process: PID 2, its parent our PID 1
     os.setsid()
+    return True
 
 
 def _in_namespace(pid: int) -> int | None:

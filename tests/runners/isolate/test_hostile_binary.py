@@ -132,7 +132,7 @@ def test_a_harness_that_is_not_root_puts_the_binary_in_its_own_pid_namespace(run
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulates a non-root harness by dropping to nobody (needs root)")
 def test_a_plugin_child_of_a_harness_that_is_not_root_gets_its_own_pid_namespace():
-    """`plugin-nonroot-signal-harness`: the plug-in's child (sandbox.enter's last step) goes on as PID 2 of
+    """`plugin-nonroot-signal-harness`: the plug-in's child (`sandbox.early`, as it starts) goes on as PID 2 of
     a PID namespace of its own; `observed` finds it there from /proc and says so; it cannot name the
     harness (kill: ESRCH) nor open its memory."""
 
@@ -146,7 +146,7 @@ def test_a_plugin_child_of_a_harness_that_is_not_root_gets_its_own_pid_namespace
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            sandbox._own_pid_namespace(p["namespaces"])
+            sandbox.early(p)  # as the child starts (runners/isolate/child.py)
             tried = []
             for fn in (lambda: os.kill(harness, 0), lambda: open(f"/proc/{harness}/mem", "rb").close()):
                 try:
