@@ -21,7 +21,10 @@ rights: the model files, the tokenizer, the HF cache), then, before the plug-in 
 
 When the harness is not root, the harness itself is made non-dumpable (`protect_harness`:
 PR_SET_DUMPABLE 0: a same-uid process can then open neither its /proc/<pid>/mem nor its
-/proc/<pid>/fd) and the subreaper of its descendants; a same-uid child can still signal it.
+/proc/<pid>/fd) and the subreaper of its descendants; the child, as it starts (`early`), goes on as
+PID 2 of a PID namespace of its own in a user namespace of its own (runners/isolate/namespaces.py),
+where it cannot name the harness to signal it; where the kernel refuses one, a same-uid child can
+still signal the harness (and the report says so).
 `observed(pid)` reads what is in force from /proc (the parent's own reading, not the child's word):
 the report's `info.isolation.protections`.
 """
