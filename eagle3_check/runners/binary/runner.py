@@ -8,6 +8,10 @@ their subreaper, its double-forked and `setsid` children too), stderr kept for t
 file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
 `--data_path`), the tokenizer file and the request as the seed's flags (`protocol`).
 
+Each process of the binary (a request, the `--help` probe) is started closed in
+(`runners.isolate.binary_sandbox.Launch`, `ExecRunner._launch`): as root another user, its own
+namespaces, session, limits and private directory; its inputs made reachable to it.
+
 A binary cannot be handed a wrapped program, so what the harness learns is only what the
 binary prints; `check`, `suites` and `golden` judge that.
 """
