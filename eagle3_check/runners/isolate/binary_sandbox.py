@@ -35,6 +35,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -46,6 +47,7 @@ from eagle3_check.runners.isolate import sandbox
 from eagle3_check.runners.isolate.namespaces import (
     CLONE_NEWNS,
     CLONE_NEWUSER,
+    libc,
     map_self,
     namespaces,
     waiter,
@@ -55,12 +57,10 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 
 READS_ENV = "EAGLE3_CHECK_RUNNER_READS"
 
 
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _call(name: str, *args) -> None:
-    if getattr(_libc(), name)(*args) != 0:
+    if getattr(libc(), name)(*args) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{name}: {os.strerror(e)}")
 
@@ -210,6 +210,7 @@ class Launch:
         env = {**os.environ, **dict.fromkeys(("TMPDIR", "HOME", "TMP", "TEMP"), self.plan["home"])}
         rec_r, rec_w = os.pipe()
         flags = namespaces()
+        libc()  # loaded here, not in the forked child
         try:
             proc = subprocess.Popen(argv, cwd=self.plan["home"], env=env, pass_fds=tuple(self.fds), close_fds=True,
                                     preexec_fn=lambda: _preexec(self, rec_w, flags), **kwargs)
@@ -277,8 +278,6 @@ def _preexec(launch: Launch, rec_w: int, flags: int) -> None:
         waiter()  # returns in the namespace's first process, which runs the binary
         os.setsid()  # its own session (the waiter's group stays out of reach of its kill(0))
     for name, value in sandbox.LIMITS.items():
-        import resource
-
         what = getattr(resource, f"RLIMIT_{name}")
         hard = resource.getrlimit(what)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -288,9 +287,9 @@ def _preexec(launch: Launch, rec_w: int, flags: int) -> None:
         os.setgroups([])
         os.setgid(who[2])
         os.setuid(who[1])
-    if _libc().prctl(sandbox.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if libc().prctl(sandbox.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
-    _libc().prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # again: the uid change cleared it
+    libc().prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # again: the uid change cleared it
     os.chdir(launch.plan["home"])
     rec.update(uid=who[1] if who else uid, gid=who[2] if who else gid,
                other_user=bool(who), no_new_privs=True, own_session=True, private_dir=True,

@@ -10,6 +10,7 @@ binary's start (`binary_sandbox`) and, when the harness is not root, by the plug
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -18,7 +19,10 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 PR_SET_PDEATHSIG = 1
 
 
-def _libc():
+@functools.cache
+def libc():
+    """libc through ctypes, loaded once in the harness: between fork and exec nothing is loaded (a lock
+    another thread held at the fork would never be released in the child)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -35,7 +39,7 @@ def allowed(flags: int) -> bool:
         if pid == 0:
             code = 1
             try:
-                code = 0 if _libc().unshare(flags) == 0 else 1
+                code = 0 if libc().unshare(flags) == 0 else 1
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
@@ -78,11 +82,11 @@ def waiter() -> None:
     init = os.fork()
     if init == 0:
         os.close(r)
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         binary = os.fork()
         if binary == 0:
             os.close(w)
-            _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             return  # the binary: `_preexec` goes on
         try:
             _only(w)
