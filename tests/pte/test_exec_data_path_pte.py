@@ -32,7 +32,11 @@ def _argvs(d: Path) -> list[list[str]]:
     return [json.loads(p.read_text()) for p in sorted(d.glob("argv-*.json"))]
 
 
-def test_the_binary_gets_the_data_file_and_passes(ptd_pte_path, tokenizer, hf_reference, tmp_path, monkeypatch):
+def test_the_binary_gets_the_data_file_and_passes(ptd_pte_path, tokenizer, hf_reference, runner_writable,
+                                                  monkeypatch):
+    from binary_argv import gives
+
+    tmp_path = runner_writable  # the binary writes its argv there (as root it runs as nobody)
     monkeypatch.setenv("FAKE_RUNNER_ARGV", str(tmp_path))
     ptd = data_path_for(ptd_pte_path)
     program = PteBackend(ptd_pte_path, ptd)
@@ -40,7 +44,7 @@ def test_the_binary_gets_the_data_file_and_passes(ptd_pte_path, tokenizer, hf_re
                             RunOptions(max_new_tokens=8))
     assert report.passed, report.outcomes[0].verdict.message
     (argv,) = _argvs(tmp_path)
-    assert f"--data_path={ptd}" in argv and f"--model_path={ptd_pte_path}" in argv, argv
+    assert gives(argv, "--data_path", ptd) and gives(argv, "--model_path", ptd_pte_path), argv
 
 
 def test_without_the_data_file_the_binary_cannot_load_it(ptd_pte_path, tokenizer, hf_reference, tmp_path):

@@ -132,12 +132,15 @@ def test_a_pte_that_needs_its_data_path_fails_each_item_with_the_clis_line(pytes
     assert "Traceback" not in out and "eagle3_check/pytest_plugin" not in out
 
 
-def test_a_runner_binary_gets_the_data_path(pytester, pte_program, hf_reference, ptd_pte_path, tmp_path,
+def test_a_runner_binary_gets_the_data_path(pytester, pte_program, hf_reference, ptd_pte_path, runner_writable,
                                             monkeypatch):
     """--eagle3-runner-bin on the .ptd program: every request's argv carries the seed's --data_path
     (the fake seed runner loads the program with it and exits 1 without it)."""
+    from binary_argv import gives
+
     from eagle3_check.program.sidecar import data_path_for
 
+    tmp_path = runner_writable  # the binary writes its argv there (as root it runs as nobody)
     monkeypatch.setenv("FAKE_RUNNER_ARGV", str(tmp_path))
     ptd = data_path_for(ptd_pte_path)
     pytester.makepyfile(test_user=USER_TEST)
@@ -145,5 +148,5 @@ def test_a_runner_binary_gets_the_data_path(pytester, pte_program, hf_reference,
                                            f"--eagle3-runner-bin={sys.executable} {FAKE} --fake_ids=true"))
     result.assert_outcomes(passed=4)
     argvs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("argv-*.json"))]
-    assert len(argvs) >= 4 and all(f"--data_path={ptd}" in a and f"--model_path={ptd_pte_path}" in a
+    assert len(argvs) >= 4 and all(gives(a, "--data_path", ptd) and gives(a, "--model_path", ptd_pte_path)
                                    for a in argvs), argvs

@@ -185,6 +185,8 @@ def run_exec_check(
         report.info["judged_by"][mode] = report.info["judged_by"].get(mode, 0) + 1
         if on_request:
             on_request(outcome)
+    if runner.protections:  # what held its processes in (runners/isolate/binary_sandbox.py)
+        report.info["isolation"] = {"protections": runner.protections}
     if chunked:
         size = prof.chunk_size(md.max_prefill, md.sliding_window)
         report.info["notes"].append(
@@ -212,6 +214,9 @@ def format_exec_table(report: ExecReport) -> str:
     if prof:
         lines += ["", f"runner profile {prof['name']} ({prof['pr']}, {prof['commit']}): {prof['found']}"]
     lines += [f"note: {n}" for n in report.info.get("notes", [])]
+    from eagle3_check.runners.protections import protections_line
+
+    lines += [p for p in [protections_line(report.info.get("isolation"))] if p]  # what held the binary in
     lines += ["", f"runner {report.info.get('runner')}   K = {report.k}   tau = {report.tau:.2f}   judged by {modes}",
               f"verdict: {'PASS' if report.passed else 'FAIL'} "
               f"({c['identical']}/{c['requests']} requests identical to the reference{ties}, {c['fail']} fail)"]

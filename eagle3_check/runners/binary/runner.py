@@ -8,6 +8,10 @@ their subreaper, its double-forked and `setsid` children too), stderr kept for t
 file (`--pte`), its external data file when it has one (`--data-path`, as the seed's
 `--data_path`), the tokenizer file and the request as the seed's flags (`protocol`).
 
+Each process of the binary (a request, the `--help` probe) is started closed in
+(`runners.isolate.binary_sandbox.Launch`, `ExecRunner._launch`): as root another user, its own
+namespaces, session, limits and private directory; its inputs made reachable to it.
+
 A binary cannot be handed a wrapped program, so what the harness learns is only what the
 binary prints; `check`, `suites` and `golden` judge that.
 """
@@ -53,6 +57,7 @@ class ProcessRun:
     stdout: bytes
     stderr: bytes
     seconds: float
+    hint: str = ""  # what to change when a binary run as another user could not reach a file (binary_sandbox)
 
     @property
     def timed_out(self) -> bool:
@@ -67,9 +72,9 @@ class ProcessRun:
             return f"hung: no exit within the {timeout:g} s timeout (process group killed)"
         if self.returncode < 0:
             name = signal.Signals(-self.returncode).name if -self.returncode in signal.valid_signals() else "?"
-            return f"crashed: killed by signal {-self.returncode} ({name}){_last_line(self.stderr)}"
+            return f"crashed: killed by signal {-self.returncode} ({name}){_last_line(self.stderr)}{self.hint}"
         if self.returncode != 0:
-            return f"exit status {self.returncode}{_last_line(self.stderr)}"
+            return f"exit status {self.returncode}{_last_line(self.stderr)}{self.hint}"
         return None
 
 
@@ -118,10 +123,11 @@ class ExecRunner:
                  profile: str | None = None):
         """`flag` is the option that gave `spec`, named in its errors; `profile`: the runner profile's
         name (`runners.profiles`, `--runner-profile`), None to detect it from the binary's `--help`."""
-        self.spec = spec
+        self.spec, self.flag = spec, flag
         self.command = ExecCommand.parse(spec, flag)
         self.timeout = timeout
         self._profile: tuple[RunnerProfile, str] | None = None
+        self.protections: dict = {}  # what held its last process in (runners/isolate/binary_sandbox.py)
         if profile is not None:
             self.set_profile(profile)
         from eagle3_check.preflight import check_executable
@@ -145,7 +151,8 @@ class ExecRunner:
             found = None
             if not self.command.templated:
                 try:  # under the request's limit and tree kill, as a request (a probe that forks or hangs)
-                    _, out, err = run_tree([*self.command.argv, "--help"], min(HELP_TIMEOUT_S, self.timeout))
+                    _, out, err = run_tree([*self.command.argv, "--help"], min(HELP_TIMEOUT_S, self.timeout),
+                                           self._launch())
                     found = detect(out + err)
                 except OSError:
                     pass
@@ -191,14 +198,26 @@ class ExecRunner:
                 data_path: str | Path | None = None) -> ProcessRun:
         """One request; `data_path`: the program's external data file (`program_data`), passed as the
         seed's `--data_path` (or the template's {data_path})."""
+        launch = self._launch()
+        model, tokenizer, data_path = launch.inputs(model, tokenizer, data_path)  # reachable by its account
         argv = self.command.request(str(model), str(tokenizer), prompt, options, str(data_path) if data_path else None)
         t0 = time.perf_counter()
         try:
-            code, out, err = run_tree(argv, self.timeout)
+            code, out, err = run_tree(argv, self.timeout, launch)
         except OSError as e:
             raise InputError(f"--runner {self.spec!r}: cannot start {argv[0]} ({e.strerror})", "a runnable binary",
                              "check the path and that it is executable") from None
-        return ProcessRun(argv, code, out, err, time.perf_counter() - t0)
+        return ProcessRun(argv, code, out, err, time.perf_counter() - t0, launch.hint(code, err))
+
+    def _launch(self):
+        """The protected start of one process of the binary (runners/isolate/binary_sandbox.py): another
+        user when root, its own namespaces, session, limits and private directory."""
+        from eagle3_check.runners.isolate.binary_sandbox import Launch
+
+        return Launch(self.command.argv[0], self.spec, self.flag, on_start=self._started)
+
+    def _started(self, protections: dict) -> None:
+        self.protections = protections
 
 
 def observed(proc: ProcessRun, timeout: float) -> Observation:
@@ -214,14 +233,23 @@ def observed(proc: ProcessRun, timeout: float) -> Observation:
                        output=out)
 
 
-def run_tree(argv: list[str], timeout: float) -> tuple[int | None, bytes, bytes]:
-    """Runs `argv` (stdin /dev/null, its own session) until it exits and its pipes go quiet, or `timeout`
-    seconds pass; then its whole process tree is ended (`runners.proc.end_tree`). (exit status, None when
-    it was still running; stdout and stderr, bounded). Raises OSError when it cannot start."""
+def run_tree(argv: list[str], timeout: float, launch=None) -> tuple[int | None, bytes, bytes]:
+    """Runs `argv` (stdin /dev/null, its own session; closed in by `launch`, a
+    `runners.isolate.binary_sandbox.Launch`, or one made for `argv[0]`) until it exits and its pipes go
+    quiet, or `timeout` seconds pass; then its whole process tree is ended (`runners.proc.end_tree`) and
+    its private directory removed. (exit status, None when it was still running; stdout and stderr,
+    bounded). Raises OSError when it cannot start."""
     become_subreaper()  # a double-forked or setsid child of the binary is reparented to us: end_tree finds it
+    if launch is None:
+        from eagle3_check.runners.isolate.binary_sandbox import Launch
+
+        launch = Launch(argv[0])
     before = children_of(os.getpid())
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        proc = launch.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except BaseException:
+        launch.close()
+        raise
     out, err = BoundedOutput(*STDOUT_KEPT), BoundedOutput(*STDERR_KEPT_BYTES)
     fds = [proc.stdout.fileno(), proc.stderr.fileno()]
     deadline = time.monotonic() + timeout
@@ -237,6 +265,7 @@ def run_tree(argv: list[str], timeout: float) -> tuple[int | None, bytes, bytes]
     finally:
         proc.stdout.close()
         proc.stderr.close()
+        launch.close()
     return code, out.bytes(), err.bytes()
 
 

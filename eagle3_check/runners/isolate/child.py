@@ -27,6 +27,17 @@ def _reason(e: BaseException) -> str:
     return crash_reason(e)  # KeyboardInterrupt included: the runner's own, this request's failure
 
 
+def preload() -> None:
+    """What the child's own code imports after the drop (from a checkout the account may not reach)."""
+    import eagle3_check.program.contract  # noqa: F401
+    import eagle3_check.runners.crash  # noqa: F401
+    import eagle3_check.runners.instrument  # noqa: F401
+    import eagle3_check.runners.isolate.declared  # noqa: F401
+    import eagle3_check.runners.isolate.remote  # noqa: F401
+    import eagle3_check.runners.plugin  # noqa: F401
+    import eagle3_check.runners.result  # noqa: F401
+
+
 def serve(rfd: int, wfd: int) -> int:
     from eagle3_check.runners.isolate import wire
 
@@ -36,6 +47,10 @@ def serve(rfd: int, wfd: int) -> int:
     import pickle
 
     setup = pickle.loads(payload)
+    if setup.get("sandbox"):  # not root: a PID namespace of its own, while it has one thread
+        from eagle3_check.runners.isolate.sandbox import early
+
+        early(setup["sandbox"])
     from eagle3_check.errors import Eagle3CheckError
     from eagle3_check.runners.isolate.remote import error_parts
 
@@ -48,6 +63,7 @@ def serve(rfd: int, wfd: int) -> int:
     if setup.get("sandbox"):  # another user, its own session, limits, a private dir (runners/isolate/sandbox.py)
         from eagle3_check.runners.isolate.sandbox import enter
 
+        preload()
         try:
             enter(setup["sandbox"], setup["spec"])
         except OSError as e:

@@ -21,7 +21,10 @@ rights: the model files, the tokenizer, the HF cache), then, before the plug-in 
 
 When the harness is not root, the harness itself is made non-dumpable (`protect_harness`:
 PR_SET_DUMPABLE 0: a same-uid process can then open neither its /proc/<pid>/mem nor its
-/proc/<pid>/fd) and the subreaper of its descendants; a same-uid child can still signal it.
+/proc/<pid>/fd) and the subreaper of its descendants; the child, as it starts (`early`), goes on as
+PID 2 of a PID namespace of its own in a user namespace of its own (runners/isolate/namespaces.py),
+where it cannot name the harness to signal it; where the kernel refuses one, a same-uid child can
+still signal the harness (and the report says so).
 `observed(pid)` reads what is in force from /proc (the parent's own reading, not the child's word):
 the report's `info.isolation.protections`.
 """
@@ -103,7 +106,11 @@ def plan() -> dict:
     os.chmod(home, 0o700)
     if who:
         os.chown(home, who[1], who[2])
-    return {"user": who, "home": home, "ppid": os.getpid()}
+    from eagle3_check.runners.isolate.namespaces import CLONE_NEWPID, CLONE_NEWUSER, allowed
+
+    flags = CLONE_NEWUSER | CLONE_NEWPID
+    ns = flags if who is None and os.geteuid() != 0 and allowed(flags) else 0  # not root: a PID namespace
+    return {"user": who, "home": home, "ppid": os.getpid(), "namespaces": ns}
 
 
 def remove(p: dict | None) -> None:
@@ -239,21 +246,10 @@ class _Fixed:
         return self.spec if fullname == self.name else None
 
 
-def _preload() -> None:
-    """What the child's own code imports after the drop (from a checkout the account may not reach)."""
-    import eagle3_check.program.contract  # noqa: F401
-    import eagle3_check.runners.crash  # noqa: F401
-    import eagle3_check.runners.instrument  # noqa: F401
-    import eagle3_check.runners.isolate.declared  # noqa: F401
-    import eagle3_check.runners.isolate.remote  # noqa: F401
-    import eagle3_check.runners.plugin  # noqa: F401
-    import eagle3_check.runners.result  # noqa: F401
-
-
 def enter(p: dict, spec: str) -> None:
     """The child's side, before the plug-in is imported (see the module doc); raises OSError when a
-    step the plan asks for fails (the child then reports a crash at load: no request runs)."""
-    _preload()
+    step the plan asks for fails (the child then reports a crash at load: no request runs). What the
+    child imports after it (from a checkout the account may not reach) is imported before: `child.preload`."""
     if os.getsid(0) != os.getpid():
         os.setsid()
     who = p.get("user")
@@ -276,13 +272,63 @@ def enter(p: dict, spec: str) -> None:
     if not _prctl(PR_SET_NO_NEW_PRIVS, 1):
         raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
     _prctl(PR_SET_PDEATHSIG, 9)  # after the uid change (which clears it)
-    if os.getppid() != p["ppid"]:  # the harness died before PDEATHSIG was set
+    if "entered" not in p and os.getppid() != p["ppid"]:  # the harness died before PDEATHSIG was set
         os._exit(3)
 
 
+def early(p: dict) -> None:
+    """Not root, as the child starts (before its program is built: the kernel refuses a user namespace to a
+    process with threads, and the build may start some): the runner's process goes into a PID namespace of
+    its own (`_own_pid_namespace`). Its build keeps the harness's rights: the same uid, mapped to itself."""
+    if p.get("namespaces"):
+        _prctl(PR_SET_PDEATHSIG, 9)  # the waiter that stays outside dies with the harness
+        if os.getppid() != p["ppid"]:
+            os._exit(3)
+        p["entered"] = _own_pid_namespace(p["namespaces"])
+
+
+def _own_pid_namespace(flags: int) -> bool:
+    """Not root: the runner goes on as PID 2 of a PID namespace of its own, owned by a user namespace of
+    its own (runners/isolate/namespaces.py's waiters above it): no process of the harness has a PID
+    there, so it cannot name the harness to signal it. Where the kernel refuses (threads, a container),
+    nothing changes (False) and `observed` reports no PID namespace."""
+    from eagle3_check.runners.isolate import namespaces as ns
+
+    if len(os.listdir("/proc/self/task")) != 1:
+        return False
+    uid, gid = os.getuid(), os.getgid()
+    if _libc().unshare(flags) != 0:
+        return False
+    with contextlib.suppress(OSError):
+        ns.map_self(uid, gid)
+    ns.waiter()  # returns in the runner's process: PID 2, its parent our PID 1
+    os.setsid()
+    return True
+
+
+def _in_namespace(pid: int) -> int | None:
+    """The runner's process below `pid` when it went into a PID namespace of its own (PID 2 there)."""
+    from eagle3_check.runners.proc import descendants
+
+    for d in sorted(descendants(pid)):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{d}/status") as f:
+                ns = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+            if len(ns) >= 2 and ns[-1] == "2":
+                return d
+    return None
+
+
 def observed(pid: int, p: dict | None) -> dict:
-    """What is in force on process `pid`, read from /proc by the parent, and the harness's own."""
+    """What is in force on process `pid` (or, in a PID namespace of its own, the runner's process below
+    it), read from /proc by the parent, and the harness's own."""
     out: dict = {}
+    inner = _in_namespace(pid) if (p or {}).get("namespaces") else None
+    if inner:
+        pid = inner
+        out["pid_namespace"] = True
+        with contextlib.suppress(OSError):
+            out["user_namespace"] = os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user")
     with contextlib.suppress(OSError):
         with open(f"/proc/{pid}/status") as f:
             status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)

@@ -65,9 +65,11 @@ def _seed_stdout(pieces, run, rounds: int) -> bytes:
             + f"generated {n} tokens in {rounds} rounds (tau={(n - 1) / rounds:.3f})\n".encode())
 
 
-def test_check_through_a_text_only_binary_holds_its_rounds_to_ours(program, tokenizer, fixture, tmp_path):
+def test_check_through_a_text_only_binary_holds_its_rounds_to_ours(program, tokenizer, fixture, runner_writable):
     """`check --runner exec:` end to end on a shell-script binary that prints our own run's bytes:
-    with our R it passes; with one round more (tau recomputed, still within the bounds) it fails."""
+    with our R it passes; with one round more (tau recomputed, still within the bounds) it fails.
+    (Its files sit where the binary's account may read them: as root it runs as `nobody`.)"""
+    tmp_path = runner_writable
     import dataclasses
 
     from eagle3_check.jobs.check.binary import run_exec_check

@@ -1,7 +1,7 @@
 """Issue 47's held-out classes, each a named probe: a plug-in that attacks the harness from its own
-process. Each runs the harness as a subprocess (`check`, and `check --suite one-token` for the ones
-cheap there) with a plug-in that does its attack in `run()` and then answers as the reference runner
-does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
+process. Each runs the harness as a subprocess on every route (`check`, `check --suite one-token`,
+`check --workers 2`, `golden verify`, the pytest plugin; `gate`: tests/pte/test_hostile_gate.py) with a
+plug-in that does its attack in `run()` and then answers as the reference runner does, so the right verdict is PASS: the attack must change neither the exit code nor the report, nor
 leave a process behind, nor a file written where it was not asked.
 
 As root (here and in CI) the runner's process is `nobody` (runners/isolate/sandbox.py): the attacks on the
@@ -58,7 +58,7 @@ ATTACKS = {
     "sigint-parent": "def attack():\n    return tried(lambda: os.kill(os.getppid(), signal.SIGINT))\n",
     # into the user's repository (goldens beside the goldens)
     "write-into-the-repository": ("def attack():\n"
-                                  "    return tried(lambda: open(os.environ['TARGET'], 'w').write('pwned'))\n"),
+                                  "    return tried(lambda: open(os.environ['REPO_TARGET'], 'w').write('pwned'))\n"),
     # a detached grandchild that outlives the check and rewrites its outputs afterwards
     "setsid-grandchild-rewrites-outputs": '''def attack():
     if os.fork() == 0:
@@ -82,12 +82,46 @@ NEEDS_ROOT = {"patch-parent-mem", "write-parent-fd-1", "sigstop-parent", "sigter
 DENIED = {"patch-parent-mem": "PermissionError", "write-parent-fd-1": "PermissionError",
           "sigstop-parent": "PermissionError", "sigterm-parent": "PermissionError",
           "sigint-parent": "PermissionError", "write-into-the-repository": "PermissionError"}
+ALL = "all-attacks"  # every attack above in one run(): what each route other than check's runs
+GOT = {**DENIED, "setsid-grandchild-rewrites-outputs": "started", "flood-outputs": "flooded"}  # what run() notes
+
+
+def code_of(attack: str) -> str:
+    """The plug-in's attack() for `attack`; ALL: each of ATTACKS in turn, its result noted by name."""
+    if attack != ALL:
+        return ATTACKS[attack]
+    parts = [code.replace("def attack():", f"def attack_{i}():") for i, code in enumerate(ATTACKS.values())]
+    calls = ", ".join(f"'{name}: ' + attack_{i}()" for i, name in enumerate(ATTACKS))
+    return "".join(parts) + f"def attack():\n    return '; '.join([{calls}])\n"
+
+
+def expected_note(attack: str) -> str:
+    """What run() notes when every attempt was stopped. Example: expected_note('sigstop-parent') ->
+    'attack: PermissionError'."""
+    if attack != ALL:
+        return f"attack: {GOT[attack]}"
+    return "attack: " + "; ".join(f"{name}: {GOT[name]}" for name in ATTACKS)
+
+
+def harness_env(tmp_path, target: Path) -> dict:
+    """TARGET: the report file a detached grandchild would rewrite; REPO_TARGET: a file beside the goldens."""
+    (tmp_path / "golden").mkdir(exist_ok=True)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target), "MARK": mark(tmp_path),
+            "REPO_TARGET": str(tmp_path / "golden" / "pwned.json"),
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+
+def outlived(tmp_path, report: Path) -> bool:
+    """After the harness exited: did a detached grandchild rewrite `report` or stay alive? (Waits out its
+    `sleep 3`.)"""
+    before = report.read_bytes()
+    time.sleep(4)
+    return report.read_bytes() != before or _alive(mark(tmp_path)) != []
 
 
 def _harness(tmp_path, attack: str, argv: list[str], target: Path) -> tuple[subprocess.CompletedProcess, float]:
-    (tmp_path / f"{attack.replace('-', '_')}.py").write_text(HEAD + ATTACKS[attack])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TARGET": str(target), "MARK": mark(tmp_path),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    (tmp_path / f"{attack.replace('-', '_')}.py").write_text(HEAD + code_of(attack))
+    env = harness_env(tmp_path, target)
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", f"{attack.replace('-', '_')}:make",
                         "--json", "--no-progress"], capture_output=True, env=env, timeout=300, cwd=tmp_path)
@@ -120,22 +154,21 @@ ROUTES = {"check": ["check", "--fixture", "tiny-llama", "--prompt", "Hi", "--max
                             "--no-baseline"]}  # no --junit: its report is the JSON
 
 
-ON_SUITE = ("sigterm-parent", "setsid-grandchild-rewrites-outputs", "flood-outputs")  # the others: check's route
-CASES = [(a, r) for a in ATTACKS for r in ROUTES if r == "check" or a in ON_SUITE]
+# each attack alone on check's route; all of them in one plug-in on every other route (the pytest plugin: below;
+# gate: tests/pte/test_hostile_gate.py)
+CASES = [(a, "check") for a in [*ATTACKS, ALL]] + [(ALL, r) for r in ROUTES if r != "check"]
 
 
 @pytest.mark.parametrize("attack, route", CASES, ids=[f"{a}-{r}" for a, r in CASES])
 def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
-    if attack in NEEDS_ROOT and os.geteuid() != 0:
+    if (attack in NEEDS_ROOT or attack == ALL) and os.geteuid() != 0:
         pytest.skip("the uid drop needs a root harness (CI runs as root)")
     junit = tmp_path / "out.xml" if route != "golden-verify" else tmp_path / "report.json"  # the test writes it
-    target = junit if attack == "setsid-grandchild-rewrites-outputs" else tmp_path / "golden" / "pwned.json"
-    target.parent.mkdir(exist_ok=True)
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
     argv = [a.replace("{prompts}", str(prompts)) for a in ROUTES[route]]
     p, seconds = _harness(tmp_path, attack, [*argv, *(["--junit", str(junit)] if route != "golden-verify" else [])],
-                          target)
+                          junit)
     assert p.returncode == 0, p.stderr[-2000:]  # the run is correct: the attack changed nothing
     report = json.loads(p.stdout)  # exactly one JSON document on stdout
     assert report["passed"] is True
@@ -147,19 +180,14 @@ def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
         prot = info["isolation"]["protections"]
         assert prot["other_user"] and prot["no_new_privs"] and prot["own_session"], prot
     notes = [n for r in report.get("requests", []) for n in r["run"]["notes"] if n.startswith("attack:")]
-    if attack in DENIED and route == "check":
-        assert notes == [f"attack: {DENIED[attack]}"], notes
-    if attack == "write-into-the-repository":
-        assert not target.exists()
-    if attack == "flood-outputs" and route == "check":
+    if route in ("check", "workers"):
+        assert notes and set(notes) == {expected_note(attack)}, notes
+    assert not (tmp_path / "golden" / "pwned.json").exists()
+    if attack in ("flood-outputs", ALL) and route == "check":
         out = info["isolation"]["output"]
         assert out and all(o["output"]["truncated"] and len(o["output"]["head"]) <= 16 * 1024 for o in out)
-        assert len(p.stdout) < 1 << 20
-    if attack == "setsid-grandchild-rewrites-outputs":
-        before = junit.read_bytes()
-        time.sleep(4)  # its `sleep 3` would have ended: the JUnit file is still the harness's
-        assert junit.read_bytes() == before
-        assert _alive(mark(tmp_path)) == []
+    assert len(p.stdout) < 1 << 20
+    assert not outlived(tmp_path, junit)  # the JUnit file (golden verify: the JSON) is still the harness's
 
 
 @ROOT_ONLY
@@ -234,15 +262,44 @@ def test_a_runner_that_rewrites_a_file_the_check_reads_fails_the_run_named(tmp_p
     assert failing == ["files-unchanged"]
 
 
+def as_nobody(fn) -> dict:
+    """Runs `fn()` in a fork of this (root) process dropped to nobody and made dumpable again (a user's process
+    as it starts): a harness that is not root, its imports done before the drop. Returns what `fn` returned
+    (JSON through a pipe; an exception as {"error": ...})."""
+    import ctypes
+
+    import eagle3_check.runners.isolate.namespaces as namespaces
+    import eagle3_check.runners.isolate.sandbox as sandbox
+    import eagle3_check.runners.proc  # noqa: F401 - imported before the drop
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
+            sandbox._protected = None
+            namespaces._ALLOWED.clear()
+            os.write(w, json.dumps(fn()).encode())
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            os.write(w, json.dumps({"error": repr(e)}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
 @ROOT_ONLY
 def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
     """The non-root path, simulated: a process dropped to `nobody` and made dumpable again (as any process of a
     user is) can be read by its same-uid child; after `protect_harness` (subreaper, PR_SET_DUMPABLE 0) the child
     can open neither its /proc/<pid>/mem nor its /proc/<pid>/fd."""
-    import ctypes
-
     import eagle3_check.runners.isolate.sandbox as sandbox
-    import eagle3_check.runners.proc  # noqa: F401 - imported before the drop
 
     def tries(me: int) -> list[str]:
         out = []
@@ -254,32 +311,23 @@ def test_a_harness_that_is_not_root_is_not_dumpable_to_its_same_user_runner():
                 out.append("denied")
         return out
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            libc = ctypes.CDLL(None)
-            libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: a user's process as it starts
-            report, me = {}, os.getpid()
-            for when in ("before", "after"):
-                if when == "after":
-                    sandbox._protected = None
-                    report["got"] = sandbox.protect_harness()
-                kid = os.fork()
-                if kid == 0:
-                    os.write(w, json.dumps({when: tries(me)}).encode() + b"\n")
-                    os._exit(0)
-                os.waitpid(kid, 0)
-            os.write(w, json.dumps(report).encode() + b"\n")
-        finally:
-            os._exit(0)
-    os.close(w)
-    os.waitpid(pid, 0)
-    with os.fdopen(r) as f:
-        msg = {k: v for line in f for k, v in json.loads(line).items()}
+    def attempts() -> dict:
+        report, me = {}, os.getpid()
+        for when in ("before", "after"):
+            if when == "after":
+                report["got"] = sandbox.protect_harness()
+            r, w = os.pipe()
+            kid = os.fork()
+            if kid == 0:
+                os.write(w, json.dumps(tries(me)).encode())
+                os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                report[when] = json.loads(f.read())
+            os.waitpid(kid, 0)
+        return report
+
+    msg = as_nobody(attempts)
     assert msg["before"] == ["opened", "opened"], msg  # what the protection stops
     assert msg["got"] == {"subreaper": True, "harness_dumpable": False}, msg
     assert msg["after"] == ["denied", "denied"], msg
@@ -309,3 +357,27 @@ def attack():
     out = capfd.readouterr()
     report = json.loads(out.out)  # one JSON document: nothing was written ahead of it
     assert rc == 0 and report["requests"][0]["run"]["notes"][-1] == "attack: wrote into 0 inherited file(s)"
+
+
+PLUGIN_ARGS = ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", "-q", "--eagle3-fixture", "tiny-llama",
+               "--eagle3-goldens", "none", "--eagle3-max-new-tokens", "6", "-k", "prompts"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness (CI runs as root)")
+def test_every_attack_from_the_runner_changes_nothing_on_the_pytest_plugin(tmp_path):
+    """All the attacks in one plug-in on the pytest plugin's route: the harness is a pytest process (a subprocess
+    here: a SIGSTOP that got through would stop it, not this session); its exit code and JUnit file stay its own."""
+    module = "all_attacks_plugin"
+    (tmp_path / f"{module}.py").write_text(HEAD + code_of(ALL))
+    junit, prompts = tmp_path / "plugin.xml", tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
+    env = harness_env(tmp_path, junit)
+    p = subprocess.run([sys.executable, "-m", "pytest", *PLUGIN_ARGS, "--eagle3-runner", f"{module}:make",
+                        "--eagle3-prompts", str(prompts), f"--junitxml={junit}"], capture_output=True, text=True,
+                       env=env, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-1000:]  # the run is correct: the attack changed nothing
+    assert "2 passed" in p.stdout and '{"passed": true}' not in p.stdout, p.stdout[-2000:]
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(cases) == 2 and all(c.find("failure") is None for c in cases)
+    assert not (tmp_path / "golden" / "pwned.json").exists()
+    assert not outlived(tmp_path, junit)

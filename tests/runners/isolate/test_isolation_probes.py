@@ -10,8 +10,10 @@ requests on the embedded fixture.
 from __future__ import annotations
 
 import json
+import os
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -199,36 +201,45 @@ class R(ReferenceRunner):
 # --- runner binaries: the whole process tree of a request ends with it (runners/proc.py) -------------------
 
 # Each child records its pid atomically (tmp + mv) and the binary waits for the record before it
-# exits or hangs: the request cannot end (and kill the child) before the test knows the pid (a
-# clean-clone run once read an empty pid file: the child was killed between open and write).
+# exits or hangs: the request cannot end (and kill the child) before the child runs (a clean-clone run
+# once read an empty pid file: the child was killed between open and write). The binary runs in a PID
+# namespace of its own (runners/isolate/binary_sandbox.py), where that pid is not ours: the test finds the
+# child by its `sleep`, unique to the test, and the pid file sits where the binary's account may write.
 BINARIES = {
     # a child that double-forks into its own session, holding stdout, then the binary exits
-    "setsid-orphan-then-exit": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\necho hello\nexit 0\n",
+    "setsid-orphan-then-exit": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep $SLEEP' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\necho hello\nexit 0\n",
     # the same child, and the binary itself hangs past the timeout
-    "setsid-orphan-then-hang": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexec sleep 1000\n",
+    "setsid-orphan-then-hang": "( setsid sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep $SLEEP' & )\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexec sleep 1000\n",
     # a child with stdio closed, in the binary's process group
-    "closed-stdio-child": "sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep 1000' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexit 0\n",
+    "closed-stdio-child": "sh -c 'echo $$ > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; exec sleep $SLEEP' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e \"$PIDFILE\" ]; do sleep 0.01; done\nexit 0\n",
 }
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"  # a zombie is dead (not yet reaped)
-    except OSError:
-        return False
+def _sleepers(marker: str) -> list[int]:
+    """The live processes (zombies are dead, not yet reaped) whose command line holds `marker`."""
+    out = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                zombie = f.read().split(") ")[1][0] == "Z"
+            if not zombie and marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                out.append(int(name))
+        except (OSError, IndexError):
+            pass
+    return out
 
 
 @pytest.mark.parametrize("binary", list(BINARIES), ids=list(BINARIES))
-def test_a_binarys_children_end_with_its_request(binary, tmp_path, monkeypatch):
+def test_a_binarys_children_end_with_its_request(binary, runner_writable, monkeypatch):
     from eagle3_check.runners.binary.runner import ExecRunner
     from eagle3_check.runners.options import RunOptions
 
-    script = tmp_path / "runner.sh"
+    script = runner_writable / "runner.sh"
     script.write_text("#!/bin/sh\n" + BINARIES[binary])
     script.chmod(0o755)
-    pidfile = tmp_path / "child.pid"
+    pidfile, sleep = runner_writable / "child.pid", f"1000.{runner_writable.stat().st_ino}"
     monkeypatch.setenv("PIDFILE", str(pidfile))
+    monkeypatch.setenv("SLEEP", sleep)
     runner = ExecRunner(f"exec:{script}", timeout=3.0)
     t0 = time.monotonic()
     got = runner.execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
@@ -239,8 +250,8 @@ def test_a_binarys_children_end_with_its_request(binary, tmp_path, monkeypatch):
     deadline = time.monotonic() + 2
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    pid = int(pidfile.read_text())
-    assert not _alive(pid), f"the binary's child {pid} outlived its request"
+    assert pidfile.read_text().strip()  # the child ran
+    assert _sleepers(sleep) == [], "the binary's child outlived its request"
 
 
 def test_a_binarys_output_is_read_bounded(tmp_path):
