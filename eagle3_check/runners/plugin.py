@@ -2,7 +2,7 @@
 
 A factory is any callable (a class, a function) that takes no arguments and returns an
 object with `run(program, tokenizer, prompt, options) -> RunResult` (the `PluginRunner`
-protocol in runners/result.py; `runners.seam.InProcess` makes it the one runner seam).
+protocol in runners/result.py; `runners.in_process.InProcess` makes it the one runner seam).
 `eagle3-check check --runner module:factory` judges that runner exactly as it judges ours; `reference`
 is short for `eagle3_check.runners.loop:ReferenceRunner`.
 

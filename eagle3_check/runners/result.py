@@ -1,5 +1,5 @@
 """What a run returns (RunResult) and the plug-in runner interface (PluginRunner: what a plug-in
-author writes; `runners.seam.InProcess` makes it the one runner seam); the stop reasons are
+author writes; `runners.in_process.InProcess` makes it the one runner seam); the stop reasons are
 `runners.rules`'.
 
 Its own module so that references, the verdict and gating read a run without importing the
@@ -42,7 +42,7 @@ class RunResult:
 
 class PluginRunner(Protocol):
     """The plug-in runner interface: run one request through a program (`runners.seam.Runner` is the
-    seam every kind implements; a PluginRunner is one through `runners.seam.InProcess`)."""
+    seam every kind implements; a PluginRunner is one through `runners.in_process.InProcess`)."""
 
     def run(
         self, program: SpeculatorProgram, tokenizer: Tokenizer, prompt: str | list[int], options: RunOptions
