@@ -45,7 +45,8 @@ def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded ti
     g.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     g.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
     g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
-    g.add_argument("--device", default="cpu", help="cpu or cuda (eager backend)")
+    g.add_argument("--device", default="cpu", action=Given,
+                   help="cpu or cuda (eager backend; with --aoti: the package's own device, --device cpu for a CPU package)")
     g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="eager backend dtype")
     g.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
                    help="replay target_verify (and short draft_decode calls) as CUDA graphs "
@@ -63,6 +64,9 @@ def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded ti
                    help="run an exported .pte instead (pte extra); --fixture or --target gives the HF reference")
     g.add_argument("--data-path", default=None, metavar="FILE.ptd",
                    help="the .pte's external data file (weights exported outside the .pte)")
+    g.add_argument("--aoti", default=None, metavar="FILE.pt2",
+                   help="run an AOTInductor package instead (`export --aoti`; on the GPU, or --device cpu for a "
+                   "CPU package); --fixture or --target gives the HF reference")
 
 
 def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:

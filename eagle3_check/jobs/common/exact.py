@@ -31,6 +31,7 @@ def check_exact_flags(cfg) -> None:
     runner = cfg.runner or "reference"
     refused = (
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
+        ("--aoti", bool(getattr(cfg, "aoti", None)), "an AOTI package runs inductor's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
         ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
         ("--suite", bool(cfg.suite), "the edge suites run their own programs"),

@@ -33,6 +33,10 @@ def build_program(cfg) -> ProgramSetup:
     or `--pte FILE`, the ExecuTorch backend."""
     if cfg.pte:
         return build_pte_program(cfg)
+    if cfg.aoti:
+        from eagle3_check.jobs.common.aoti import build_aoti_program
+
+        return build_aoti_program(cfg)
     from eagle3_check.program.cuda_graph import GraphedProgram, with_cuda_graphs
 
     program, target_dir, tok_path, info = eager_program(cfg, overrides_of(cfg))
@@ -171,10 +175,10 @@ def check_tokenizer_vocab(tokenizer, target_dir: Path) -> None:
 def request_world(cfg) -> tuple[Path, Path]:
     """(tokenizer path, target dir) the config names: --pte's reference (program.sidecar), else
     --target (its tokenizer.json unless --tokenizer), else the fixture's; builds nothing."""
-    if cfg.pte:
+    if cfg.pte or cfg.aoti:
         from eagle3_check.program.sidecar import reference_for_pte
 
-        _, target_dir, tok_path = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)
+        _, target_dir, tok_path = reference_for_pte(cfg.pte or cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
         return Path(tok_path), Path(target_dir)
     if cfg.target:
         return (Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.target) / "tokenizer.json"), Path(cfg.target)
