@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
+from eagle3_check.errors import ContractViolation, InputError, first_line
 from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS
 from eagle3_check.program.contract import (
     VERIFY_BOUNDS_KEY,
@@ -126,12 +126,3 @@ class AotiBackend(CalledProgram):
                                     "two outputs (ids, feature)", f"re-compile the package's {method}")
         return out[0], out[1]
 
-
-def refuse_without_cuda(flag: str = "--aoti") -> None:
-    """The CLI's one line for `--aoti` on a machine without CUDA (AOTI programs are judged on the GPU);
-    `--device cpu` compiles and judges a CPU package instead (the CPU tests' path)."""
-    if not torch.cuda.is_available():
-        raise OptionError(f"{flag} on a machine without CUDA (torch {torch.__version__}: torch.cuda.is_available() "
-                          "is False)", "a CUDA GPU: AOTI programs are compiled for and judged on it",
-                          "run it on the GPU machine, or pass --device cpu for a CPU package (C++ kernels, "
-                          "a minute or more of compile per method)")
