@@ -79,22 +79,24 @@ class CachesAsInputs(nn.Module):
         return functional_call(self.method, dict(zip(self.names, caches)), tuple(inputs), strict=False)
 
 
-def _aot_compile(ep, name: str, device: torch.device) -> list:
-    """AOTInductor's files of one exported method (its shared library, kernels and weights)."""
+def _aot_compile(ep, name: str, options: dict | None = None) -> list:
+    """AOTInductor's files of one exported method (its shared library, kernels and weights); `options`:
+    more inductor config (e.g. {"aot_inductor.force_mmap_weights": True} for weights past 2 GB)."""
     try:
         gm = ep.module(check_guards=False)  # torch 2.13: no guard function in the compiled graph
     except TypeError:  # torch 2.11's ExportedProgram.module() takes no check_guards
         gm = ep.module()
     args, kwargs = ep.example_inputs
-    options = {"aot_inductor.package": True, "aot_inductor.model_name_for_generated_files": name}
+    options = {**(options or {}), "aot_inductor.package": True, "aot_inductor.model_name_for_generated_files": name}
     return torch._inductor.aot_compile(gm, args, kwargs, options=options)
 
 
 def compile_aoti(program, out_path: str | Path, source: dict | None = None,
-                 on_phase: Callable[[str], None] | None = None) -> dict:
+                 on_phase: Callable[[str], None] | None = None, options: dict | None = None) -> dict:
     """Compiles an `EagerBackend` (on its device, in its dtype and target_verify form) with
     AOTInductor into the package `out_path` (`.pt2`) and writes its sidecar; returns the sidecar's
-    record. `on_phase(name)` is called as each of AOTI_PHASES starts."""
+    record. `on_phase(name)` is called as each of AOTI_PHASES starts; `options`: inductor config
+    added to every method's compile (recorded in the sidecar)."""
     out = Path(out_path)
     if out.suffix != ".pt2":
         raise OptionError(f"output path {out}", "a file name ending in .pt2", "pass -o NAME.pt2")
@@ -119,7 +121,7 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
                 ep = export(CachesAsInputs(cls(module, name), ["spec." + n for n in names]), (args, caches),
                             dynamic_shapes=(shapes, (None,) * len(caches)), strict=False)
                 phases.start(f"compile {name}")
-                files[name] = _aot_compile(ep, name, device)
+                files[name] = _aot_compile(ep, name, options)
         phases.start("package")
         from torch._inductor.package import package_aoti
 
@@ -139,7 +141,7 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
         "verify_bounds": [spec.min_verify_len, spec.max_verify_len],
         "caches": {g: [[n, list(buffers[n].shape), str(buffers[n].dtype).removeprefix("torch.")] for n in names]
                    for g, names in groups.items()},
-        "source": source or {}, "seconds": round(time.perf_counter() - t0, 2), "phases": phases.seconds,
+        "inductor_options": options or {}, "source": source or {}, "seconds": round(time.perf_counter() - t0, 2), "phases": phases.seconds,
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda if device.type == "cuda" else None},
     }
     write_sidecar(out, record)  # after the package: it records the package's digest
