@@ -57,13 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--pte", default=None, metavar="FILE",
                        help="the .pte export to run backend-pte goldens on (skipped without it)")
         v.add_argument("--data-path", default=None, metavar="FILE.ptd", help="the .pte's external data file")
-        v.add_argument("--aoti", default=None, metavar="FILE.pt2",
-                       help="an AOTInductor package (`export --aoti`) to run its fixture's goldens on")
-        v.add_argument("--device", default="cpu", action=Given,
-                       help="with --aoti: the package's own device (cuda:N picks the GPU; cpu for a CPU package)")
         v.add_argument("--threads", type=int, default=None, metavar="N",
                        help="CPU torch threads (default 1, or OMP_NUM_THREADS when set), as `check`")
         if name == "verify":
+            v.add_argument("--aoti", default=None, metavar="FILE.pt2",
+                           help="an AOTInductor package (`export --aoti`) to run its fixture's goldens on")
+            v.add_argument("--device", default="cpu", action=Given,
+                           help="with --aoti: the package's own device (cuda:N picks the GPU; cpu for a CPU package)")
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
                            help="the runner to verify (a plug-in factory, see `check --runner`, or exec:PATH, "

@@ -1,6 +1,7 @@
 """AOTI programs from a `Config`: `export --aoti -o F.pt2` (an eager program compiled with AOTInductor,
-program/aoti_export.py) and `--aoti F.pt2` on check, gate, golden verify and the suites (the package on
-the AOTI backend, program/aoti_backend.py, judged against the reference its sidecar names, as a `.pte`).
+program/aoti_export.py), and the flag checks of `--aoti F.pt2` on check, gate, golden verify and the
+suites (the package on the AOTI backend, program/aoti_backend.py, built by `world.build_aoti_program`
+and judged against the reference its sidecar names, as a `.pte`).
 
 AOTI programs are compiled for, and judged on, the GPU: on a machine without CUDA `--aoti` is refused
 in one line before torch is imported (`check_aoti_flags`), unless `--device cpu` is given, which
@@ -11,7 +12,7 @@ compiled for (`--device cuda:N` picks the GPU; `--device cpu` with a CUDA packag
 
 from __future__ import annotations
 
-from eagle3_check.errors import InputError, OptionError
+from eagle3_check.errors import OptionError
 
 # export's flags that shape a .pte only: refused with `export --aoti`
 PTE_ONLY = {"quantize": "--quantize", "external_data": "--external-data", "from_pte": "--from-pte",
@@ -65,30 +66,3 @@ def export_aoti(cfg, on_phase=None) -> dict:
         program.use_verify_form(VERIFY_KV_WINDOW)
     read_metadata(program.metadata())  # refuse inconsistent ranges before minutes of compile
     return compile_aoti(program, cfg.output, source, on_phase)
-
-
-def build_aoti_program(cfg):
-    """(world.ProgramSetup) of `--aoti F.pt2`: the package on its device, with the reference its
-    sidecar names (`sidecar.reference_for_pte`: --target, --fixture, the sidecar's fixture)."""
-    from eagle3_check.jobs.common.world import OVERRIDES, ProgramSetup, load_tokenizer
-    from eagle3_check.program.aoti_backend import AotiBackend
-    from eagle3_check.program.sidecar import reference_for_pte
-
-    if cfg.draft:
-        raise InputError("--draft with --aoti", "the draft inside the package", "drop --draft")
-    for flag in OVERRIDES:
-        if getattr(cfg, flag) is not None:
-            name = "--" + flag.replace("_", "-")
-            raise InputError(f"{name} with --aoti", "the shapes the package was compiled with",
-                             f"drop {name}, or re-compile with `eagle3-check export --aoti`")
-    fx, target_dir, tok_path = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
-    index = int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None
-    program = AotiBackend(cfg.aoti, index)
-    if "device" in cfg.given and program.device.type != cfg.device.split(":")[0]:
-        raise InputError(f"--device {cfg.device} with --aoti {cfg.aoti}",
-                         f"the package's own device, {program.device.type}", "drop --device")
-    if cfg.dtype not in ("float32", program.dtype):  # float32 is the flag's default: the program's dtype wins
-        raise InputError(f"--dtype {cfg.dtype} with --aoti {cfg.aoti}", f"the program's own dtype, {program.dtype}",
-                         "drop --dtype (it is read from the package's sidecar)")
-    info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info}
-    return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
