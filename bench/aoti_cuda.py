@@ -56,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--device", default="cuda")
     p.add_argument("--scale-dir", default=None, help=f"the 8B shape (target/, draft/) for {SCALE}")
-    p.add_argument("--prompts", default=None, help="prompt set JSON for the 8B shape (default: smollm2-135m's)")
+    p.add_argument("--prompts", default=None, help="prompt set JSON for the 8B shape (default: fixtures/real-prompts/heldout.json)")
     p.add_argument("--max-prompts", type=int, default=8, help="prompts timed and judged per model")
     p.add_argument("--new", type=int, default=64, help="max new tokens per request")
     p.add_argument("--inductor-option", action="append", default=[], metavar="KEY=VALUE",
@@ -78,7 +78,7 @@ def program_flags(model: str, args) -> list[str]:
     if not args.scale_dir:
         raise SystemExit(f"--scale-dir is needed for {SCALE} (python -m eagle3_check.fixtures.scale_target DIR TOK)")
     d = Path(args.scale_dir)
-    prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "fixtures/smollm2-135m/prompts.json")
+    prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "fixtures/real-prompts/heldout.json")
     return ["--target", str(d / "target"), "--draft", str(d / "draft"), "--prompts", prompts]
 
 
@@ -132,7 +132,7 @@ def judged(path: Path, model: str, args, reference: str) -> dict:
     return {"rc": rc, "passed": rep.get("passed"), "counts": rep.get("counts"), "tau": rep.get("tau"),
             "tie_budget": rep.get("tie_budget"), "tie_tolerance": info.get("tie_tolerance"),
             "tie_source": info.get("tie_source"),
-            "seconds": round(time.perf_counter() - t0, 1), "argv": argv}
+            "seconds": round(time.perf_counter() - t0, 1), "argv": [path.name if a == str(path) else a for a in argv]}
 
 
 def one(model: str, dtype: str, args, workdir: Path, options_extra: dict) -> dict:
