@@ -67,6 +67,17 @@ def package_device(record: dict, device_index: int | None = None) -> torch.devic
     raise InputError(f"AOTI sidecar device {kind!r}", "cpu or cuda", EXPORT_FIX)
 
 
+def _load(load_package, path: Path, model: str, index: int):
+    """One model of the package on cuda:`index` (-1: CPU, or the current device); a torch whose
+    load_package takes no device_index loads on the current device (only index -1 or 0 then)."""
+    try:
+        return load_package(str(path), model, device_index=index)
+    except TypeError:
+        if index not in (-1, 0):
+            raise
+        return load_package(str(path), model)
+
+
 class AotiBackend(CalledProgram):
     """An AOTI `.pt2` speculator program on its device (CPU or CUDA)."""
 
@@ -87,7 +98,7 @@ class AotiBackend(CalledProgram):
             log = io.StringIO()
             try:
                 with contextlib.redirect_stderr(log):
-                    self._models[m] = load_package(str(self.path), m, device_index=index)
+                    self._models[m] = _load(load_package, self.path, m, index)
             except Exception as e:  # the loader raises RuntimeError naming the model or the archive
                 raise InputError(f"method {m} of {self.path} cannot be loaded ({first_line(e)[:120]})",
                                  "a .pt2 package with the models prefill, target_verify and draft_decode",
