@@ -110,3 +110,27 @@ def test_a_sidecar_of_another_file_is_refused(aoti_path, tmp_path):
     sidecar_path(pkg).unlink()
     with pytest.raises(InputError, match="has no sidecar changed.export.json"):
         AotiBackend(pkg)
+
+
+def test_a_mutated_buffer_is_each_loaded_models_own(tmp_path):
+    """Why the caches are inputs (program/aoti_export.py): AOTInductor compiles a buffer the graph
+    mutates as a constant of the model, updated in place inside it; a second model (here: the same
+    package loaded again) holds its own copy and never sees those writes."""
+    from torch import nn
+    from torch._inductor.package import load_package
+    from torch.export import export
+
+    class Accumulate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(4))
+
+        def forward(self, x):  # [1] -> [4]
+            self.cache.add_(x)
+            return self.cache * 1
+
+    ep = export(Accumulate(), (torch.ones(1),), strict=False)
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "acc.pt2"))
+    a, b = load_package(path), load_package(path)
+    assert a(torch.ones(1)).tolist() == [1.0] * 4 and a(torch.ones(1)).tolist() == [2.0] * 4  # in place, inside a
+    assert b(torch.ones(1)).tolist() == [1.0] * 4  # b's own copy: a's writes are not there
