@@ -1,4 +1,4 @@
-"""The `.pte` export cache of tests/pte/conftest.py under pytest-xdist: two workers that need the
+"""The export cache of tests/pte/conftest.py (tests/export_cache.py) under pytest-xdist: two workers that need the
 same export at once export it once (the second waits on the cache entry's lock, then copies),
 and a cache entry is only ever whole (written beside, then renamed). Threads stand in for the
 workers: each opens the lock file itself, and flock serialises separate opens within one process too."""
@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parent
 
 
 def _conftest(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("pte_conftest_under_test", ROOT / "pte" / "conftest.py")
+    """tests/export_cache.py (what tests/pte/conftest.py and tests/aoti/conftest.py cache with), its
+    cache under tmp_path/.cache/pte."""
+    spec = importlib.util.spec_from_file_location("export_cache_under_test", ROOT / "export_cache.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # imports no executorch: the cache logic alone
-    monkeypatch.setattr(mod, "ROOT", tmp_path)  # the cache lives under tmp_path/.cache/pte
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
     return mod
 
 
@@ -48,7 +50,7 @@ def test_two_workers_export_once_and_both_get_the_program(tmp_path, monkeypatch)
 
     temps, outs = _Temps(tmp_path / "workers"), []
     (tmp_path / "workers").mkdir()
-    threads = [threading.Thread(target=lambda: outs.append(mod._cached_export("tiny", "k1", export, temps)))
+    threads = [threading.Thread(target=lambda: outs.append(mod.cached_export("tiny", "k1", export, temps)))
                for _ in range(2)]
     for t in threads:
         t.start()
@@ -71,7 +73,7 @@ def test_a_failed_export_leaves_no_cache_entry_and_the_next_worker_exports(tmp_p
         raise RuntimeError("export died")
 
     try:
-        mod._cached_export("tiny", "k2", broken, temps)
+        mod.cached_export("tiny", "k2", broken, temps)
     except RuntimeError:
         pass
     cache = tmp_path / ".cache" / "pte"
@@ -81,4 +83,4 @@ def test_a_failed_export_leaves_no_cache_entry_and_the_next_worker_exports(tmp_p
         out.write_bytes(b"whole")
         mod.sidecar_path(out).write_text("{}")
 
-    assert mod._cached_export("tiny", "k2", good, temps).read_bytes() == b"whole"
+    assert mod.cached_export("tiny", "k2", good, temps).read_bytes() == b"whole"

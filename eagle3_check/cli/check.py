@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exact mode: the runner and the HF reference on shape-invariant kernels (docs/exact.md), "
                    "so a correct runner's logits equal the reference's bit for bit; the verdict is identity "
                    "(tie tolerance 0, tie budget 0). The prompt set, in process, on an eager program")
-    add_program_args(p, default="the real fixture smollm2-135m", why=" for the prompt set (the `real` extra); --suite, "
+    add_program_args(p, aoti=True, default="the real fixture smollm2-135m", why=" for the prompt set (the `real` extra); --suite, "
                      "--quantize and --repro keep the tiny fixtures (cost: docs/real-models.md)")
     add_runner_args(p, max_new_default=64)
     add_compile_args(p)

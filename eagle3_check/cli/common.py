@@ -36,16 +36,18 @@ def add_html_arg(p: argparse.ArgumentParser) -> None:
                    help="also write the report as one self-contained HTML page with plots (opens offline)")
 
 
-def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded tiny-llama fixture", why: str = "") -> None:
+def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded tiny-llama fixture", why: str = "",
+                     aoti: bool = False) -> None:
     """`default`: the program the command runs without --fixture/--target/--pte (jobs/common/default_program.py);
-    `why`: the --fixture help's note on it."""
+    `why`: the --fixture help's note on it; `aoti`: the command runs an AOTI package too (--aoti)."""
     g = p.add_argument_group(f"program (default: {default}, eager backend)")
     g.add_argument("--fixture", default=None, help=f"fixture name (see `eagle3-check fixtures list`); default: "
                    f"{default}{why}")
     g.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     g.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
     g.add_argument("--tokenizer", default=None, help="tokenizer.json (default: the fixture's or the target's)")
-    g.add_argument("--device", default="cpu", action=Given, help="cpu or cuda (eager backend)")
+    g.add_argument("--device", default="cpu", action=Given,
+                   help="cpu or cuda (eager backend; with --aoti: the package's own device, --device cpu for a CPU package)")
     g.add_argument("--devices", default=None, metavar="LIST",
                    help="spread the target's layers over several GPUs, e.g. cuda:0,cuda:1 (Accelerate's device_map; "
                    "the tokens judged are those of one GPU: docs/scale.md)")
@@ -66,6 +68,10 @@ def add_program_args(p: argparse.ArgumentParser, default: str = "the embedded ti
                    help="run an exported .pte instead (pte extra); --fixture or --target gives the HF reference")
     g.add_argument("--data-path", default=None, metavar="FILE.ptd",
                    help="the .pte's external data file (weights exported outside the .pte)")
+    if aoti:
+        g.add_argument("--aoti", default=None, metavar="FILE.pt2",
+                       help="run an AOTInductor package instead (`export --aoti`; on the GPU, or --device cpu for a "
+                       "CPU package); --fixture or --target gives the HF reference")
 
 
 def add_runner_args(p: argparse.ArgumentParser, max_new_default: int = 128) -> None:

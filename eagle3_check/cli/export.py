@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from eagle3_check.cli.parser import Given
+
 HELP = """Export a target + EAGLE-3 draft to an ExecuTorch .pte with the methods prefill,
 target_verify and draft_decode, the metadata as constant methods, XNNPACK where it lowers
 (portable kernels elsewhere; recorded in get_export_backend and NAME.export.json).
@@ -17,6 +19,8 @@ examples:
   eagle3-check export --quantize int8-weight --quantize-draft -o q8.pte
   eagle3-check export --verify-kv-window -o kvwin.pte   # target_verify(tokens, positions, kv_window)
   eagle3-check export --dtype bfloat16 -o tiny-bf16.pte   # bf16 weights and features
+  eagle3-check export --aoti -o tiny.pt2                # AOTInductor for CUDA (on the GPU machine; docs/cuda.md)
+  eagle3-check export --aoti --device cpu -o tiny-cpu.pt2   # AOTInductor for CPU (C++ kernels)
 """
 
 
@@ -54,6 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize-draft", action="store_true", help="quantize the draft's linear layers too")
     p.add_argument("--from-pte", default=None, metavar="FILE",
                    help="copy an existing .pte, only dropping --omit-metadata keys (fast)")
+    p.add_argument("--aoti", action="store_true", dest="aoti_export",
+                   help="compile with AOTInductor into a .pt2 package (three models, caches shared as inputs, the "
+                   "metadata in NAME.export.json) instead of a .pte; for --device (default cuda)")
+    p.add_argument("--device", default="cpu", action=Given,
+                   help="with --aoti: the device the package is compiled for (default cuda; cpu for a CPU package)")
     p.add_argument("--json", action="store_true", help="print the export record as JSON")
     p.add_argument("--no-progress", action="store_true",
                    help="no phase lines on stderr (trace each method, lower, to_executorch, serialize)")
@@ -63,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(cfg) -> int:
     from eagle3_check.jobs.export import copy_pte, export
 
+    if cfg.aoti_export:
+        return aoti_main(cfg)
     if cfg.from_pte:
         copy_pte(cfg)
         print(f"wrote {cfg.output} (copy of {cfg.from_pte} without {', '.join(cfg.omit_metadata) or 'nothing'})")
@@ -80,6 +91,19 @@ def main(cfg) -> int:
         form = "target_verify with kv_window" if cfg.verify_kv_window else "target_verify(tokens, positions)"
         print(f"wrote {record.path} ({cfg.backend}, {cfg.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s: {phases}{omitted})")
+    return 0
+
+
+def aoti_main(cfg) -> int:
+    from eagle3_check.jobs.common.aoti import export_aoti
+
+    record = export_aoti(cfg, on_phase=None if cfg.no_progress else phase_printer("export --aoti"))
+    if cfg.json:
+        print(json.dumps(record, indent=2))
+    else:
+        phases = ", ".join(f"{name} {s:.0f} s" for name, s in record["phases"].items())
+        print(f"wrote {record['path']} (AOTInductor, {record['device']}, {record['dtype']}, target_verify "
+              f"{record['target_verify']}; {record['seconds']:.0f} s: {phases}; metadata in the sidecar)")
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from eagle3_check.cli.common import add_drift_args, add_html_arg, add_runner_args, add_timeout_arg
+from eagle3_check.cli.parser import Given
 from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
@@ -22,6 +23,7 @@ examples:
   eagle3-check gate --pte model.pte --target T --tokenizer T/tokenizer.json --prompts p.json
   eagle3-check gate --pte tiny.pte --baseline old-report.json --tau-tolerance 0.05
   eagle3-check gate --pte tiny.pte --golden golden/ --baseline bench/baselines/metrics.json
+  eagle3-check gate --aoti tiny.pt2                 # an AOTInductor package (`export --aoti`), on its GPU
   eagle3-check gate --pte q4.pte --max-mean-gap 0.5 --max-far-share 0.01   # a quantized export: tighter drift bounds
                                                   # (docs/quantization.md; check --quantize measures without an export)
 """
@@ -30,7 +32,11 @@ examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="gate an exported .pte: metadata, suites, references, CI reports",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pte", required=True, metavar="FILE", help="the exported program")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--pte", metavar="FILE", help="the exported program")
+    which.add_argument("--aoti", metavar="FILE.pt2", help="an AOTInductor package (`export --aoti`) instead")
+    p.add_argument("--device", default="cpu", action=Given,
+                   help="with --aoti: the package's own device (cuda:N picks the GPU; cpu for a CPU package)")
     p.add_argument("--data-path", default=None, metavar="FILE.ptd",
                    help="the program's external data file (weights exported outside the .pte)")
     p.add_argument("--fixture", default=None, help="reference fixture (target, tokenizer, prompts)")

@@ -14,6 +14,7 @@ from eagle3_check.cli.common import (
     add_timeout_arg,
     bars,
 )
+from eagle3_check.cli.parser import Given
 from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
@@ -62,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--threads", type=int, default=None, metavar="N",
                        help="CPU torch threads (default 1, or OMP_NUM_THREADS when set), as `check`")
         if name == "verify":
+            v.add_argument("--aoti", default=None, metavar="FILE.pt2",
+                           help="an AOTInductor package (`export --aoti`) to run its fixture's goldens on")
+            v.add_argument("--device", default="cpu", action=Given,
+                           help="with --aoti: the package's own device (cuda:N picks the GPU; cpu for a CPU package)")
             v.add_argument("--no-baseline", action="store_true", help="compare tokens only")
             v.add_argument("--runner", default="reference", metavar="MODULE:FACTORY",
                            help="the runner to verify (a plug-in factory, see `check --runner`, or exec:PATH, "

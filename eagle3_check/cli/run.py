@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-file", default=None, help="read the prompt from a UTF-8 file")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     add_replay_args(p)
-    add_program_args(p, default="the real fixture smollm2-135m", why=" (the `real` extra)")
+    add_program_args(p, default="the real fixture smollm2-135m", why=" (the `real` extra)", aoti=True)
     add_runner_args(p)
     add_compile_args(p)
     p.set_defaults(func=main)

@@ -168,33 +168,46 @@ def buffers_restored(module: nn.Module):
             rebind()
 
 
-def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None,
-                   verify_kv_window: bool = False) -> dict:
-    """torch.export of the three methods with dynamic lengths; buffers restored afterwards.
-    With `verify_kv_window`, target_verify takes kv_window [V] too (V dynamic in [2, max_seq_len])."""
-    phases = phases or Phases()
-    from torch.export import Dim, export
+def method_plans(module: nn.Module, spec: ProgramSpec, hidden: int, verify_kv_window: bool = False,
+                 device: torch.device | str = "cpu") -> dict:
+    """{method: (wrapper class, example inputs on `device`, dynamic shapes)} of the three methods:
+    prefill T in [min_prefill, max_prefill], target_verify C in the verify range, draft_decode T in
+    [1, max_prefill]; with `verify_kv_window`, target_verify takes kv_window [V] too (V dynamic in
+    [2, max_seq_len]). What `export_methods` traces for a `.pte` and `aoti_export` for AOTInductor."""
+    from torch.export import Dim
 
-    read_all_zero_points(module)  # the real buffers, before the trace swaps them for fake ones
     t, tdim = _dim("T", spec.min_prefill, spec.max_prefill)
     c, cdim = _dim("C", spec.min_verify_len, spec.max_verify_len)
     d, ddim = _dim("TD", 1, spec.max_prefill)
-    long = dict(dtype=torch.long)
+    long = dict(dtype=torch.long, device=device)
     feat_dtype = next(module.parameters()).dtype
     plans = {
-        "prefill": (_Prefill, (torch.zeros(1, t, **long), torch.arange(t)), ({1: tdim}, {0: tdim})),
-        "target_verify": (_Verify, (torch.zeros(1, c, **long), torch.arange(c)), ({1: cdim}, {0: cdim})),
+        "prefill": (_Prefill, (torch.zeros(1, t, **long), torch.arange(t, device=device)), ({1: tdim}, {0: tdim})),
+        "target_verify": (_Verify, (torch.zeros(1, c, **long), torch.arange(c, device=device)), ({1: cdim}, {0: cdim})),
         "draft_decode": (
             _Draft,
-            (torch.zeros(1, d, **long), torch.zeros(1, d, hidden, dtype=feat_dtype), torch.arange(d)),
+            (torch.zeros(1, d, **long), torch.zeros(1, d, hidden, dtype=feat_dtype, device=device),
+             torch.arange(d, device=device)),
             ({1: ddim}, {1: ddim}, {0: ddim}),
         ),
     }
     if verify_kv_window:
         # Example V = 2 * C: any V in range traces the same graph (kv_window is not read).
         v = Dim("V", min=2, max=spec.max_seq_len)
-        plans["target_verify"] = (_VerifyKV, (torch.zeros(1, c, **long), torch.arange(c),
-                                              torch.zeros(2 * c, dtype=torch.int32)), ({1: cdim}, {0: cdim}, {0: v}))
+        plans["target_verify"] = (_VerifyKV, (torch.zeros(1, c, **long), torch.arange(c, device=device),
+                                              torch.zeros(2 * c, dtype=torch.int32, device=device)),
+                                  ({1: cdim}, {0: cdim}, {0: v}))
+    return plans
+
+
+def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None,
+                   verify_kv_window: bool = False) -> dict:
+    """torch.export of the three methods with dynamic lengths (`method_plans`); buffers restored afterwards."""
+    phases = phases or Phases()
+    from torch.export import export
+
+    read_all_zero_points(module)  # the real buffers, before the trace swaps them for fake ones
+    plans = method_plans(module, spec, hidden, verify_kv_window)
     programs = {}
     with buffers_restored(module), torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
         for name, (cls, args, shapes) in plans.items():
@@ -256,7 +269,7 @@ def export_speculator(
     if out.suffix != ".pte":
         raise OptionError(f"output path {out}", "a file name ending in .pte", "pass -o NAME.pte")
     check_writable(out, ".pte")  # before the minute of export: a missing directory is an error now
-    hidden = _feature_width(module)
+    hidden = feature_width(module)
     t0 = time.perf_counter()
     phases = Phases(on_phase)
     programs = export_methods(module, spec, hidden, phases, verify_kv_window)
@@ -281,7 +294,7 @@ def export_speculator(
     return record
 
 
-def _feature_width(module: nn.Module) -> int:
+def feature_width(module: nn.Module) -> int:
     """H, the draft hidden size (width of the feature the draft reads)."""
     cfg = getattr(getattr(module, "draft", None), "cfg", None)
     if cfg is None or not hasattr(cfg, "hidden_size"):

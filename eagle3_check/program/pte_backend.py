@@ -133,7 +133,60 @@ def _plain(key: str, value: list) -> Any:
     return value[0]
 
 
-class PteBackend(SpeculatorProgram):
+def exported_ranges(md: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Length ranges per method from a program's raw metadata (a runtime that knows only the maxima:
+    the lower bounds are checked here): prefill [min, max prefill], target_verify the verify range
+    (or the method's own bounds, VERIFY_BOUNDS_KEY), draft_decode [1, max prefill]."""
+
+    def get(key: str, default: int) -> int:
+        v = md.get(key, default)
+        return v if isinstance(v, int) else default
+
+    max_p = get("get_max_prefill_chunk", 1 << 30)
+    k = get("get_chain_len", 0)
+    verify = (get("get_min_verify_len", k + 1 if k else 1), get("get_max_verify_len", k + 1 if k else 1 << 30))
+    if VERIFY_BOUNDS_KEY in md:  # no verify range metadata: the method's own bounds
+        verify = tuple(md[VERIFY_BOUNDS_KEY])
+    return {"prefill": (get("get_min_prefill_chunk", 1), max_p), "target_verify": verify, "draft_decode": (1, max_p)}
+
+
+def check_length(method: str, n: int, ranges: dict[str, tuple[int, int]]) -> None:
+    """Refuses a call of `method` with length `n` outside its exported range, except a prefill below
+    the declared min: a chunk-tail chunk, the program's to take or refuse (DESIGN §2.4)."""
+    lo, hi = ranges[method]
+    if method == "prefill" and n < lo:
+        return
+    if not lo <= n <= hi:
+        raise OptionError(
+            f"{method} called with length {n}", f"a length in the exported range [{lo}, {hi}]",
+            "re-export the program with a wider range, or pick K / the prompt inside it",
+        )
+
+
+class CalledProgram(SpeculatorProgram):
+    """The three contract methods over one `_call(method, inputs)` of a compiled program (a `.pte`'s
+    ExecuTorch method, an AOTI model): the inputs as the program takes them, target_verify's kv_window
+    ([V] int32, V = anchor_pos + C, `kv_window_for`) added in that form (`verify_form`)."""
+
+    verify_form = VERIFY_PLAIN
+
+    def _call(self, method: str, args: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
+        return self._call("prefill", [tokens.long(), positions.long()])
+
+    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
+        args = [tokens.long(), positions.long()]
+        if self.verify_form == VERIFY_KV_WINDOW:
+            args.append(kv_window_for(positions))  # [V] int32, V = anchor_pos + C
+        return self._call("target_verify", args)
+
+    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
+        return self._call("draft_decode", [tokens.long(), feature, positions.long()])
+
+
+class PteBackend(CalledProgram):
     """A `.pte` speculator program on CPU (XNNPACK and portable kernels)."""
 
     def __init__(self, path: str | Path, data_path: str | Path | None = None):
@@ -223,19 +276,7 @@ class PteBackend(SpeculatorProgram):
         return read_sidecar(self.path) or {}  # a sidecar of another file is an error (sidecar.read_sidecar)
 
     def _exported_ranges(self) -> dict[str, tuple[int, int]]:
-        """Length ranges per method from the metadata (the runtime only knows the maxima)."""
-        md = self._metadata
-
-        def get(key: str, default: int) -> int:
-            v = md.get(key, default)
-            return v if isinstance(v, int) else default
-
-        max_p = get("get_max_prefill_chunk", 1 << 30)
-        k = get("get_chain_len", 0)
-        verify = (get("get_min_verify_len", k + 1 if k else 1), get("get_max_verify_len", k + 1 if k else 1 << 30))
-        if VERIFY_BOUNDS_KEY in md:  # no verify range metadata: the method's own bounds
-            verify = tuple(md[VERIFY_BOUNDS_KEY])
-        return {"prefill": (get("get_min_prefill_chunk", 1), max_p), "target_verify": verify, "draft_decode": (1, max_p)}
+        return exported_ranges(self._metadata)
 
     @property
     def info(self) -> dict:
@@ -253,15 +294,7 @@ class PteBackend(SpeculatorProgram):
         return dict(self._metadata)
 
     def _call(self, method: str, args: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        n = args[0].shape[-1]
-        lo, hi = self._ranges[method]
-        if method == "prefill" and n < lo:  # a chunk-tail chunk: the runtime's to take or refuse
-            return self.execute(method, args)
-        if not lo <= n <= hi:
-            raise OptionError(
-                f"{method} called with length {n}", f"a length in the exported range [{lo}, {hi}]",
-                "re-export the program with a wider range, or pick K / the prompt inside it",
-            )
+        check_length(method, args[0].shape[-1], self._ranges)
         return self.execute(method, args)
 
     def execute(self, method: str, args: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:  # inputs -> [1, T], [1, T, H]
@@ -280,15 +313,3 @@ class PteBackend(SpeculatorProgram):
             raise ContractViolation(f"contract violated: {method} returned {len(out)} outputs",
                                     "two outputs (ids, feature)", f"re-export the program's {method}")
         return out[0], out[1]
-
-    def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self._call("prefill", [tokens.long(), positions.long()])
-
-    def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
-        args = [tokens.long(), positions.long()]
-        if self.verify_form == VERIFY_KV_WINDOW:
-            args.append(kv_window_for(positions))  # [V] int32, V = anchor_pos + C
-        return self._call("target_verify", args)
-
-    def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
-        return self._call("draft_decode", [tokens.long(), feature, positions.long()])

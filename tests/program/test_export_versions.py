@@ -25,7 +25,7 @@ def test_export_versions_names_the_installed_distribution():
 
 def test_the_sidecar_records_it(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "export_versions", lambda: {"torch": "t", "executorch": "1.5.1-stand-in"})
-    monkeypatch.setattr(export, "_feature_width", lambda module: 4)
+    monkeypatch.setattr(export, "feature_width", lambda module: 4)
     monkeypatch.setattr(export, "export_methods", lambda *a, **k: {})
     monkeypatch.setattr(export, "constant_methods", lambda *a, **k: {})
 

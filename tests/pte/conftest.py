@@ -10,7 +10,6 @@ past the vocab (out-of-vocab draft ids).
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,51 +17,22 @@ import torch
 
 # No executorch import here: without it the test modules skip themselves (importorskip) and
 # these fixtures are never used. program/export.py and program/pte_backend.py import executorch lazily.
-from eagle3_check.atomic import atomic_path, locked
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.export import export_eager
 from eagle3_check.program.pte_backend import PteBackend
-from eagle3_check.program.sidecar import data_path_for, sidecar_path
+from tests.export_cache import ROOT, cache_key, cached_export
 
-ROOT = Path(__file__).resolve().parents[2]
 SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py", "program/parallel_preprocess.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:
     import executorch
 
-    h = hashlib.sha256(f"{backend} {torch.__version__} {getattr(executorch, '__version__', '')}".encode())
-    for p in sorted(fixture.root.rglob("*")):
-        if p.is_file():
-            h.update(p.name.encode() + p.read_bytes())
-    for name in SHAPING:
-        h.update((ROOT / "eagle3_check" / name).read_bytes())
-    return h.hexdigest()[:16]
+    return cache_key(fixture, f"{backend} {torch.__version__} {getattr(executorch, '__version__', '')}", SHAPING)
 
 
 def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
-    """`export(out)` once per key: copies the cached .pte, its sidecar and (when the export wrote
-    one) its .ptd data file into a session tmp dir."""
-    cache = ROOT / ".cache" / "pte"
-    cached = cache / f"{name}-{key}.pte"
-    out = tmp_path_factory.mktemp(name) / f"{name}.pte"
-    cache.mkdir(parents=True, exist_ok=True)
-    with locked(cached, ".pte cache"):  # two sessions exporting one key: the second waits, then copies
-        if not cached.is_file():
-            export(out)
-            if data_path_for(out).is_file():
-                with atomic_path(data_path_for(cached)) as tmp:
-                    shutil.copy(data_path_for(out), tmp)
-            with atomic_path(sidecar_path(cached)) as tmp:  # sidecar first: a cached .pte has its sidecar
-                shutil.copy(sidecar_path(out), tmp)
-            with atomic_path(cached) as tmp:
-                shutil.copy(out, tmp)
-        else:
-            shutil.copy(cached, out)
-            shutil.copy(sidecar_path(cached), sidecar_path(out))
-            if data_path_for(cached).is_file():
-                shutil.copy(data_path_for(cached), data_path_for(out))
-    return out
+    return cached_export(name, key, export, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ class Config:
     max_memory: float | None = None
     pte: str | None = None
     data_path: str | None = None
+    aoti: str | None = None  # an AOTI package (.pt2) to run (jobs/common/aoti.py)
     compile: str | None = None  # off / layer / model (None: the command has no --compile)
     compile_mode: str | None = None
     compile_attention: str | None = None
@@ -114,6 +115,7 @@ class Config:
     stock_lowering: bool = False
     omit_metadata: tuple = ()
     from_pte: str | None = None
+    aoti_export: bool = False  # export --aoti: compile with AOTInductor into a .pt2
     # --- mutants ---
     first_kill: bool = False
     all: bool = False

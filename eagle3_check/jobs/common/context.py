@@ -39,6 +39,8 @@ class CheckContext:
         setup = world.build_program(self.cfg)
         if self.cfg.pte:  # the tolerance, tie budget and HF reference follow the program's dtype
             self.cfg = self.cfg.replace(dtype=setup.program.dtype)
+        if self.cfg.aoti:  # and an AOTI package's device: the HF reference and the runner run there
+            self.cfg = self.cfg.replace(dtype=setup.program.dtype, device=str(setup.program.device))
         return setup
 
     @property

@@ -31,7 +31,7 @@ def default_fixture(cfg) -> str | None:
     default, tiny-llama)."""
     if cfg.command not in ("check", "run"):
         return None
-    if any(getattr(cfg, f, None) for f in ("fixture", "target", "draft", "pte")):
+    if any(getattr(cfg, f, None) for f in ("fixture", "target", "draft", "pte", "aoti")):
         return None
     if any(getattr(cfg, f, None) for f in TINY_ROUTES):  # (run has --repro only)
         return None

@@ -38,6 +38,7 @@ def check_exact_flags(cfg) -> None:
                           "`eagle3-check check --exact --target T --draft D`, and gate the .pte without --exact")
     refused = (
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
+        ("--aoti", bool(getattr(cfg, "aoti", None)), "an AOTI package runs inductor's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
         ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
         ("--runner exec:PATH", kind_of(cfg.runner).program_file, "a binary runs its own kernels"),

@@ -18,7 +18,7 @@ DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
 # option -> what the path must be. Directories to read, files to read.
 DIRS = {"target": "--target", "draft": "--draft"}
 FILES = {"prompts": "--prompts", "pte": "--pte", "tokenizer": "--tokenizer", "baseline": "--baseline",
-         "from_pte": "--from-pte", "data_path": "--data-path"}
+         "from_pte": "--from-pte", "data_path": "--data-path", "aoti": "--aoti"}
 # option -> smallest allowed value (integers given by the user; None = not given)
 AT_LEAST = {"max_new_tokens": 1, "max_seq_len": 1, "min_prefill": 1, "max_prefill": 1,
             "min_verify_len": 2, "max_verify_len": 2, "threads": 1, "steps": 1, "batch_size": 1, "seed": 0,
@@ -32,7 +32,10 @@ def validated(cfg):
     directories resolved. Raises Eagle3CheckError."""
     cfg = _devices(cfg)
     _device(cfg)
-    if cfg.has("target") and cfg.has("draft") and not cfg.pte:
+    from eagle3_check.jobs.common.aoti import check_aoti_flags
+
+    check_aoti_flags(cfg)  # --aoti without CUDA: one line before anything else
+    if cfg.has("target") and cfg.has("draft") and not (cfg.pte or cfg.aoti):
         from eagle3_check.preflight import check_program_pair
 
         check_program_pair(cfg.target, cfg.draft, cfg.fixture)  # before the paths
@@ -316,7 +319,7 @@ def _chain_len(cfg) -> None:
 
         if profile_named(cfg.runner_profile).clamps and profile_named(cfg.runner_profile).chain_flag:
             return
-    if cfg.pte or cfg.command == "export":
+    if cfg.pte or cfg.aoti or cfg.command == "export":
         lo, hi = 1, None
     else:
         lo, hi = static_k_range(cfg)

@@ -56,7 +56,7 @@ def read_files(cfg) -> list[Path]:
     from eagle3_check.fixtures.registry import fixtures_root
 
     golden_root = Path(__file__).resolve().parents[3] / "golden"  # the repository's (jobs.golden.file.golden_root)
-    named = [getattr(cfg, n, None) for n in ("prompts", "pte", "data_path", "tokenizer", "target", "draft",
+    named = [getattr(cfg, n, None) for n in ("prompts", "pte", "aoti", "data_path", "tokenizer", "target", "draft",
                                               "baseline", "golden")]
     named += list(getattr(cfg, "goldens", ()) or ())
     return [Path(p) for p in named if isinstance(p, (str, os.PathLike))] + [golden_root, fixtures_root()]

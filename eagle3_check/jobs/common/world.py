@@ -1,8 +1,9 @@
 """The program a `Config` names, its tokenizer and its run options: built, not parsed.
 
 The program is an embedded fixture (default), `--target/--draft` on the eager backend
-(optionally compiled, optionally replayed as CUDA graphs), or a `.pte` on the ExecuTorch
-backend with the reference its sidecar names (`program.sidecar.reference_for_pte`). The run
+(optionally compiled, optionally replayed as CUDA graphs), a `.pte` on the ExecuTorch
+backend or an AOTI package (`--aoti`) on the AOTI backend, each with the reference its sidecar
+names (`program.sidecar.reference_for_pte`). The run
 options resolve from the tokenizer's and the target's own files with the given options on
 top (runners/defaults.py); that needs no program, so a role error is one line before a model loads.
 """
@@ -33,6 +34,8 @@ def build_program(cfg) -> ProgramSetup:
     or `--pte FILE`, the ExecuTorch backend."""
     if cfg.pte:
         return build_pte_program(cfg)
+    if cfg.aoti:
+        return build_aoti_program(cfg)
     from eagle3_check.program.cuda_graph import GraphedProgram, with_cuda_graphs
 
     program, target_dir, tok_path, info = eager_program(cfg, overrides_of(cfg))
@@ -99,13 +102,7 @@ def build_pte_program(cfg) -> ProgramSetup:
     from eagle3_check.program.pte_probe import load_probed
     from eagle3_check.program.sidecar import reference_for_pte
 
-    if cfg.draft:
-        raise InputError("--draft with --pte", "the draft inside the .pte", "drop --draft")
-    for flag in OVERRIDES:
-        if getattr(cfg, flag) is not None:
-            name = "--" + flag.replace("_", "-")
-            raise InputError(f"{name} with --pte", "the shapes the .pte was exported with",
-                             f"drop {name}, or re-export with `eagle3-check export`")
+    refuse_shape_flags(cfg, "--pte", "the .pte", "re-export with `eagle3-check export`")
     if cfg.device != "cpu":
         raise InputError(f"--device {cfg.device} with --pte", "cpu (a .pte runs on CPU here)", "drop --device")
     fx, target_dir, tok_path = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)
@@ -114,6 +111,35 @@ def build_pte_program(cfg) -> ProgramSetup:
         raise InputError(f"--dtype {cfg.dtype} with --pte {cfg.pte}", f"the program's own dtype, {program.dtype}",
                          "drop --dtype (it is read from the .pte)")
     info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info, "device": "cpu"}
+    return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
+
+
+def refuse_shape_flags(cfg, flag: str, what: str, fix: str) -> None:
+    """--draft and the ProgramSpec overrides with a compiled program (`flag`: --pte, --aoti): its own."""
+    if cfg.draft:
+        raise InputError(f"--draft with {flag}", f"the draft inside {what}", "drop --draft")
+    for field in OVERRIDES:
+        if getattr(cfg, field) is not None:
+            name = "--" + field.replace("_", "-")
+            raise InputError(f"{name} with {flag}", f"the shapes {what} was compiled with", f"drop {name}, or {fix}")
+
+
+def build_aoti_program(cfg) -> ProgramSetup:
+    """`--aoti F.pt2`: the package on its device (program/aoti_backend.py; `--device cuda:N` picks the GPU),
+    with the reference its sidecar names (`sidecar.reference_for_pte`: --target, --fixture, its fixture)."""
+    from eagle3_check.program.aoti_backend import AotiBackend
+    from eagle3_check.program.sidecar import reference_for_pte
+
+    refuse_shape_flags(cfg, "--aoti", "the package", "re-compile with `eagle3-check export --aoti`")
+    fx, target_dir, tok_path = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
+    program = AotiBackend(cfg.aoti, int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None)
+    if "device" in cfg.given and program.device.type != cfg.device.split(":")[0]:
+        raise InputError(f"--device {cfg.device} with --aoti {cfg.aoti}", f"the package's own device, "
+                         f"{program.device.type}", "drop --device")
+    if cfg.dtype not in ("float32", program.dtype):  # float32 is the flag's default: the program's dtype wins
+        raise InputError(f"--dtype {cfg.dtype} with --aoti {cfg.aoti}", f"the program's own dtype, {program.dtype}",
+                         "drop --dtype (it is read from the package's sidecar)")
+    info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info}
     return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
 
 
@@ -176,10 +202,10 @@ def check_tokenizer_vocab(tokenizer, target_dir: Path) -> None:
 def request_world(cfg) -> tuple[Path, Path]:
     """(tokenizer path, target dir) the config names: --pte's reference (program.sidecar), else
     --target (its tokenizer.json unless --tokenizer), else the fixture's; builds nothing."""
-    if cfg.pte:
+    if cfg.pte or cfg.aoti:
         from eagle3_check.program.sidecar import reference_for_pte
 
-        _, target_dir, tok_path = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)
+        _, target_dir, tok_path = reference_for_pte(cfg.pte or cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
         return Path(tok_path), Path(target_dir)
     if cfg.target:
         return (Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.target) / "tokenizer.json"), Path(cfg.target)

@@ -154,10 +154,11 @@ def golden_check(program, inputs: GateInputs, keep: dict | None = None) -> GateC
         if inputs.on_step:
             inputs.on_step("golden", done, total)
 
+    file = inputs.pte or getattr(program, "path", None)  # a program loaded from its file (a .pte, an AOTI package)
+    backend = "pte" if inputs.pte else (getattr(program, "info", None) or {}).get("backend") if file else None
     out = gate_goldens([inputs.golden], metrics, build=lambda key: (program, inputs.tokenizer),
-                       pte=inputs.pte or "given", fixture=inputs.fixture, on_prompt=on_prompt, runner=inputs.plugin,
-                       dtype=program_dtype(program) if inputs.pte else None,
-                       run_backend="pte" if inputs.pte else None)
+                       pte=file or "given", fixture=inputs.fixture, on_prompt=on_prompt, runner=inputs.plugin,
+                       dtype=program_dtype(program) if file else None, run_backend=backend)
     if keep is not None:
         keep["outcome"] = out
     cases = []

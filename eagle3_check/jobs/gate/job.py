@@ -22,7 +22,10 @@ def run_gate(ctx: CheckContext, on_check=None, on_step=None):
     try:
         inputs, fixture, target_dir, resolved = gate_inputs(ctx)
         inputs.on_step = on_step
-        report = run(inputs, on_check=on_check)
+        program = None  # a .pte: the gate loads it (its load is a check)
+        if ctx.cfg.aoti:  # an AOTI package, as the context loads it (jobs/common/aoti.py), HF on its device
+            program, inputs.hf_reference = ctx.program, ctx.hf_reference()
+        report = run(inputs, program=program, on_check=on_check)
     finally:
         ctx.close()  # an isolated plug-in's process
     from eagle3_check.runners.isolate.policy import isolation_info
@@ -41,7 +44,8 @@ def gate_inputs(ctx: CheckContext):
     from eagle3_check.jobs.gate.gate import TAU_TOLERANCE, GateInputs
 
     cfg = ctx.cfg
-    fx, target_dir, tok_path = reference_for_pte(cfg.pte, cfg.fixture, cfg.target, cfg.tokenizer)
+    file = cfg.pte or cfg.aoti  # the program's file: its sidecar names the reference
+    fx, target_dir, tok_path = reference_for_pte(file, cfg.fixture, cfg.target, cfg.tokenizer)
     if cfg.prompts:
         prompts = load_prompts(cfg.prompts)
     elif fx is None:
@@ -50,7 +54,7 @@ def gate_inputs(ctx: CheckContext):
         prompts = fx.prompts()
     resolved = ctx.resolved
     inputs = GateInputs(
-        pte=Path(cfg.pte), tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
+        pte=Path(cfg.pte) if cfg.pte else None, tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
         options=resolved.options, golden=Path(cfg.golden) if cfg.golden else None,
         baseline=Path(cfg.baseline) if cfg.baseline else None, fixture=fx.name if fx else None,
         tau_tolerance=TAU_TOLERANCE if cfg.tau_tolerance is None else cfg.tau_tolerance,
@@ -59,7 +63,7 @@ def gate_inputs(ctx: CheckContext):
     if cfg.tie_budget is not None:  # checked in [0, 1] when the config was built
         inputs.tie_budget = cfg.tie_budget
     inputs.suite = None if cfg.suite == "none" else cfg.suite
-    quantized = sidecar_source(cfg.pte).get("quantization")
+    quantized = sidecar_source(file).get("quantization")
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
     drift_options(cfg, inputs, fx)
@@ -72,7 +76,12 @@ def gate_inputs(ctx: CheckContext):
         inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
     if cfg.runner_profile and not runs_file and inputs.plugin is None:
         inputs.plugin = ctx.runner  # ours, running by the given profile (runners/profiles.py)
-    if cfg.all_k:
+    if cfg.all_k and cfg.aoti:
+        from eagle3_check.program.contract import read_metadata
+
+        lo, hi = read_metadata(ctx.program.metadata()).k_range
+        inputs.ks = list(range(lo, hi + 1))
+    elif cfg.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
     inputs.calibrate = calibrator(inputs, ctx.log)
     return inputs, (fx.name if fx else None), target_dir, resolved
@@ -101,7 +110,7 @@ def drift_options(cfg, inputs, fx) -> None:
     from eagle3_check.jobs.common.validate import drift_thresholds
 
     inputs.drift = drift_thresholds(cfg)
-    source = sidecar_source(cfg.pte)
+    source = sidecar_source(cfg.pte or cfg.aoti)
     if fx is not None and not cfg.target:
         from eagle3_check.fixtures.registry import load_fixture
 

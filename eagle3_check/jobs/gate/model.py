@@ -189,6 +189,6 @@ def format_table(report: GateReport, verdict: str = "GATE", about: str | None = 
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
     if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (runners/defaults.py)
         lines += ["", report.info["run_options"]["summary"]]
-    about = report.info.get("pte") if about is None else about
+    about = (report.info.get("pte") or report.info.get("aoti")) if about is None else about  # the program file
     lines += ["", f"{verdict}: {'PASS' if report.passed else 'FAIL'}{tau}   ({about})"]
     return "\n".join(lines)

@@ -121,7 +121,8 @@ def verify(ctx: CheckContext, make_bar=NoBar):
     try:
         with scope(cfg):  # --exact: every golden's program and the runner on the shape-invariant kernels
             outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
-                                   pte=cfg.pte, data_path=cfg.data_path, numerics="exact" if cfg.exact else "normal")
+                                   pte=cfg.pte, data_path=cfg.data_path, numerics="exact" if cfg.exact else "normal",
+                                   **program_file_goldens(ctx))
         bar.close()
         if cfg.shrink and not outcome.interrupted:  # each golden prompt that differs, shrunk through the same runner
             from eagle3_check.jobs.golden.shrink_route import shrink_goldens_and_write
@@ -131,6 +132,20 @@ def verify(ctx: CheckContext, make_bar=NoBar):
         bar.close()
         ctx.close()  # an isolated plug-in's process
     return outcome, baseline
+
+
+def program_file_goldens(ctx) -> dict:
+    """`golden verify --aoti F.pt2`: every golden of the package's fixture and dtype on that one program
+    (as `--pte` runs them on its `.pte`), its acceptance a note where `stats_exact` says so; {} otherwise."""
+    if not ctx.cfg.aoti:
+        return {}
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.jobs.common.world import load_tokenizer
+    from eagle3_check.program.contract import program_dtype
+
+    program = ctx.program  # the context's load: the package on its device (jobs/common/aoti.py)
+    return {"build": lambda key: (program, load_tokenizer(load_fixture(key.fixture).tokenizer_path)),
+            "fixture": ctx.fixture, "dtype": program_dtype(program), "run_backend": program.info["backend"]}
 
 
 def refresh_baseline(cfg, make_bar=NoBar):

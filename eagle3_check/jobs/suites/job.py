@@ -24,7 +24,7 @@ def ordered_cases(ctx: CheckContext, cases: list) -> list:
 
 
 def fixed_env(ctx: CheckContext):
-    """(SuiteEnv, info) of the one given program (--target/--draft or --pte) the cases run on, with
+    """(SuiteEnv, info) of the one given program (--target/--draft, --pte or --aoti) the cases run on, with
     its prompts (--prompts, else its fixture's)."""
     from eagle3_check.fixtures.registry import DEFAULT_FIXTURE, load_fixture, load_prompts
     from eagle3_check.jobs.suites.execute import SELF, SuiteEnv
@@ -49,7 +49,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
 
     cfg = ctx.cfg
     cases = ordered_cases(ctx, suite_cases(cfg.suite))  # unknown name -> error with "did you mean"
-    if cfg.target or cfg.draft or cfg.pte:  # one given program
+    if cfg.target or cfg.draft or cfg.pte or cfg.aoti:  # one given program
         envs = [lambda: fixed_env(ctx)]
     else:
         given = [f for f in OVERRIDES if getattr(cfg, f) is not None]
