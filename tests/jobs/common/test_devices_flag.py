@@ -13,11 +13,12 @@ BASE = ["check", "--fixture", "tiny-llama", "--devices", "cuda:0,cuda:1"]
 
 @pytest.mark.parametrize(("extra", "match"), [
     (["--pte", "x.pte"], r"--pte with --devices cuda:0,cuda:1; expected an eager target.*--device cuda:0"),
+    (["--aoti", "x.pt2"], r"--aoti with --devices cuda:0,cuda:1; expected an eager target \(an AOTI package"),
     (["--cuda-graph"], r"--cuda-graph with --devices.*captured on one device"),
     (["--compile", "layer"], r"--compile with --devices.*one device"),
     (["--workers", "2"], r"--workers with --devices.*one process"),
     (["--device", "cuda:1"], r"--device cuda:1 with --devices cuda:0,cuda:1; expected one of the two"),
-], ids=["pte", "cuda-graph", "compile", "workers", "device-differs"])
+], ids=["pte", "aoti", "cuda-graph", "compile", "workers", "device-differs"])
 def test_devices_refuses_what_one_placed_program_cannot_do(extra, match):
     with pytest.raises(OptionError, match=match):
         config_of([*BASE, *extra])
