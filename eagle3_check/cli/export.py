@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--external-data", action="store_true",
                    help="write the weights to NAME.ptd beside NAME.pte (load it with --data-path NAME.ptd)")
     p.add_argument("--stock-lowering", action="store_true",
-                   help="lower with ExecuTorch's own per-partition legalize_graph, not the exact fast one "
-                        "(same .pte bytes, slower: docs/quantized-exports.md)")
+                   help="lower as ExecuTorch does (its per-partition legalize_graph, XNNPACK's preprocess in this "
+                        "process), not the exact fast way (same .pte bytes, slower: docs/speed.md)")
     p.add_argument("--omit-metadata", action="append", default=[], metavar="KEY",
                    help="leave a metadata constant method out (repeatable; for negative fixtures)")
     p.add_argument("--quantize", default=None, choices=["int8-weight", "int4-weight"],
