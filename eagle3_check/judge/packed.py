@@ -37,7 +37,8 @@ PACK_ROWS = 4096  # packed rows a forward: the activations are N x hidden, each 
 # small-M paths): a row of a 1-, 2- or 3-row product differs in the last bit from the same row in a
 # product of 4 to 3000 rows, which agree (measured on every SmolLM2 and tiny-fixture weight shape,
 # torch 2.13 CPU; bfloat16 agreed at every M). A request under 16 rows, or a pack keeping fewer than
-# 16 LM-head rows, is scored alone (`score`).
+# 16 LM-head rows, is scored by `score`; any other, even alone, goes through `score_packed`, whose LM
+# head reads only the kept rows (`score` projects every prompt row too: 825 of SmolLM2's longest).
 MIN_ROWS = 16
 
 _SPANS: contextvars.ContextVar = contextvars.ContextVar("eagle3_packed_spans", default=None)
@@ -168,7 +169,7 @@ def score_many(reference, requests: list[tuple[list[int], list[int]]], limit: in
     packs = [i for i, n in enumerate(rows) if n >= MIN_ROWS]
     for g in groups([rows[i] for i in packs], limit):
         idx = [packs[j] for j in g]
-        if len(idx) > 1 and sum(len(requests[i][1]) + 1 for i in idx) >= MIN_ROWS:
+        if sum(len(requests[i][1]) + 1 for i in idx) >= MIN_ROWS:  # a pack of one too: the LM head on its kept rows
             for i, sc in zip(idx, score_packed(reference, [requests[i] for i in idx])):
                 out[i] = sc
     return [sc if sc is not None else reference.score(*requests[i]) for i, sc in enumerate(out)]

@@ -104,3 +104,18 @@ def test_one_packed_forward(hf_reference, monkeypatch):
     assert len(forwards) == 1 and forwards[0]["input_ids"].shape[1] == rows
     assert forwards[0]["logits_to_keep"].tolist() == kept_rows(spans_of([len(p) + len(t) for p, t in reqs[:-1]] + [3]),
                                                                [len(p) for p, _ in reqs])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_request_alone_keeps_only_its_rows(dtype):
+    ref = HFReference(load_fixture("tiny-llama").target_dir, dtype=dtype)
+    req = [(list(range(3, 63)), list(range(100, 130)))]  # 60 prompt rows, 31 kept: the LM head on 31 rows, not 90
+    forwards = []
+    real = ref.model.forward
+    ref.model.forward = functools.wraps(real)(lambda *a, **kw: forwards.append(kw) or real(*a, **kw))
+    try:
+        got = score_many(ref, req)
+    finally:
+        del ref.model.forward
+    assert got == [ref.score(*req[0])]
+    assert len(forwards) == 1 and forwards[0]["logits_to_keep"].tolist() == list(range(59, 90))

@@ -282,6 +282,9 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
             ran.append((p, want_ids, run, problem or None, rec.calls, time.perf_counter() - t0))
             _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
+    except KeyboardInterrupt:  # Ctrl-C: what has run is judged (its scores are under way), as inline scoring would
+        _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
+        raise
     finally:
         scoring.close()
 

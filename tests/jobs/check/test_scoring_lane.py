@@ -40,7 +40,9 @@ def _check(program, tokenizer, reference, runner, n=5):
 def test_lane_kinds(program, hf_reference):
     from eagle3_check.judge.self_ref import SelfReference
 
-    assert isinstance(lane(hf_reference, ReferenceRunner()), ThreadLane)
+    threaded = lane(hf_reference, ReferenceRunner())
+    threaded.close()
+    assert isinstance(threaded, ThreadLane) and not threaded.thread.is_alive()
     assert type(lane(hf_reference, Delegating())) is InlineLane
     assert type(lane(SelfReference(program), ReferenceRunner())) is InlineLane
 
@@ -78,3 +80,24 @@ def test_thread_lane_scores_what_waits_together(hf_reference):
         scoring.close()
     assert [s for s, _ in got] == [hf_reference.score([5, 6, 7] * 6, [8, 9] * (i + 3)) for i in range(3)]
     assert not scoring.thread.is_alive()
+
+
+def test_ctrl_c_judges_what_ran(program, tokenizer, monkeypatch):
+    from eagle3_check.jobs.check import prompt_set
+
+    ref = shared_reference(shareable(program, "cpu", torch.float32), "cpu")
+    real, calls = prompt_set.guarded_run, []
+
+    def interrupted_third(*a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(prompt_set, "guarded_run", interrupted_third)
+    prompts = load_fixture("tiny-llama").prompts()[:5]
+    report = run_check(program, tokenizer, ref, prompts, RunOptions(max_new_tokens=8), tolerance_for("float32"),
+                       runner=ReferenceRunner())
+    assert report.interrupted and len(report.outcomes) == 2  # both runs before Ctrl-C judged, scores and all
+    assert all(o.reference is not None and o.verdict.status == "pass" for o in report.outcomes)
+    assert not [t for t in __import__("threading").enumerate() if t.name == "eagle3-reference"]
