@@ -30,8 +30,10 @@ def run_gate(ctx: CheckContext, on_check=None, on_step=None):
         ctx.close()  # an isolated plug-in's process
     from eagle3_check.runners.isolate.policy import isolation_info
 
-    if ctx.isolated and ctx.cfg.runner:
-        report.info["isolation"] = isolation_info(ctx.runner)
+    if ctx.cfg.runner and (ctx.isolated or ctx.capabilities.program_file):  # a plug-in's child, or a binary
+        info = isolation_info(ctx.runner)
+        if info:
+            report.info["isolation"] = info
     report.info.update({"fixture": fixture} if fixture else {"target": str(target_dir)},
                        run_options=resolved.to_json())
     return report, inputs, fixture

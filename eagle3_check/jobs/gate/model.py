@@ -189,6 +189,9 @@ def format_table(report: GateReport, verdict: str = "GATE", about: str | None = 
     tau = f"   tau = {report.tau:.2f}" if report.tau is not None else ""
     if "run_options" in report.info:  # where the chat template, BOS, EOS and stops came from (runners/defaults.py)
         lines += ["", report.info["run_options"]["summary"]]
+    from eagle3_check.runners.protections import protections_line
+
+    lines += [p for p in [protections_line(report.info.get("isolation"))] if p]  # what held the runner in
     about = (report.info.get("pte") or report.info.get("aoti")) if about is None else about  # the program file
     lines += ["", f"{verdict}: {'PASS' if report.passed else 'FAIL'}{tau}   ({about})"]
     return "\n".join(lines)

@@ -117,6 +117,11 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     report = run(cfg.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
     bar.close()
     report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
+    from eagle3_check.runners.isolate.policy import isolation_info
+
+    isolation = isolation_info(ctx.runner)  # what held the binary's processes in (binary_sandbox.py)
+    if isolation:
+        report.info["isolation"] = isolation
     if cfg.shrink:  # the failing plain cases, shrunk through the binary (jobs/suites/shrink.py)
         from eagle3_check.jobs.shrink_route import shrink_suite_and_write
         from eagle3_check.jobs.suites.shrink import shrink_exec_case

@@ -35,9 +35,11 @@ def wants_isolation(spec: str, isolate: bool = False, in_process: bool = False) 
 
 
 def isolation_info(runner) -> dict | None:
-    """What a report keeps of an isolated run: the processes started and each request's output."""
+    """What a report keeps of an isolated run: the processes started and each request's output; of a
+    runner binary, what held its processes in (runners/isolate/binary_sandbox.py); else None."""
     if not getattr(runner, "isolated", False):
-        return None
+        protections = getattr(runner, "protections", None)  # a binary (runners/binary/runner.ExecRunner)
+        return {"runner": runner.spec, "protections": protections} if protections else None
     members = getattr(runner, "members", [runner])
     return {"runner": runner.spec, "processes": runner.children, "output": runner.records(),
             "protections": next((m.protections for m in members if m.protections), None)}

@@ -18,7 +18,8 @@ from eagle3_check.suites.toy import ToyProgram
 
 
 def _counting_binary(tmp_path):
-    """A binary that appends one line per run to runs.txt (its pid) and exits 1."""
+    """A binary that appends one line per run to runs.txt (its pid) and exits 1; `tmp_path` must be
+    writable by the account binaries run as (the `runner_writable` fixture)."""
     log = tmp_path / "runs.txt"
     script = tmp_path / "bin.sh"
     script.write_text(f"#!/bin/sh\necho $$ >> {log}\necho 'E [bin:0] no' >&2\nexit 1\n")
@@ -26,8 +27,8 @@ def _counting_binary(tmp_path):
     return ExecRunner(f"exec:{script}", profile="chunked-prefill"), log
 
 
-def test_an_identical_request_runs_once(tmp_path):
-    runner, log = _counting_binary(tmp_path)
+def test_an_identical_request_runs_once(runner_writable):
+    runner, log = _counting_binary(runner_writable)  # a directory the binary's own account can write
     once = OncePerRequest(runner)
     a = once.execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
     b = once.execute("m.pte", "tok.json", "Hi", RunOptions(max_new_tokens=4))
