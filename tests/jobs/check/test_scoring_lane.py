@@ -83,10 +83,10 @@ def test_thread_lane_scores_what_waits_together(hf_reference):
 
 
 def test_ctrl_c_judges_what_ran(program, tokenizer, monkeypatch):
-    from eagle3_check.jobs.check import prompt_set
+    from eagle3_check.runners import in_process  # the seam's observe runs each request (runners/in_process.py)
 
     ref = shared_reference(shareable(program, "cpu", torch.float32), "cpu")
-    real, calls = prompt_set.guarded_run, []
+    real, calls = in_process.guarded_run, []
 
     def interrupted_third(*a, **kw):
         calls.append(1)
@@ -94,7 +94,7 @@ def test_ctrl_c_judges_what_ran(program, tokenizer, monkeypatch):
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(prompt_set, "guarded_run", interrupted_third)
+    monkeypatch.setattr(in_process, "guarded_run", interrupted_third)
     prompts = load_fixture("tiny-llama").prompts()[:5]
     report = run_check(program, tokenizer, ref, prompts, RunOptions(max_new_tokens=8), tolerance_for("float32"),
                        runner=ReferenceRunner())
