@@ -83,7 +83,7 @@ def test_thread_lane_scores_what_waits_together(hf_reference):
 
 
 def test_ctrl_c_judges_what_ran(program, tokenizer, monkeypatch):
-    from eagle3_check.runners import in_process  # the seam's observe runs each request (runners/in_process.py)
+    from eagle3_check.runners import in_process  # the seam: observe runs each request
 
     ref = shared_reference(shareable(program, "cpu", torch.float32), "cpu")
     real, calls = in_process.guarded_run, []
