@@ -24,6 +24,7 @@ from eagle3_check.program.sidecar import sidecar_fixture
 from eagle3_check.runners.binary.byte_pieces import BytePieces
 from eagle3_check.runners.binary.runner import ExecRunner, binary_options, observed, program_data
 from eagle3_check.runners.options import RunOptions, prompt_ids
+from eagle3_check.runners.protections import protections_line
 
 DTYPE_REFUSED = "unexpected scalar type"  # ExecuTorch's error when a binary feeds another dtype than the method's
 # why a binary's golden runs cannot be gated against the metrics baseline
@@ -38,6 +39,7 @@ class ExecGoldenOutcome:
     judged_by: dict[str, int] = field(default_factory=dict)  # ids | bytes -> prompts
     notes: list[str] = field(default_factory=list)
     none_applies: str = ""  # no golden ran: why, and how to record one (`jobs.golden.verify.no_golden_line`)
+    isolation: dict | None = None  # what held the binary's processes in (runners.isolate.policy.isolation_info)
 
     @property
     def passed(self) -> bool:
@@ -46,7 +48,8 @@ class ExecGoldenOutcome:
     def to_json(self) -> dict:
         return {"passed": self.passed, "verified": self.verified, "skipped": self.skipped,
                 "judged_by": self.judged_by, "diffs": self.diffs, "notes": self.notes,
-                **({"none_applies": self.none_applies} if self.none_applies else {})}
+                **({"none_applies": self.none_applies} if self.none_applies else {}),
+                **({"isolation": self.isolation} if self.isolation else {})}
 
     def format(self) -> str:
         lines = [f"goldens: {len(self.verified)} ({', '.join(sorted(self.verified))}) through the binary, "
@@ -56,6 +59,7 @@ class ExecGoldenOutcome:
                  *(f"skipped {s}: {why}" for s, why in self.skipped.items()),
                  *(f"note: {n}" for n in self.notes),
                  *([self.none_applies] if self.none_applies else []),
+                 *[p for p in [protections_line(self.isolation)] if p],
                  f"verdict: {'PASS' if self.passed else 'FAIL'}"]
         return "\n".join(lines)
 

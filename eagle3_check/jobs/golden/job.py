@@ -194,4 +194,7 @@ def exec_golden_verify(ctx: CheckContext):
         outcome.none_applies = none_applies(outcome, pte, program, paths[0] if paths else None, False)
     if not cfg.no_baseline:
         outcome.notes.append(METRICS_NOT_GATED)
+    from eagle3_check.runners.isolate.policy import isolation_info
+
+    outcome.isolation = isolation_info(runner)
     return outcome
