@@ -32,7 +32,12 @@ from eagle3_check.program.contract import (
     VERIFY_PLAIN,
 )
 from eagle3_check.program.export import BACKEND_KEY, METHODS
-from eagle3_check.program.pte_backend import CalledProgram, check_length, exported_ranges
+from eagle3_check.program.pte_backend import (
+    CalledProgram,
+    check_length,
+    exported_ranges,
+    ids_and_feature,
+)
 from eagle3_check.program.sidecar import read_sidecar, sidecar_path
 
 EXPORT_FIX = "compile it with `eagle3-check export --aoti -o FILE.pt2` (on the GPU machine)"
@@ -132,8 +137,5 @@ class AotiBackend(CalledProgram):
         except RuntimeError as e:
             raise ContractViolation(f"{method} failed in the AOTI model ({first_line(e)[:160]})",
                                     "a successful call", f"check the inputs of {method} and the package") from None
-        if len(out) != 2:
-            raise ContractViolation(f"contract violated: {method} returned {len(out)} outputs",
-                                    "two outputs (ids, feature)", f"re-compile the package's {method}")
-        return out[0], out[1]
+        return ids_and_feature(method, out, "re-compile the package's")
 

@@ -163,6 +163,15 @@ def check_length(method: str, n: int, ranges: dict[str, tuple[int, int]]) -> Non
         )
 
 
+def ids_and_feature(method: str, out, redo: str) -> tuple[torch.Tensor, torch.Tensor]:  # -> [1, T], [1, T, H]
+    """A compiled method's outputs as the contract's pair (ids, feature); any other count is a
+    contract violation whose fix is `redo` (re-export the program's method, re-compile the package's)."""
+    if len(out) != 2:
+        raise ContractViolation(f"contract violated: {method} returned {len(out)} outputs",
+                                "two outputs (ids, feature)", f"{redo} {method}")
+    return out[0], out[1]
+
+
 class CalledProgram(SpeculatorProgram):
     """The three contract methods over one `_call(method, inputs)` of a compiled program (a `.pte`'s
     ExecuTorch method, an AOTI model): the inputs as the program takes them, target_verify's kv_window
@@ -309,7 +318,4 @@ class PteBackend(CalledProgram):
             why = " ".join(log.getvalue().split())[-160:] or str(e)[:100]
             raise ContractViolation(f"{method} failed in the ExecuTorch runtime ({why})",
                                     "a successful execute", f"check the inputs of {method} and the export") from None
-        if len(out) != 2:
-            raise ContractViolation(f"contract violated: {method} returned {len(out)} outputs",
-                                    "two outputs (ids, feature)", f"re-export the program's {method}")
-        return out[0], out[1]
+        return ids_and_feature(method, out, "re-export the program's")

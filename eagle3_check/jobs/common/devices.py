@@ -21,10 +21,10 @@ def checked_devices(cfg):
                           "drop --device: the first of --devices is the main device")
     for flag, on, why in (
         ("--pte", cfg.pte, "an eager target (a .pte runs whole, on the CPU)"),
-        ("--aoti", getattr(cfg, "aoti", None), "an eager target (an AOTI package is compiled for one device)"),
+        ("--aoti", cfg.aoti, "an eager target (an AOTI package is compiled for one device)"),
         ("--cuda-graph", cfg.cuda_graph, "no CUDA graphs (a graph is captured on one device)"),
         ("--compile", cfg.compile not in (None, "off"), "no torch.compile (it compiles for one device)"),
-        ("--workers", getattr(cfg, "workers", None) not in (None, 1), "one process (a worker holds one whole GPU)"),
+        ("--workers", cfg.workers not in (None, 1), "one process (a worker holds one whole GPU)"),
     ):
         if on:
             raise OptionError(f"{flag} with --devices {cfg.devices}", why,
