@@ -25,6 +25,7 @@ from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Fixture, ProgramSpec
 from eagle3_check.program.checkpoint import load_draft
 from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
     VERIFY_KV_WINDOW,
@@ -118,13 +119,14 @@ class EagerBackend(SpeculatorProgram):
                               "pick one of the two forms of DESIGN §1")
         self.verify_form = form
         verify = {"get_min_verify_len": self.spec.min_verify_len, "get_max_verify_len": self.spec.max_verify_len}
-        for key in (*verify, VERIFY_BOUNDS_KEY, VERIFY_FORM_KEY):
+        for key in (*verify, VERIFY_BOUNDS_KEY, VERIFY_FORM_KEY, VERIFY_BOUNDS_FROM_KEY):
             self._metadata.pop(key, None)
         if form == VERIFY_PLAIN:
             self._metadata.update(verify)
         else:
             self._metadata[VERIFY_BOUNDS_KEY] = [self.spec.min_verify_len, self.spec.max_verify_len]
             self._metadata[VERIFY_FORM_KEY] = VERIFY_KV_WINDOW
+            self._metadata[VERIFY_BOUNDS_FROM_KEY] = "the eager program's spec"
         return self
 
     @classmethod
