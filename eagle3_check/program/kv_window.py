@@ -18,8 +18,9 @@ tiny fixtures in float32 and bfloat16, prefill, target_verify and draft_decode, 
 boundary (tests/program/test_kv_window.py), and on SmolLM2's check (the same report).
 
 Only the eager backend turns it on, for one call at a time on CPU (`windowed`): an export, a
-compiled or CUDA-graph target (static shapes) and exact mode (its own fixed-block attention) never see
-a window. Worked example (max_seq_len 1,024): target_verify at positions 50..54 attends over 512
+compiled or CUDA-graph target (static shapes) never sees a window. Exact mode (exact/attention.py)
+needs nothing either: its attention cuts the keys into blocks of 64 from slot 0 and skips a block
+with no allowed slot, so whole 512-slot blocks dropped past the last position were skipped anyway. Worked example (max_seq_len 1,024): target_verify at positions 50..54 attends over 512
 slots (55 used, one block); at 600..604 over 1,024 (605 used, two blocks); max_seq_len 700 at
 600..604: 700 (all of them: no window).
 """
@@ -49,11 +50,8 @@ def _windowable(module: torch.nn.Module) -> list:
 
 @contextmanager
 def windowed(program):
-    """The eager `program`'s module windowed for the block, where it runs on CPU outside exact mode
-    (module doc); else unchanged."""
-    from eagle3_check.exact.mode import exact_active
-
-    if program.device.type != "cpu" or exact_active():
+    """The eager `program`'s module windowed for the block, where it runs on CPU (module doc); else unchanged."""
+    if program.device.type != "cpu":
         yield
         return
     mods = program.__dict__.get("_windowable")
