@@ -263,7 +263,7 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
     from eagle3_check.jobs.check.twin_runs import runs_ahead
 
     scoring = lane(reference, runner)
-    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel)
+    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests])
     ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
     try:
         for i, (p, want_ids) in enumerate(zip(prompts, requests)):

@@ -92,9 +92,9 @@ def test_two_at_once_gives_the_serial_report(program, tokenizer, two_cores, monk
 
 def test_runs_ahead_reads_in_prompt_order_whatever_finishes_first(program, tokenizer, two_cores):
     prompts = load_fixture("tiny-llama").prompts()[:4]
-    runs = runs_ahead(program, ReferenceRunner(), tokenizer, prompts, RunOptions(max_new_tokens=6), True)
+    runs = runs_ahead(program, ReferenceRunner(), tokenizer, prompts, RunOptions(max_new_tokens=6), True, [3, 9, 1, 5])
     try:
-        assert isinstance(runs, Twins)
+        assert isinstance(runs, Twins) and runs.order == [1, 3, 0, 2]  # the longest prompt first
         got = [runs.observe(i)[0].run for i in range(4)]
     finally:
         runs.close()
