@@ -130,3 +130,24 @@ def test_shared_output_fails_every_run_beside_the_one_that_printed():
     assert "hello from a" in seen["a"][0] and "hello from a" in seen["b"][0]  # overlapping: both see it
     assert seen["alone"] == ("", 0)
     assert seen["c"][1] == seen["d"][1] == len(b"raw bytes\n")
+
+
+def test_ctrl_c_in_a_run_judges_what_ran_before_it(program, tokenizer, two_cores, monkeypatch):
+    from eagle3_check.runners import in_process
+
+    ref = shared_reference(shareable(program, "cpu", torch.float32), "cpu")
+    real, calls = in_process.guarded_run, []
+
+    def interrupted_third(*a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(in_process, "guarded_run", interrupted_third)
+    prompts = load_fixture("tiny-llama").prompts()[:6]
+    report = run_check(program, tokenizer, ref, prompts, RunOptions(max_new_tokens=8), tolerance_for("float32"),
+                       runner=ReferenceRunner(), parallel=True)
+    assert report.interrupted and len(report.outcomes) < 6
+    assert all(o.reference is not None and o.verdict.status == "pass" for o in report.outcomes)
+    assert not [t for t in threading.enumerate() if t.name.startswith(("eagle3-runner", "eagle3-reference"))]
