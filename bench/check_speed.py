@@ -81,25 +81,49 @@ def check_once(ctx, prompts, window: bool, parallel: bool) -> tuple[object, dict
     from contextlib import nullcontext
 
     from eagle3_check.jobs.check import prompt_set
+    from eagle3_check.jobs.check.scoring import ThreadLane
+    from eagle3_check.jobs.check.twin_runs import Twins
     from eagle3_check.judge import packed
     from eagle3_check.program import eager
     from eagle3_check.runners.in_process import InProcess
 
     runner_time = Accumulate(InProcess.observe)
     ref_time = Accumulate(packed.score_many)
-    saved = InProcess.observe, packed.score_many, eager.windowed
+    threads: dict[str, float] = {}  # each thread's own CPU seconds (time.thread_time): the critical path's parts
+    saved = InProcess.observe, packed.score_many, eager.windowed, Twins._work, ThreadLane._work
     InProcess.observe = lambda self, *a, **kw: runner_time(self, *a, **kw)
     packed.score_many = ref_time
+    Twins._work = thread_cpu(Twins._work, threads, "runner thread")
+    ThreadLane._work = thread_cpu(ThreadLane._work, threads, "reference thread")
     if not window:
         eager.windowed = lambda program: nullcontext()
     try:
         with Clock() as c:
+            t0 = time.thread_time()
             report = prompt_set.run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts, ctx.options,
                                           ctx.tolerance, runner=ctx.runner, tie_budget=ctx.tie_budget,
                                           parallel=parallel)
+            threads["calling thread"] = time.thread_time() - t0  # serial: the runs; two at once: the judging
     finally:
-        InProcess.observe, packed.score_many, eager.windowed = saved
-    return report, {"wall": c.wall, "cpu": c.cpu, "runner": runner_time.seconds, "reference": ref_time.seconds}
+        InProcess.observe, packed.score_many, eager.windowed, Twins._work, ThreadLane._work = saved
+    return report, {"wall": c.wall, "cpu": c.cpu, "runner": runner_time.seconds, "reference": ref_time.seconds,
+                    "threads_cpu": threads}
+
+
+def thread_cpu(fn, sink: dict, name: str):
+    """`fn` (a thread's whole work) adding that thread's CPU seconds to `sink` under `name` (numbered)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def wrapped(self, *a):
+        t0 = time.thread_time()
+        try:
+            return fn(self, *a)
+        finally:
+            with lock:
+                sink[f"{name} {sum(k.startswith(name) for k in sink)}"] = time.thread_time() - t0
+    return wrapped
 
 
 def main(argv=None) -> int:
@@ -156,6 +180,9 @@ def main(argv=None) -> int:
     for phase, r in rows.items():
         print(f"{phase:34} {r['wall']:8.2f} {r['cpu']:8.2f} {r.get('runner', float('nan')):9.2f} "
               f"{r.get('reference', float('nan')):12.2f}")
+    for phase, r in rows.items():
+        if "threads_cpu" in r:
+            print(f"  {phase}: CPU s by thread: " + ", ".join(f"{k} {v:.1f}" for k, v in r["threads_cpu"].items()))
     win = rows["check: one at a time, windowed"]
     print(f"windowed / all slots, one at a time: runner {win['runner'] / first['runner']:.3f}, "
           f"process CPU {win['cpu'] / first['cpu']:.3f}; two at once / before: wall {last['wall'] / first['wall']:.3f}")
