@@ -22,7 +22,9 @@ Both threads run `guarded_run` at once, so its stdout capture is shared for the 
 Everything else runs serially, as before: a plug-in, an isolated runner or a binary (its code is the
 user's: one request at a time, as it was judged), a `.pte`, AOTI or CUDA program, a quantized or
 `--devices` program, `--exact` (its kernels are installed process-wide, for the one runner), several
-torch threads (the runner uses the cores already), one core, or a prompt set of one request.
+torch threads (the runner uses the cores already), one core, a prompt set of one request, or a twin
+that would not fit twice over in the memory available now (`twin_bytes`: its KV caches and a second
+prefill's transient tensors; SmolLM2: ~0.3 GB).
 """
 
 from __future__ import annotations
@@ -50,7 +52,21 @@ def concurrent_runs(program, runner, requests: int) -> int:
         and not getattr(program, "quantized_layers", None)
     if not plain or exact_active() or torch.get_num_threads() > 1 or cores < 2 or requests < 2:
         return 1
-    return TWINS
+    from eagle3_check.resources import host_available
+
+    return TWINS if 2 * twin_bytes(program) < host_available() else 1
+
+
+def twin_bytes(program) -> int:
+    """What a twin adds: its buffers (the KV caches) and the transient tensors of a second prefill as
+    long as the program takes (resources.prefill_estimate), in the program's dtype."""
+    from eagle3_check.resources import prefill_estimate
+
+    m = program.module
+    buffers = sum(b.numel() * b.element_size() for b in m.buffers())
+    cfg = m.target.model.config.get_text_config(decoder=True)
+    elem = next(m.parameters()).element_size()
+    return buffers + prefill_estimate(cfg, program.spec.max_prefill, program.spec.max_seq_len, elem, "target config")
 
 
 def twin(program):

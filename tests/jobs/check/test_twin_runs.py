@@ -48,6 +48,15 @@ def test_only_our_runner_on_our_eager_cpu_program_runs_two_at_once(program, two_
         assert concurrent_runs(program, ReferenceRunner(), 5) == 1
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     assert concurrent_runs(program, ReferenceRunner(), 5) == 1
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    from eagle3_check import resources
+
+    need = twin_runs.twin_bytes(program)
+    assert need > sum(b.numel() * b.element_size() for b in program.module.buffers()) > 0
+    monkeypatch.setattr(resources, "host_available", lambda: 2 * need)  # no room for a twin twice over
+    assert concurrent_runs(program, ReferenceRunner(), 5) == 1
+    monkeypatch.setattr(resources, "host_available", lambda: 2 * need + 1)
+    assert concurrent_runs(program, ReferenceRunner(), 5) == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     assert concurrent_runs(program, ReferenceRunner(), 5) == 1
