@@ -34,7 +34,6 @@ from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import Verdict, judge
 from eagle3_check.program.contract import read_metadata
 from eagle3_check.runners.crash import crashed_run
-from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.instrument import RecordingProgram, call_problems
 from eagle3_check.runners.loop import ReferenceRunner, check_prompt_len
 from eagle3_check.runners.options import (
@@ -216,12 +215,15 @@ def run_check(
     runner: PluginRunner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
     tie_budget: float = 0.0,
+    parallel: bool = False,
 ) -> CheckReport:
     """Runs every prompt through `runner` (the reference runner by default) and judges it.
 
     The reference scores the prompt ids the harness derives from the request (not the ones
     the runner reports) followed by the runner's tokens. `reference`: anything with
-    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference)."""
+    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference). `parallel`: two requests
+    at once where runner and program are ours (jobs/check/twin_runs.py; the same report); only a
+    caller that writes nothing to stdout meanwhile asks for it (the runs' stdout capture is shared)."""
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
@@ -236,7 +238,7 @@ def run_check(
     requests = request_ids(tokenizer, prompts, options, md)
     try:
         _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner,
-                      on_request, md, k, stops)
+                      on_request, md, k, stops, parallel)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (runners/interrupt.py)
         from eagle3_check.runners.interrupt import interrupted_line
 
@@ -253,21 +255,23 @@ def requested_options(options, md, runner):
 
 
 def _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner, on_request,
-                  md, k, stops) -> None:
-    """Each request run and audited in turn; its reference scores taken on a lane (jobs/check/scoring.py:
-    a second thread where runner and reference are ours, else right after the run); verdicts in prompt
-    order, each as soon as its scores are in."""
+                  md, k, stops, parallel=False) -> None:
+    """Each request run (one at a time, or two ahead: jobs/check/twin_runs.py) and audited in turn; its
+    reference scores taken on a lane (jobs/check/scoring.py: a second thread where runner and reference are
+    ours, else right after the run); verdicts in prompt order, each as soon as its scores are in."""
     from eagle3_check.jobs.check.scoring import lane
+    from eagle3_check.jobs.check.twin_runs import runs_ahead
 
     scoring = lane(reference, runner)
+    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests])
     ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
     try:
-        for p, want_ids in zip(prompts, requests):
-            t0 = time.perf_counter()
+        for i, (p, want_ids) in enumerate(zip(prompts, requests)):
             max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
             # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really
             # run the program; a crashing runner or a contract-breaking program fails this request, the rest go on
-            obs = as_runner(runner).observe(program, tokenizer, p.request(), options, what=f"'{p.id}'")
+            obs, spent = runs.observe(i)
+            t0 = time.perf_counter() - spent  # the request's seconds: its run, then its audit
             rec, run = obs.calls, obs.run
             if obs.failure:
                 ran.append((p, want_ids, crashed_run(want_ids, k, max_new), obs.failure, None, time.perf_counter() - t0))
@@ -286,6 +290,7 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
         raise
     finally:
+        runs.close()
         scoring.close()
 
 
