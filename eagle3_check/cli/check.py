@@ -102,7 +102,7 @@ def main(cfg) -> int:
     from eagle3_check.jobs import shrink_route as sr
     from eagle3_check.jobs.common.context import CheckContext
 
-    if cfg.list:
+    if cfg.suites.list:
         return list_main(cfg)
     cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
     from eagle3_check.jobs.common.watch import FileWatch, read_files
@@ -116,20 +116,20 @@ def main(cfg) -> int:
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
         return print_report(ctx, check_isolated(ctx, bars(cfg)))
-    if cfg.quantize:  # the gate's quantized checks in process
+    if cfg.check.quantize:  # the gate's quantized checks in process
         if repro is not None:
             sr.check_replay(cfg, repro, ctx.setup)
         return quant_main(ctx)
     if ctx.capabilities.program_file:  # a runner of its own program file, judged by what it prints (one line
         # here when it does not start, before any program)
         return exec_main(ctx)
-    if cfg.suite:
+    if cfg.suites.suite:
         return suite_main(ctx)
     if repro is not None:  # (refused with --workers: jobs/common/validate.py)
         sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
     from eagle3_check.jobs.check.job import check_prompts, check_workers
 
-    checked = (check_workers if cfg.workers > 1 else check_prompts)(ctx, bars(cfg))
+    checked = (check_workers if cfg.check.workers > 1 else check_prompts)(ctx, bars(cfg))
     return print_report(ctx, checked)
 
 
@@ -245,7 +245,7 @@ def exec_main(ctx) -> int:
     """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
 
     cfg = ctx.cfg
-    if cfg.suite:
+    if cfg.suites.suite:
         from eagle3_check.jobs.suites.job import run_exec_suite
         from eagle3_check.jobs.suites.report import format_suite_table
 

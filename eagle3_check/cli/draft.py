@@ -103,7 +103,7 @@ def main_train(cfg) -> int:
     bars = lambda total, desc, unit: tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)  # noqa: E731
     summary = train_for_target(a["target"], a["tokenizer"], a["output"], a["options"], a["recipe"],
                                a["card_prompts"], a["prompts_file"], cfg.device, a["dtype"],
-                               cfg.checkpoint_every, command=" ".join(["eagle3-check", *sys.argv[1:]]),
+                               cfg.drafting.checkpoint_every, command=" ".join(["eagle3-check", *sys.argv[1:]]),
                                bar_factory=bars)
     print(json.dumps({"draft": str(a["output"]), **summary}, indent=2))
     return 0
@@ -115,9 +115,9 @@ def main_export(cfg) -> int:
     from eagle3_check.errors import InputError
     from eagle3_check.program.draft_export import export_draft
 
-    if not Path(cfg.source).is_dir():
-        raise InputError(f"draft {cfg.source}: directory does not exist", "a draft directory",
+    if not Path(cfg.drafting.source).is_dir():
+        raise InputError(f"draft {cfg.drafting.source}: directory does not exist", "a draft directory",
                          "fix the source path")
-    result = export_draft(cfg.source, cfg.output, cfg.target, cfg.verifier)
+    result = export_draft(cfg.drafting.source, cfg.output, cfg.target, cfg.drafting.verifier)
     print(json.dumps(result.to_json(), indent=2) if cfg.json else "\n".join(result.lines()))
     return 0

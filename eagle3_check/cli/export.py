@@ -72,11 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(cfg) -> int:
     from eagle3_check.jobs.export import copy_pte, export
 
-    if cfg.aoti_export:
+    if cfg.export.aoti_export:
         return aoti_main(cfg)
-    if cfg.from_pte:
+    if cfg.export.from_pte:
         copy_pte(cfg)
-        print(f"wrote {cfg.output} (copy of {cfg.from_pte} without {', '.join(cfg.omit_metadata) or 'nothing'})")
+        print(f"wrote {cfg.output} (copy of {cfg.export.from_pte} without {', '.join(cfg.export.omit_metadata) or 'nothing'})")
         return 0
     record = export(cfg, on_phase=None if cfg.no_progress else phase_printer("export"))
     if cfg.json:
@@ -88,8 +88,8 @@ def main(cfg) -> int:
         if record.quantization:
             omitted += f"; quantized {len(record.quantization['layers'])} layers: {record.quantization['tag']}"
         omitted += f"; weights in {record.data_path}" if record.data_path else ""
-        form = "target_verify with kv_window" if cfg.verify_kv_window else "target_verify(tokens, positions)"
-        print(f"wrote {record.path} ({cfg.backend}, {cfg.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
+        form = "target_verify with kv_window" if cfg.export.verify_kv_window else "target_verify(tokens, positions)"
+        print(f"wrote {record.path} ({cfg.export.backend}, {cfg.dtype}, {form}; XNNPACK delegate calls: {delegated}; "
               f"{record.seconds:.0f} s: {phases}{omitted})")
     return 0
 

@@ -96,7 +96,7 @@ def main(cfg) -> int:
     stopped = report.info.get("interrupted")  # Ctrl-C: what was judged is written, exit 130
     shrunk = [] if stopped else shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk
     out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
-    write_text_atomic(cfg.report, json.dumps(out, indent=2) + "\n", "report")
+    write_text_atomic(cfg.gate.report, json.dumps(out, indent=2) + "\n", "report")
     if cfg.junit:
         write_junit(cfg.junit, report.junit_suites())
     if cfg.html:
@@ -108,7 +108,7 @@ def main(cfg) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(format_table(report))
-        print(f"report: {cfg.report}" + (f"   junit: {cfg.junit}" if cfg.junit else "")
+        print(f"report: {cfg.gate.report}" + (f"   junit: {cfg.junit}" if cfg.junit else "")
               + (f"   html: {cfg.html}" if cfg.html else ""))
         if shrunk:
             print("\n".join(shrunk))

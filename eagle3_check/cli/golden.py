@@ -149,7 +149,7 @@ def verify_main(cfg) -> int:
     if cfg.json:
         from eagle3_check.jobs.golden.file import golden_root
 
-        files = {"baseline": baseline, **({} if cfg.goldens else {"golden": golden_root()})}
+        files = {"baseline": baseline, **({} if cfg.golden.goldens else {"golden": golden_root()})}
         doc = outcome.to_json()
         print(json.dumps({**doc, "passed": doc["passed"] and not changed, **extra,
                           "provenance": report_provenance(cfg, extra_files=files)}, indent=1))

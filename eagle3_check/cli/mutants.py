@@ -63,6 +63,6 @@ def main(cfg) -> int:
 
     report = kill_table(cfg, bars(cfg))
     print(json.dumps(report.to_json(), indent=2) if cfg.json else format_kill_table(report))
-    if cfg.strict_suites and report.ok and not report.suites_ok and not cfg.json:
+    if cfg.mutants.strict_suites and report.ok and not report.suites_ok and not cfg.json:
         print("--strict-suites: check and the edge suites alone do not kill every mutant (see above)")
-    return 0 if report.ok and (report.suites_ok or not cfg.strict_suites) else 1
+    return 0 if report.ok and (report.suites_ok or not cfg.mutants.strict_suites) else 1

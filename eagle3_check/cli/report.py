@@ -36,8 +36,8 @@ def main(cfg) -> int:
     from eagle3_check.report.bench_report import bench_html
     from eagle3_check.report.html_report import check_html, gate_html, golden_html
 
-    kind = next(k for k in KINDS if getattr(cfg, k))
-    src = Path(getattr(cfg, kind))
+    kind = next(k for k in KINDS if getattr(cfg.report, k))
+    src = Path(getattr(cfg.report, kind))
     if not src.is_file():
         raise InputError(f"--{kind} {src} does not exist", "an existing JSON file", f"fix the --{kind} path")
     try:

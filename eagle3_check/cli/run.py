@@ -39,7 +39,7 @@ def main(cfg) -> int:
     if repro is not None and repro.prompt_text is not None:
         prompt = repro.prompt_text  # the shrunk text, maybe empty: the template is the request
     else:
-        prompt = None if cfg.prompt_ids else prompt_text(cfg)
+        prompt = None if cfg.shrink.prompt_ids else prompt_text(cfg)
     ctx = CheckContext(cfg)
     setup, resolved = ctx.setup, ctx.resolved
     sr.check_replay(cfg, repro, setup)

@@ -55,22 +55,22 @@ def train_inputs(cfg) -> dict:
         raise OptionError("-k / --chunked-prefill with draft train", "no chain length or prefill option "
                           "(the card measures K = 1..7)", "drop -k / --chunked-prefill")
     for name in ("steps", "batch_size", "ttt_steps", "gen_batch", "checkpoint_every", "max_new_tokens"):
-        if getattr(cfg, name) < 1:
-            raise OptionError(f"--{name.replace('_', '-')} {getattr(cfg, name)}", "an integer >= 1",
+        if cfg.value(name) < 1:
+            raise OptionError(f"--{name.replace('_', '-')} {cfg.value(name)}", "an integer >= 1",
                               f"pass --{name.replace('_', '-')} 1 or more")
-    if cfg.self_prompts < 0 or cfg.opened_prompts < 0 or cfg.draft_vocab < 2 or not cfg.lr > 0:
-        raise OptionError(f"--self-prompts {cfg.self_prompts} / --opened-prompts {cfg.opened_prompts} / "
-                          f"--draft-vocab {cfg.draft_vocab} / --lr {cfg.lr}",
+    if cfg.drafting.self_prompts < 0 or cfg.drafting.opened_prompts < 0 or cfg.drafting.draft_vocab < 2 or not cfg.drafting.lr > 0:
+        raise OptionError(f"--self-prompts {cfg.drafting.self_prompts} / --opened-prompts {cfg.drafting.opened_prompts} / "
+                          f"--draft-vocab {cfg.drafting.draft_vocab} / --lr {cfg.drafting.lr}",
                           "self-prompts >= 0, opened-prompts >= 0, draft-vocab >= 2, lr > 0", "fix the value")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise OptionError(f"--device {cfg.device}", "cpu, or cuda on a machine with a GPU", "pass --device cpu")
-    prompts_file = cfg.train_prompts or str(fixtures_root() / "train_prompts.json")
+    prompts_file = cfg.drafting.train_prompts or str(fixtures_root() / "train_prompts.json")
     train = [p.text for p in read_prompt_texts(prompts_file, "training prompt set")]
-    card = None if cfg.no_card else read_prompt_texts(cfg.card_prompts or str(fixtures_root() / "prompts.json"),
+    card = None if cfg.drafting.no_card else read_prompt_texts(cfg.drafting.card_prompts or str(fixtures_root() / "prompts.json"),
                                                        "card prompt set")
-    recipe = Recipe(self_prompts=cfg.self_prompts, opened_prompts=cfg.opened_prompts, max_new=cfg.max_new_tokens, gen_batch=cfg.gen_batch,
-                    draft_vocab=cfg.draft_vocab, intermediate_size=cfg.intermediate_size, steps=cfg.steps,
-                    batch_size=cfg.batch_size, lr=cfg.lr, ttt_steps=cfg.ttt_steps, seed=cfg.seed,
+    recipe = Recipe(self_prompts=cfg.drafting.self_prompts, opened_prompts=cfg.drafting.opened_prompts, max_new=cfg.max_new_tokens, gen_batch=cfg.drafting.gen_batch,
+                    draft_vocab=cfg.drafting.draft_vocab, intermediate_size=cfg.drafting.intermediate_size, steps=cfg.drafting.steps,
+                    batch_size=cfg.drafting.batch_size, lr=cfg.drafting.lr, ttt_steps=cfg.drafting.ttt_steps, seed=cfg.drafting.seed,
                     train_prompts=train)
     return {"target": target, "tokenizer": tok, "output": out, "options": resolved_options(cfg).options,
             "recipe": recipe, "card_prompts": card, "prompts_file": prompts_file,

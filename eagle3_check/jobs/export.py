@@ -17,28 +17,28 @@ def export(cfg, on_phase=None):
     program, _, _, source = eager_program(cfg, overrides)
     from eagle3_check.program.contract import VERIFY_KV_WINDOW, read_metadata
 
-    if cfg.verify_kv_window:
+    if cfg.export.verify_kv_window:
         program.use_verify_form(VERIFY_KV_WINDOW)
 
     read_metadata(program.metadata())  # refuse inconsistent ranges before a long export
-    if cfg.quantize:
+    if cfg.export.quantize:
         from eagle3_check.program.quantize import make_spec
 
         if getattr(program, "quantized_layers", None):
             raise InputError(f"--quantize with --fixture {cfg.fixture}", "a full-precision fixture (this variant is "
                              "quantized already)", "drop --quantize, or export its base fixture")
-        spec = make_spec(cfg.quantize, cfg.group_size, cfg.quantize_draft)
+        spec = make_spec(cfg.export.quantize, cfg.export.group_size, cfg.export.quantize_draft)
         program.quantize(spec)
         source = {**source, "fixture": variant_of(source.get("fixture"), spec)} if "fixture" in source else source
-    elif cfg.group_size is not None or cfg.quantize_draft:
+    elif cfg.export.group_size is not None or cfg.export.quantize_draft:
         raise InputError("--group-size / --quantize-draft without --quantize", "--quantize int8-weight|int4-weight",
                          "add --quantize int4-weight")
     if getattr(program, "quantized_layers", None):
         from eagle3_check.program.quantize import QUANT_KEY
 
         source = {**source, "quantization": program.metadata()[QUANT_KEY]}
-    return export_eager(program, cfg.output, cfg.backend, list(cfg.omit_metadata), source, cfg.external_data,
-                        on_phase=on_phase, stock_lowering=cfg.stock_lowering)
+    return export_eager(program, cfg.output, cfg.export.backend, list(cfg.export.omit_metadata), source, cfg.export.external_data,
+                        on_phase=on_phase, stock_lowering=cfg.export.stock_lowering)
 
 
 def variant_of(fixture: str, spec) -> str:
@@ -60,13 +60,13 @@ def copy_pte(cfg) -> None:
 
     for flag in ("fixture", "target", "draft", "quantize", "group_size", "max_seq_len", "min_prefill", "max_prefill", "chain_len",
                  "min_verify_len", "max_verify_len"):
-        if getattr(cfg, flag) is not None:
+        if cfg.value(flag) is not None:
             name = "--" + flag.replace("_", "-")
             raise InputError(f"{name} with --from-pte", "only --omit-metadata (the program is copied)",
                              f"drop {name}, or export from --fixture / --target")
-    for flag, given in (("--verify-kv-window", cfg.verify_kv_window), ("--dtype", cfg.dtype != "float32"),
-                        ("--external-data", cfg.external_data)):
+    for flag, given in (("--verify-kv-window", cfg.export.verify_kv_window), ("--dtype", cfg.dtype != "float32"),
+                        ("--external-data", cfg.export.external_data)):
         if given:
             raise InputError(f"{flag} with --from-pte", "only --omit-metadata (the program is copied)",
                              f"drop {flag}, or export from --fixture / --target")
-    omit_metadata(cfg.from_pte, cfg.output, list(cfg.omit_metadata))
+    omit_metadata(cfg.export.from_pte, cfg.output, list(cfg.export.omit_metadata))

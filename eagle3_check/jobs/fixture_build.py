@@ -13,8 +13,8 @@ def build(cfg):
     from eagle3_check.fixtures.build import RECIPES, build_fixture
     from eagle3_check.program.eager import resolve_device
 
-    if cfg.name not in RECIPES:
-        raise OptionError(f"fixture recipe '{cfg.name}'", f"one of {sorted(RECIPES)}",
+    if cfg.fixtures.name not in RECIPES:
+        raise OptionError(f"fixture recipe '{cfg.fixtures.name}'", f"one of {sorted(RECIPES)}",
                           "pick a recipe from eagle3_check/fixtures/build.py RECIPES")
     resolve_device(cfg.device)
     if cfg.threads < 1:
@@ -22,14 +22,14 @@ def build(cfg):
     import torch
 
     torch.set_num_threads(cfg.threads)
-    overrides = {k: v for k, v in (("steps", cfg.steps), ("batch_size", cfg.batch_size),
-                                   ("seed", cfg.seed)) if v is not None}
+    overrides = {k: v for k, v in (("steps", cfg.fixtures.steps), ("batch_size", cfg.fixtures.batch_size),
+                                   ("seed", cfg.fixtures.seed)) if v is not None}
     for k, v in overrides.items():
         if v < (0 if k == "seed" else 1):
             raise OptionError(f"--{k.replace('_', '-')} {v}", "a positive integer", f"pass --{k.replace('_', '-')} 1 or more")
-    train = replace(RECIPES[cfg.name]["train"], **overrides)
-    command = " ".join(["eagle3-check fixtures build", shlex.quote(cfg.name)]
+    train = replace(RECIPES[cfg.fixtures.name]["train"], **overrides)
+    command = " ".join(["eagle3-check fixtures build", shlex.quote(cfg.fixtures.name)]
                        + ([f"--device {cfg.device}"] if cfg.device != "cpu" else [])
                        + [f"--{k.replace('_', '-')} {v}" for k, v in overrides.items()])
-    return build_fixture(cfg.name, cfg.root, cfg.device, train, card=not cfg.no_card,
+    return build_fixture(cfg.fixtures.name, cfg.fixtures.root, cfg.device, train, card=not cfg.fixtures.no_card,
                         command=command, progress=not cfg.no_progress)

@@ -25,22 +25,22 @@ def parse_ids(text: str) -> tuple[int, ...]:
 
 def option_values(cfg) -> dict:
     """The command's options by name (what `vars(args)` was to the flag-based helpers)."""
-    return {name: getattr(cfg, name) for name in cfg.present}
+    return {name: cfg.value(name) for name in cfg.present}
 
 
 def apply_repro(cfg):
     """--repro FILE: (the config with the repro's request on it, the loaded repro), or (cfg, None)
     without --repro. A flag given on the command line wins; the runner is the repro's unless --runner."""
-    if not cfg.repro:
+    if not cfg.shrink.repro:
         return cfg, None
     import types
 
     from eagle3_check.shrink.repro import load_repro, replay_args
 
-    repro = load_repro(cfg.repro)
+    repro = load_repro(cfg.shrink.repro)
     ns = types.SimpleNamespace(**option_values(cfg))
     replay_args(ns, repro)
-    changes = {k: v for k, v in vars(ns).items() if k in cfg.present and getattr(cfg, k) != v}
+    changes = {k: v for k, v in vars(ns).items() if k in cfg.present and cfg.value(k) != v}
     cfg = cfg.replace(**changes, repro_prompt_id=f"repro:{repro.prompt_id}")
     from eagle3_check.shrink.repro import replay_runner
 
@@ -56,13 +56,13 @@ def apply_repro(cfg):
 
 def given_prompt_ids(cfg, tokenizer) -> tuple[int, ...] | None:
     """--prompt-ids (or a repro's), checked against the tokenizer; refused beside another prompt flag."""
-    if not getattr(cfg, "prompt_ids", None):
+    if not cfg.shrink.prompt_ids:
         return None
-    other = next((f for f in ("prompt", "prompt_file", "prompts", "suite") if getattr(cfg, f, None) is not None), None)
+    other = next((f for f in ("prompt", "prompt_file", "prompts", "suite") if cfg.value(f) is not None), None)
     if other:
         raise OptionError(f"--prompt-ids with --{other.replace('_', '-')}", "one prompt source",
                           f"drop --{other.replace('_', '-')} or --prompt-ids")
-    ids = parse_ids(cfg.prompt_ids)
+    ids = parse_ids(cfg.shrink.prompt_ids)
     bad = next((t for t in ids if t >= tokenizer.vocab_size), None)
     if bad is not None:
         raise OptionError(f"--prompt-ids id {bad}", f"ids below the tokenizer's {tokenizer.vocab_size}",
@@ -74,7 +74,7 @@ def given_prompts(cfg, tokenizer) -> list:
     """The one prompt --prompt-ids (its text the ids' decode, for the report) or --prompt gives, else []."""
     from eagle3_check.fixtures.registry import Prompt
 
-    name = getattr(cfg, "repro_prompt_id", None)
+    name = cfg.shrink.repro_prompt_id
     ids = given_prompt_ids(cfg, tokenizer)
     if ids is not None:
         return [Prompt(name or "prompt-ids", tokenizer.decode(list(ids)), ids)]
@@ -88,7 +88,7 @@ def given_prompts(cfg, tokenizer) -> list:
 def refuse_shrink(cfg, route: str, allowed: tuple[str, ...] = ()) -> None:
     """--shrink, --prompt-ids, --repro and --prompt work on the prompt-set check (`allowed`: those that
     work on `route` too); elsewhere a one-line error."""
-    flag = next((f for f in ("shrink", "prompt_ids", "repro", "prompt") if f not in allowed and getattr(cfg, f, None)),
+    flag = next((f for f in ("shrink", "prompt_ids", "repro", "prompt") if f not in allowed and cfg.value(f)),
                 None)
     if flag:
         name = "--" + flag.replace("_", "-")
@@ -119,13 +119,13 @@ def check_replay(cfg, repro, setup) -> None:
     if repro is not None:
         from eagle3_check.shrink.repro import check_digest
 
-        check_digest(repro, program_files(cfg, setup), f"--repro {cfg.repro}")
+        check_digest(repro, program_files(cfg, setup), f"--repro {cfg.shrink.repro}")
 
 
 def shrink_dir(cfg) -> Path:
-    if cfg.shrink_dir:
-        return Path(cfg.shrink_dir)
-    out = getattr(cfg, "junit", None) or getattr(cfg, "html", None) or getattr(cfg, "report", None)
+    if cfg.shrink.dir:
+        return Path(cfg.shrink.dir)
+    out = getattr(cfg, "junit", None) or getattr(cfg, "html", None) or cfg.gate.report
     return Path(out).parent if out else Path(".")
 
 
@@ -144,7 +144,7 @@ def shrink_and_write(cfg, report, setup, prompts, reference, options, tolerance,
                disable=getattr(cfg, "no_progress", False) or getattr(cfg, "json", False))
     try:
         results = shrink_report(report, prompts, setup.program, setup.tokenizer, reference, options, tolerance,
-                                runner, cfg.shrink_budget,
+                                runner, cfg.shrink.budget,
                                 on_probe=lambda n, req, same: bar.set_postfix_str(req.describe()) or bar.update(1))
     finally:
         bar.close()
@@ -177,7 +177,7 @@ def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, toler
                           runner) -> tuple[list[str], dict]:
     """`check --runner exec:... --shrink`: the binary's failing requests shrunk (jobs/check/shrink.py), a
     repro file each; (the lines to print, prompt id -> its shrunk JSON for the report)."""
-    if not cfg.shrink or not any(o.verdict.status == "fail" for o in report.outcomes):
+    if not cfg.shrink.enabled or not any(o.verdict.status == "fail" for o in report.outcomes):
         return [], {}
     from tqdm import tqdm
 
@@ -188,7 +188,7 @@ def shrink_exec_and_write(cfg, report, setup, prompts, reference, options, toler
                disable=cfg.no_progress or cfg.json)
     try:
         results = shrink_exec_report(report, prompts, runner, setup.program, setup.tokenizer, reference, options,
-                                     tolerance, cfg.shrink_budget, on_probe=lambda *a: bar.update(1))
+                                     tolerance, cfg.shrink.budget, on_probe=lambda *a: bar.update(1))
     finally:
         bar.close()
     flags = program_flags(option_values(cfg))
@@ -205,7 +205,7 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
     """`check --suite NAME --shrink`: each failing plain case shrunk (jobs/suites/shrink.py; a binary's:
     `shrink_case=jobs.suites.shrink.shrink_exec_case`), a repro file each, the result in the case's details;
     the lines to print. A case that is not shrunk gets its own one-line reproduction (`case_command`)."""
-    if not cfg.shrink or not report.failed:
+    if not cfg.shrink.enabled or not report.failed:
         return []
     from eagle3_check.shrink.repro import program_flags, program_record
     from eagle3_check.shrink.search import budget_shares
@@ -216,7 +216,7 @@ def shrink_suite_and_write(cfg, report, cases, env, info: dict, runner, shrink_c
     by_name = {c.name: c for c in cases}
     failing = [r for r in report.failed if r.name in by_name]
     lines: list[str] = []
-    for r, share in zip(failing, budget_shares(len(failing), cfg.shrink_budget)):
+    for r, share in zip(failing, budget_shares(len(failing), cfg.shrink.budget)):
         case = by_name[r.name]
         result, shrunk, note = shrink_case(case, env, runner, share)
         if result is None:

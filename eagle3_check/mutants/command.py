@@ -20,19 +20,19 @@ def kill_table(cfg, make_bar=NoBar):
 
         load_fixture(cfg.fixture)  # an unknown name is a one-line error before any work
     mutants = list(MUTANTS)
-    if cfg.only:
-        for name in cfg.only:
+    if cfg.mutants.only:
+        for name in cfg.mutants.only:
             if name not in BY_NAME:
                 close = difflib.get_close_matches(name, list(BY_NAME), n=1)
                 hint = f"did you mean '{close[0]}'?" if close else "run `eagle3-check mutants` for the list"
                 raise InputError(f"unknown mutant '{name}'", f"one of {len(BY_NAME)} seeded mutants", hint)
-        mutants = [BY_NAME[n] for n in cfg.only]
+        mutants = [BY_NAME[n] for n in cfg.mutants.only]
     bar = make_bar(total=len(mutants) + 1, desc="mutants", unit="runner")
     set_threads(cfg.device)  # the toy probes always run on CPU
-    probes = FAST_PROBES if cfg.no_suites else PROBES
-    first_kill = True if cfg.first_kill else False if cfg.all else "group"
+    probes = FAST_PROBES if cfg.mutants.no_suites else PROBES
+    first_kill = True if cfg.mutants.first_kill else False if cfg.mutants.all else "group"
     report = kill_run(mutants, probes, first_kill=first_kill,
                       ctx=Context(dtype=cfg.dtype, device=cfg.device, fixture_name=cfg.fixture),
-                      on_step=lambda _: bar.update(1), placements=cfg.placement)
+                      on_step=lambda _: bar.update(1), placements=cfg.mutants.placement)
     bar.close()
     return report

@@ -89,7 +89,7 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     expect, source = ctx.expected_tau(report.k, setup.info.get("fixture"))
     health = assess(setup.program, report, expect, source)
     lines = shrink_route.shrink_and_write(cfg, report, setup, prompts, reference, resolved.options, ctx.tolerance,
-                                          runner, ctx.runner_name) if cfg.shrink and not report.interrupted else []
+                                          runner, ctx.runner_name) if cfg.shrink.enabled and not report.interrupted else []
     return Checked(report, health, setup.info.get("fixture") or ctx.cfg.fixture, setup.program, lines)
 
 
@@ -98,7 +98,7 @@ def isolated(cfg, spec: str) -> bool:
     prompt set only: the suites, `--quantize` and `--workers` run plug-ins in process."""
     from eagle3_check.runners.isolate.policy import wants_isolation
 
-    return not (cfg.quantize or cfg.suite or cfg.workers > 1) and wants_isolation(spec, cfg.isolate, cfg.in_process)
+    return not (cfg.check.quantize or cfg.suites.suite or cfg.check.workers > 1) and wants_isolation(spec, cfg.isolate, cfg.in_process)
 
 
 def child_program(cfg):
@@ -160,7 +160,7 @@ def check_workers(ctx: CheckContext, make_bar=NoBar) -> Checked:
         import torch
 
         count = torch.cuda.device_count()
-    devices = worker_devices(cfg.device, cfg.workers, count)
+    devices = worker_devices(cfg.device, cfg.check.workers, count)
     name = ctx.runner_name
     check_spec(name)
     builds = [functools.partial(child_program, cfg.replace(device=d)) for d in devices]

@@ -22,10 +22,10 @@ PTE_ONLY = {"quantize": "--quantize", "external_data": "--external-data", "from_
 
 def check_aoti_flags(cfg) -> None:
     """The flag checks of `--aoti` (no torch): the refusal without CUDA, and the flags it excludes."""
-    wanted = getattr(cfg, "aoti", None) or getattr(cfg, "aoti_export", False)
+    wanted = cfg.aoti or cfg.export.aoti_export
     if not wanted:
         return
-    flag = "export --aoti" if cfg.aoti_export else f"--aoti {cfg.aoti}"
+    flag = "export --aoti" if cfg.export.aoti_export else f"--aoti {cfg.aoti}"
     from eagle3_check.preflight import cuda_driver_present
 
     if "device" not in cfg.given and not cuda_driver_present():
@@ -38,13 +38,13 @@ def check_aoti_flags(cfg) -> None:
     if cfg.aoti and cfg.compile not in (None, "off"):
         raise OptionError(f"--compile {cfg.compile} with --aoti {cfg.aoti}",
                           "an eager program (an AOTI package is compiled when exported)", "drop --compile")
-    if cfg.aoti_export:
+    if cfg.export.aoti_export:
         for field, name in PTE_ONLY.items():
-            if getattr(cfg, field, None):
+            if getattr(cfg.export, field):
                 raise OptionError(f"{name} with export --aoti", "the flags of an AOTI compile (program, shape, "
                                   "dtype, --verify-kv-window, --device)", f"drop {name} (it shapes a .pte only)")
-        if cfg.backend not in (None, "xnnpack"):
-            raise OptionError(f"--backend {cfg.backend} with export --aoti", "AOTInductor's kernels",
+        if cfg.export.backend not in (None, "xnnpack"):
+            raise OptionError(f"--backend {cfg.export.backend} with export --aoti", "AOTInductor's kernels",
                               "drop --backend")
         if not str(cfg.output).endswith(".pt2"):
             raise OptionError(f"-o {cfg.output} with export --aoti", "a file name ending in .pt2",
@@ -62,7 +62,7 @@ def export_aoti(cfg, on_phase=None) -> dict:
     cfg = cfg.replace(device=device)
     overrides = overrides_of(cfg, (*OVERRIDES, "chain_len", "min_verify_len", "max_verify_len"))
     program, _, _, source = eager_program(cfg, overrides)
-    if cfg.verify_kv_window:
+    if cfg.export.verify_kv_window:
         program.use_verify_form(VERIFY_KV_WINDOW)
     read_metadata(program.metadata())  # refuse inconsistent ranges before minutes of compile
     return compile_aoti(program, cfg.output, source, on_phase)

@@ -1,12 +1,33 @@
-"""`Config`: every option of a command, typed, built once and checked where it is built.
+"""`Config`: a command's options, typed, built once and checked where it is built.
 
-A front end (the CLI's parsed flags, the pytest plugin's options) hands `Config.build` a
-mapping of option name -> value; `build` refuses a name it does not know, fills the rest
-with their defaults and runs every check that needs neither torch nor a model
-(jobs/common/validate.py): a wrong value is one line before anything loads. Nothing here
-imports torch. `present` is the option names the command has (a subcommand without
-`--max-new-tokens` does not set it), `given` the ones the user typed (`-k 4` told from the
-default), `options()` the mapping back, in the front end's order (the provenance block).
+A front end (the CLI's parsed flags, the pytest plugin's options) hands `Config.build` a flat
+mapping of option name -> value; `build` routes each name (`route`), refuses one the command does
+not have, fills the rest with their defaults and runs every check that needs neither torch nor a
+model (jobs/common/validate.py): a wrong value is one line before anything loads. Nothing here
+imports torch.
+
+The options are cut in two. The shared ones are fields of `Config` itself, each read by more than
+one job or by the world they share: the program (fixture ... compile_attention: jobs/common/world.py
+builds it for every command), the runner options (prompt ... chunked_prefill: runners/options.py,
+for run, check, calibrate, gate, golden, draft train), what every judging job shares (prompts,
+runner, runner_timeout, runner_profile, isolate, in_process, reference, tie_budget, exact: the
+CheckContext of check, gate and golden verify, and the pytest plugin's), and the outputs (json,
+html, junit, no_progress, output: written or silenced the same way by every command). The rest
+belong to one job each and live in its section, a small frozen dataclass in that job's package
+(jobs/common/section.py): `cfg.check` (jobs/check/options.py), `cfg.drift` (the quantized drift
+thresholds of check --quantize and gate, ibid.), `cfg.suites` (jobs/suites/options.py), `cfg.gate`
+(jobs/gate/options.py), `cfg.golden` (jobs/golden/options.py), `cfg.shrink`
+(jobs/common/shrink_options.py: run, check, gate, golden verify) and the building commands'
+`cfg.export`, `cfg.mutants`, `cfg.fixtures`, `cfg.drafting`, `cfg.report`
+(jobs/common/tool_options.py). A command without a section gets its defaults.
+
+A flat name is routed by the command: the same flag can fill different sections (`--golden FILE`
+is `cfg.gate.golden` for gate and `cfg.report.golden` for report; `--quantize` is `cfg.check.quantize`
+or `cfg.export.quantize`; `--shrink` is `cfg.shrink.enabled`). The bookkeeping stays flat, in the
+front end's names: `present` (the option names the command has: a subcommand without
+`--max-new-tokens` does not set it), `given` (the ones the user typed: `-k 4` told from the
+default), `order`, and `options()` gives the mapping back in the front end's order (the provenance
+block). `replace(**changes)` takes flat names too, routed the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +36,23 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from eagle3_check.errors import OptionError
+from eagle3_check.jobs.check.options import CheckOptions, DriftOptions
+from eagle3_check.jobs.common.shrink_options import ShrinkOptions
+from eagle3_check.jobs.common.tool_options import (
+    DraftingOptions,
+    ExportOptions,
+    FixturesOptions,
+    MutantsOptions,
+    ReportOptions,
+)
+from eagle3_check.jobs.gate.options import GateOptions
+from eagle3_check.jobs.golden.options import GoldenOptions
+from eagle3_check.jobs.suites.options import SuitesOptions
+
+# Config's attribute -> its section's class
+SECTIONS = {"check": CheckOptions, "drift": DriftOptions, "suites": SuitesOptions, "shrink": ShrinkOptions,
+            "gate": GateOptions, "golden": GoldenOptions, "export": ExportOptions, "mutants": MutantsOptions,
+            "fixtures": FixturesOptions, "drafting": DraftingOptions, "report": ReportOptions}
 
 
 @dataclass(frozen=True)
@@ -54,117 +92,55 @@ class Config:
     max_new_tokens: int | None = None
     chain_len: int | None = None
     chunked_prefill: bool = False
-    # --- what is judged and how ---
+    # --- what every judging job shares (the CheckContext of check, gate, golden verify; the pytest plugin) ---
     prompts: str | None = None
     runner: str | None = None
     runner_timeout: float | None = None
     runner_profile: str | None = None  # the runner's rules (runners/profiles.py); default: detected / declared
     isolate: bool = False  # the reference/device runner in its own process too (eagle3_check/runners/isolate)
     in_process: bool = False  # a plug-in runner in the harness's process
-    suite: str | None = None
-    list: bool = False
-    shuffle: int | None = None
-    workers: int = 1
-    shard: str | None = None
-    expect_tau: float | None = None
     reference: str = "hf"
     tie_budget: float | None = None
     exact: bool = False  # exact mode: shape-invariant kernels, verdict as identity (jobs/common/exact.py)
-    # --- shrinking and replaying (jobs/shrink_route.py) ---
-    prompt_ids: str | None = None  # the prompt as comma-separated ids
-    repro: str | None = None  # a repro file to replay
-    repro_prompt_id: str | None = None  # set by --repro: the replayed request's name
-    shrink: bool = False
-    shrink_budget: float | None = None
-    shrink_dir: str | None = None
-    # --- quantization and its drift thresholds ---
-    quantize: str | None = None
-    group_size: int | None = None
-    quantize_draft: bool = False
-    min_agreement: float | None = None
-    max_tau_drop: float | None = None
-    far_rank: int | None = None
-    max_far_share: float | None = None
-    max_mean_gap: float | None = None
-    # --- the gate and goldens ---
-    all_k: bool = False
-    golden: str | None = None
-    goldens: tuple = ()
-    baseline: str | None = None
-    tau_tolerance: float | None = None
-    report: str | None = None  # gate --report FILE
-    golden_command: str | None = None  # the action of `golden`, `fixtures`, `draft`
-    fixtures_command: str | None = None
-    draft_command: str | None = None
-    only: object = None  # golden record: "a,b" ids; mutants: a list of names
-    dir: str | None = None
-    force: bool = False
-    no_baseline: bool = False
     # --- outputs ---
     json: bool = False
     html: str | None = None
     junit: str | None = None
     no_progress: bool = False
     output: str | None = None
-    # --- export ---
-    backend: str | None = None
-    min_verify_len: int | None = None
-    max_verify_len: int | None = None
-    verify_kv_window: bool = False
-    external_data: bool = False
-    stock_lowering: bool = False
-    omit_metadata: tuple = ()
-    from_pte: str | None = None
-    aoti_export: bool = False  # export --aoti: compile with AOTInductor into a .pt2
-    # --- mutants ---
-    first_kill: bool = False
-    all: bool = False
-    no_suites: bool = False
-    placement: object = None
-    strict_suites: bool = False
-    # --- fixtures build, draft train / export ---
-    name: str | None = None
-    root: str | None = None
-    steps: int | None = None
-    batch_size: int | None = None
-    seed: int | None = None
-    no_card: bool = False
-    source: str | None = None
-    verifier: str | None = None
-    train_prompts: str | None = None
-    card_prompts: str | None = None
-    lr: float | None = None
-    ttt_steps: int | None = None
-    self_prompts: int | None = None
-    opened_prompts: int | None = None
-    gen_batch: int | None = None
-    draft_vocab: int | None = None
-    intermediate_size: int | None = None
-    checkpoint_every: int | None = None
-    # --- report ---
-    bench: str | None = None
-    check: str | None = None
-    gate: str | None = None
+    # --- each job's own section (its defaults where the command lacks it) ---
+    check: CheckOptions = field(default_factory=CheckOptions)
+    drift: DriftOptions = field(default_factory=DriftOptions)
+    suites: SuitesOptions = field(default_factory=SuitesOptions)
+    shrink: ShrinkOptions = field(default_factory=ShrinkOptions)
+    gate: GateOptions = field(default_factory=GateOptions)
+    golden: GoldenOptions = field(default_factory=GoldenOptions)
+    export: ExportOptions = field(default_factory=ExportOptions)
+    mutants: MutantsOptions = field(default_factory=MutantsOptions)
+    fixtures: FixturesOptions = field(default_factory=FixturesOptions)
+    drafting: DraftingOptions = field(default_factory=DraftingOptions)
+    report: ReportOptions = field(default_factory=ReportOptions)
     # --- bookkeeping (not options) ---
     present: frozenset = field(default=frozenset(), compare=False)  # the option names the command has
     given: frozenset = field(default=frozenset(), compare=False)  # the ones the user typed (Given action)
     order: tuple = field(default=(), compare=False)  # the front end's option order (options())
 
+
     @classmethod
     def build(cls, values: dict, check: bool = True) -> Config:
-        """The config of `values` (option name -> value), checked (jobs/common/validate.py) unless
-        `check` is false; an unknown name is a one-line error, never dropped."""
-        names = {f.name for f in dataclasses.fields(cls)} - BOOKKEEPING
+        """The config of `values` (flat option name -> value), each routed to its place by the
+        command, checked (jobs/common/validate.py) unless `check` is false; a name the command does
+        not have is a one-line error, never dropped."""
         values = dict(values)
         given = frozenset(values.pop("given", ()))
-        unknown = [k for k in values if k not in names]
+        command = values.get("command")
+        unknown = [k for k in values if route(command, k) is None]
         if unknown:
-            raise OptionError(f"option {unknown[0]}", f"one of Config's options ({len(names)})",
-                              "add it to eagle3_check/jobs/common/config.py")
-        for k in ("goldens", "omit_metadata"):
-            if isinstance(values.get(k), list):
-                values[k] = tuple(values[k])
-        cfg = cls(**values, present=frozenset(values), given=given, order=tuple(values))
+            raise OptionError(f"option {unknown[0]}", f"one of Config's options ({len(names_of(command))})",
+                              "add it to eagle3_check/jobs/common/config.py (shared) or to its job's section")
+        shared, sections = _routed(command, values)
+        cfg = cls(**shared, **{name: SECTIONS[name](**fields) for name, fields in sections.items()},
+                  present=frozenset(values), given=given, order=tuple(values))
         if not check:
             return cfg
         from eagle3_check.jobs.common.validate import validated
@@ -172,16 +148,80 @@ class Config:
         return validated(cfg)
 
     def has(self, name: str) -> bool:
-        """Whether the command has this option at all."""
+        """Whether the command has this option (a flat name) at all."""
         return name in self.present
+
+    def value(self, name: str):
+        """The value of a flat option name, read from its place (None where the command has no such
+        option): for what speaks in flags (the provenance block, a repro file, a table of flags)."""
+        where = route(self.command, name)
+        if where is None:
+            return None
+        section, attr = where
+        return getattr(getattr(self, section) if section else self, attr)
 
     def options(self) -> dict:
         """The command's options in the front end's order (the provenance block's `options`)."""
-        values = {k: getattr(self, k) for k in self.order}
+        values = {k: self.value(k) for k in self.order}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def replace(self, **changes) -> Config:
-        return dataclasses.replace(self, **changes)
+        """A copy with these options changed, each a flat option name routed as `build` routes it
+        (`replace(runner=...)` a shared field, `replace(repro_prompt_id=...)` the shrink section's)."""
+        unknown = [k for k in changes if route(self.command, k) is None]
+        if unknown:
+            raise TypeError(f"Config.replace: {unknown[0]} is no option of command {self.command!r}")
+        shared, sections = _routed(self.command, changes)
+        return dataclasses.replace(self, **shared, **{name: getattr(self, name).replace(**fields)
+                                                      for name, fields in sections.items()})
 
 
 BOOKKEEPING = {"present", "given", "order"}
+SHARED = frozenset(f.name for f in dataclasses.fields(Config)) - BOOKKEEPING - set(SECTIONS)
+TUPLES = {"goldens", "omit_metadata"}  # a front end's list, kept as a tuple (the Config is frozen)
+
+
+def route(command: str | None, name: str) -> tuple[str | None, str] | None:
+    """Where the flat option `name` of `command` lives: (None, field) for a shared option,
+    (section, field) for a job's own, None where the command has no such option. Worked example:
+    route("gate", "golden") == ("gate", "golden"), route("report", "golden") == ("report", "golden"),
+    route("check", "shrink") == ("shrink", "enabled"), route("run", "workers") is None."""
+    if name in SHARED:
+        return None, name
+    return ROUTES.get((command, name))
+
+
+def names_of(command: str | None) -> set[str]:
+    """Every flat option name `command` can have."""
+    return set(SHARED) | {name for (c, name) in ROUTES if c == command}
+
+
+def _routes() -> dict[tuple[str, str], tuple[str, str]]:
+    """(command, flat name) -> (section, field), from each section's COMMANDS; a flat name two
+    sections of one command would take is refused here (one place each)."""
+    table: dict[tuple[str, str], tuple[str, str]] = {}
+    for section, kind in SECTIONS.items():
+        for command in kind.COMMANDS:
+            for flat, attr in kind.flat_names().items():
+                if flat in SHARED or (command, flat) in table:
+                    raise TypeError(f"{kind.__name__}: {command}'s option {flat} already has a place")
+                table[command, flat] = (section, attr)
+    return table
+
+
+ROUTES = _routes()
+
+
+def _routed(command: str | None, values: dict) -> tuple[dict, dict[str, dict]]:
+    """`values` (flat names, each routable) split into the shared fields and each section's."""
+    shared: dict = {}
+    sections: dict[str, dict] = {}
+    for name, value in values.items():
+        section, attr = route(command, name)
+        if name in TUPLES and isinstance(value, list):
+            value = tuple(value)
+        if section is None:
+            shared[attr] = value
+        else:
+            sections.setdefault(section, {})[attr] = value
+    return shared, sections

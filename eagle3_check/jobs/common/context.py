@@ -224,18 +224,18 @@ class CheckContext:
             raise no_prompts()
         else:
             prompts = load_fixture(fixture or self.fixture or DEFAULT_FIXTURE).prompts()
-        if cfg.shuffle is not None:
+        if cfg.check.shuffle is not None:
             from eagle3_check.jobs.check.prompt_set import shuffled_prompts
 
-            prompts = shuffled_prompts(prompts, cfg.shuffle)
-            self.log(f"order: --shuffle {cfg.shuffle}: {', '.join(p.id for p in prompts)}")
-        return shard_of(cfg.shard, prompts)
+            prompts = shuffled_prompts(prompts, cfg.check.shuffle)
+            self.log(f"order: --shuffle {cfg.check.shuffle}: {', '.join(p.id for p in prompts)}")
+        return shard_of(cfg.check.shard, prompts)
 
     def expected_tau(self, k: int, fixture: str | None = None) -> tuple[float | None, str | None]:
         """--expect-tau X, else the fixture card's tau when this run is the card's own run."""
         cfg = self.cfg
-        if cfg.expect_tau is not None:
-            return cfg.expect_tau, "--expect-tau"
+        if cfg.check.expect_tau is not None:
+            return cfg.check.expect_tau, "--expect-tau"
         if not fixture or cfg.target or any(getattr(cfg, f) is not None for f in world.OVERRIDES):
             return None, None
         from eagle3_check.fixtures.card import read_card
@@ -248,7 +248,7 @@ class CheckContext:
         from eagle3_check.inputs import shown_path
 
         return card_expectation(read_card(fx), shown_path(fx.card_path), k, self.options,
-                                own_prompts=not cfg.prompts and not cfg.shard, request=request)
+                                own_prompts=not cfg.prompts and not cfg.check.shard, request=request)
 
 
 def limited(runner, spec: str, timeout: float | None, flag: str | None = None):

@@ -33,7 +33,7 @@ def default_fixture(cfg) -> str | None:
         return None
     if any(getattr(cfg, f, None) for f in ("fixture", "target", "draft", "pte", "aoti")):
         return None
-    if any(getattr(cfg, f, None) for f in TINY_ROUTES):  # (run has --repro only)
+    if any(cfg.value(f) for f in TINY_ROUTES):  # (run has --repro only)
         return None
     from eagle3_check.runners.seam import kind_of
 

@@ -24,7 +24,7 @@ def checked_devices(cfg):
         ("--aoti", cfg.aoti, "an eager target (an AOTI package is compiled for one device)"),
         ("--cuda-graph", cfg.cuda_graph, "no CUDA graphs (a graph is captured on one device)"),
         ("--compile", cfg.compile not in (None, "off"), "no torch.compile (it compiles for one device)"),
-        ("--workers", cfg.workers not in (None, 1), "one process (a worker holds one whole GPU)"),
+        ("--workers", cfg.check.workers not in (None, 1), "one process (a worker holds one whole GPU)"),
     ):
         if on:
             raise OptionError(f"{flag} with --devices {cfg.devices}", why,

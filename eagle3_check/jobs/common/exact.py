@@ -40,7 +40,7 @@ def check_exact_flags(cfg) -> None:
         ("--pte", bool(cfg.pte), "a .pte runs ExecuTorch's kernels, not aten's"),
         ("--aoti", bool(getattr(cfg, "aoti", None)), "an AOTI package runs inductor's kernels, not aten's"),
         ("--compile", (cfg.compile or "off") != "off", "the compiled forward is inductor's code"),
-        ("--quantize", bool(cfg.quantize), "the quantized checks judge drift, not identity"),
+        ("--quantize", bool(cfg.check.quantize), "the quantized checks judge drift, not identity"),
         ("--runner exec:PATH", kind_of(cfg.runner).program_file, "a binary runs its own kernels"),
         ("--tie-budget", cfg.tie_budget is not None, "exact mode's budget is 0"),
     )

@@ -13,9 +13,9 @@ def report_provenance(cfg, fixture: str | None = None, run_options=None, extra_f
     from eagle3_check.fixtures.registry import load_fixture
     from eagle3_check.report.provenance import provenance
 
-    files: dict = {flag: getattr(cfg, flag) for flag in ("pte", "aoti", "prompts", "target", "draft", "tokenizer",
-                                                         "golden", "baseline")}
-    for i, g in enumerate(cfg.goldens):
+    files: dict = {flag: cfg.value(flag) for flag in ("pte", "aoti", "prompts", "target", "draft", "tokenizer",
+                                                      "golden", "baseline")}
+    for i, g in enumerate(cfg.golden.goldens):
         files[f"golden {i}" if i else "golden"] = g
     if fixture:
         fx = load_fixture(fixture)

@@ -56,7 +56,7 @@ def validated(cfg):
     if cfg.command == "check":
         from eagle3_check.jobs.check.workers import check_flags
 
-        check_flags(cfg.workers, cfg.shard, cfg.suite or cfg.list, cfg.runner)
+        check_flags(cfg.check.workers, cfg.check.shard, cfg.suites.suite or cfg.suites.list, cfg.runner)
     if cfg.prompts:
         check_prompt_set(cfg.prompts, raw=cfg.raw)
     _outputs(cfg)
@@ -80,30 +80,30 @@ def _outputs(cfg) -> None:
 
     binary = kind_of(cfg.runner).program_file  # runs its own program file: what it prints is all there is
     if cfg.command == "check":
-        if cfg.list:
+        if cfg.suites.list:
             refuse_html(cfg, "--list")
             refuse_junit(cfg, "--list")
             return
         if cfg.junit:
             check_writable(cfg.junit, "--junit")
         _shrink_routes(cfg, binary)
-        if cfg.quantize:
+        if cfg.check.quantize:
             return  # jobs/gate/quantized.py refuses what --quantize cannot honour
-        flag = next((f for f in DRIFT_FLAGS if getattr(cfg, f) not in (None, False)), None)
+        flag = next((f for f in DRIFT_FLAGS if cfg.value(f) not in (None, False)), None)
         if flag:  # the drift options judge only --quantize's program
             raise OptionError(f"--{flag.replace('_', '-')} without --quantize", "--quantize int8-weight|int4-weight",
                               "add --quantize SCHEME, or drop the flag")
         if binary:
             refuse_html(cfg, "a runner binary (--runner exec:...)")
-        elif cfg.suite:
+        elif cfg.suites.suite:
             refuse_html(cfg, "--suite")
     elif cfg.command == "gate":
-        check_writable(cfg.report, "--report")
+        check_writable(cfg.gate.report, "--report")
         if cfg.junit:
             check_writable(cfg.junit, "--junit")
-    elif cfg.golden_command == "verify" and binary:
+    elif cfg.golden.action == "verify" and binary:
         refuse_html(cfg, "a runner binary (--runner exec:...)")
-        if cfg.shrink:  # jobs/golden/binary.py does not shrink: a one-line error, never a silently dropped flag
+        if cfg.shrink.enabled:  # jobs/golden/binary.py does not shrink: a one-line error, never a silently dropped flag
             raise OptionError("--shrink with golden verify --runner exec:...", "golden verify --shrink with an "
                               "in-process runner", "drop --shrink, or shrink the prompt with check --runner exec:... "
                               "--prompt TEXT --shrink")
@@ -114,7 +114,7 @@ def _runner_template(cfg) -> None:
     program and the reference have loaded (runners/binary/protocol.py checks it again on every request)."""
     from eagle3_check.runners.seam import kind_of
 
-    if kind_of(cfg.runner).program_file and getattr(cfg, "data_path", None):
+    if kind_of(cfg.runner).program_file and cfg.data_path:
         from eagle3_check.runners.binary.protocol import ExecCommand
 
         ExecCommand.parse(cfg.runner).check_data(cfg.data_path)
@@ -134,8 +134,8 @@ def _program_files(cfg) -> None:
             from eagle3_check.runners.binary.protocol import ExecCommand
 
             preflight.check_executable(ExecCommand.parse(cfg.runner).argv[0], cfg.runner)
-            if cfg.command == "check" and not (cfg.list or cfg.repro) or cfg.golden_command == "verify":  # a repro names its .pte
-                preflight.check_exec_needs_pte("golden verify" if cfg.golden_command else "check", cfg.runner, cfg.pte)
+            if cfg.command == "check" and not (cfg.suites.list or cfg.shrink.repro) or cfg.golden.action == "verify":  # a repro names its .pte
+                preflight.check_exec_needs_pte("golden verify" if cfg.golden.action else "check", cfg.runner, cfg.pte)
         else:
             from eagle3_check.runners.plugin import check_spec
 
@@ -155,15 +155,15 @@ def _shrink_routes(cfg, binary: bool) -> None:
     """--shrink, --prompt-ids, --repro and --prompt where `check` cannot honour them: before anything loads."""
     from eagle3_check.jobs.shrink_route import refuse_shrink
 
-    if cfg.quantize:
+    if cfg.check.quantize:
         refuse_shrink(cfg, "--quantize", allowed=("shrink", "prompt_ids", "prompt", "repro"))
-    elif binary and cfg.suite:
+    elif binary and cfg.suites.suite:
         refuse_shrink(cfg, "a runner binary's suites (--runner exec:... --suite)", allowed=("shrink",))
     elif binary:
         refuse_shrink(cfg, "a runner binary (--runner exec:...)", allowed=("shrink", "prompt", "repro"))
-    elif cfg.suite:
+    elif cfg.suites.suite:
         refuse_shrink(cfg, "--suite", allowed=("shrink",))
-    elif cfg.workers > 1:
+    elif cfg.check.workers > 1:
         refuse_shrink(cfg, "--workers", allowed=("shrink",))
 
 
@@ -212,27 +212,27 @@ def _paths(cfg):
 
             check_config_dimensions(Path(resolved[dest]) / "config.json", f"{dest} config")  # before torch
     for dest, flag in FILES.items():
-        value = getattr(cfg, dest)
-        if dest == "baseline" and cfg.golden_command == "baseline":
+        value = cfg.value(dest)
+        if dest == "baseline" and cfg.golden.action == "baseline":
             continue  # `golden baseline --baseline FILE` writes it
         if value:
             regular_file(value, flag, f"fix the {flag} path")
     if cfg.data_path and not cfg.pte:
         raise InputError(f"--data-path {cfg.data_path} without --pte", "--data-path with the .pte it belongs to",
                          "add --pte FILE.pte, or drop --data-path")
-    for value in [*cfg.goldens, *([cfg.golden] if cfg.golden else [])]:  # a golden file or a directory of them
+    for value in [*cfg.golden.goldens, *([cfg.value("golden")] if cfg.value("golden") else [])]:  # a golden file or a directory of them
         if not Path(value).exists():
             raise InputError(f"golden {value} does not exist", "a golden file or directory", "fix the path")
         if not Path(value).is_dir():
             regular_file(value, "golden", "pass a golden file or a directory of them")
-    if cfg.root:  # created when missing: a file in the way or an unwritable parent is refused now
-        check_dir_creatable(cfg.root, "--root")
-    if cfg.shrink_dir and cfg.has("shrink_dir"):
-        check_dir_creatable(cfg.shrink_dir, "--shrink-dir")
-    if cfg.dir and cfg.golden_command == "record":
-        check_dir_creatable(cfg.dir, "--dir")
-    if cfg.baseline and cfg.golden_command == "baseline":  # `golden baseline --baseline FILE` writes it
-        check_writable(cfg.baseline, "--baseline")
+    if cfg.fixtures.root:  # created when missing: a file in the way or an unwritable parent is refused now
+        check_dir_creatable(cfg.fixtures.root, "--root")
+    if cfg.shrink.dir and cfg.has("shrink_dir"):
+        check_dir_creatable(cfg.shrink.dir, "--shrink-dir")
+    if cfg.golden.dir and cfg.golden.action == "record":
+        check_dir_creatable(cfg.golden.dir, "--dir")
+    if cfg.golden.baseline and cfg.golden.action == "baseline":  # `golden baseline --baseline FILE` writes it
+        check_writable(cfg.golden.baseline, "--baseline")
     if cfg.html:  # before the run: a missing directory must not lose the report
         check_writable(cfg.html, "--html")
     if cfg.output:
@@ -242,7 +242,7 @@ def _paths(cfg):
 
 def _ranges(cfg) -> None:
     for dest, low in AT_LEAST.items():
-        v = getattr(cfg, dest)
+        v = cfg.value(dest)
         if v is not None and v < low:
             what = f"max new tokens = {v}" if dest == "max_new_tokens" else f"--{dest.replace('_', '-')} {v}"
             raise OptionError(what, f"an integer >= {low}", f"pass --{dest.replace('_', '-')} {low} or more")
@@ -264,11 +264,11 @@ def _ranges(cfg) -> None:
     request_timeout(cfg.runner_timeout)  # one rule with the pytest plugin's
     if cfg.max_memory is not None and not cfg.max_memory > 0:
         raise OptionError(f"--max-memory {cfg.max_memory:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")
-    expect = cfg.expect_tau
+    expect = cfg.check.expect_tau
     if expect is not None and not 0 < expect < float("inf"):
         raise OptionError(f"--expect-tau {expect:g}", "a tau > 0 (the draft's tau on a good run, e.g. the card's)",
                           "pass e.g. --expect-tau 2.0")
-    tau = cfg.tau_tolerance
+    tau = cfg.gate.tau_tolerance
     if tau is not None and not tau >= 0:
         raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")
     drift_thresholds(cfg)
@@ -315,15 +315,15 @@ def _suite_name(cfg) -> None:
     """`check --suite NAME` / `gate --suite NAME`: an unknown suite or case name is refused here,
     with a "did you mean", not after the program and the reference have loaded (`gate --suite none`
     turns the suites off)."""
-    if cfg.command in ("check", "gate") and cfg.suite and cfg.suite != "none":
+    if cfg.command in ("check", "gate") and cfg.suites.suite and cfg.suites.suite != "none":
         from eagle3_check.suites import suite_cases
 
-        suite_cases(cfg.suite)
+        suite_cases(cfg.suites.suite)
 
 
 def _suite_overrides(cfg) -> None:
     """`check --suite`: every case sets its own runner options, so a given one would be ignored."""
-    if cfg.command != "check" or not cfg.suite:
+    if cfg.command != "check" or not cfg.suites.suite:
         return
     for dest in ("max_new_tokens", "chain_len"):
         if dest in cfg.given:
@@ -348,10 +348,10 @@ def check_compile(cfg) -> None:
         raise OptionError(f"--compile {granularity} with --pte {cfg.pte}",
                           "an eager program (--fixture or --target/--draft); a .pte is compiled when exported",
                           "drop --compile")
-    if cfg.list:
+    if cfg.suites.list:
         raise OptionError(f"--compile {granularity} with --list", "a check or a run: --list only prints the "
                           "suites and their cases", "drop --compile")
-    if cfg.suite and not cfg.target:
+    if cfg.suites.suite and not cfg.target:
         raise OptionError(f"--compile {granularity} with --suite on the embedded fixtures",
                           "a prompt-set check, or a suite on one program (--target/--draft): "
                           "fixture suite cases build their own programs", "drop --compile or --suite")
@@ -367,7 +367,7 @@ def drift_thresholds(cfg):
                                      ("--far-rank", "far_rank", 1, 10**9, "a rank >= 1"),
                                      ("--max-far-share", "max_far_share", 0.0, 1.0, "a share in [0, 1]"),
                                      ("--max-mean-gap", "max_mean_gap", 0.0, 1e6, "logits >= 0")):
-        value = getattr(cfg, attr)
+        value = getattr(cfg.drift, attr)
         if value is None:
             continue
         if not lo <= value <= hi:

@@ -56,9 +56,9 @@ def read_files(cfg) -> list[Path]:
     from eagle3_check.fixtures.registry import fixtures_root
 
     golden_root = Path(__file__).resolve().parents[3] / "golden"  # the repository's (jobs.golden.file.golden_root)
-    named = [getattr(cfg, n, None) for n in ("prompts", "pte", "aoti", "data_path", "tokenizer", "target", "draft",
+    named = [cfg.value(n) for n in ("prompts", "pte", "aoti", "data_path", "tokenizer", "target", "draft",
                                               "baseline", "golden")]
-    named += list(getattr(cfg, "goldens", ()) or ())
+    named += list(cfg.golden.goldens)
     return [Path(p) for p in named if isinstance(p, (str, os.PathLike))] + [golden_root, fixtures_root()]
 
 

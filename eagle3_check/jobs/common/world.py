@@ -48,8 +48,8 @@ def build_program(cfg) -> ProgramSetup:
 
 
 def overrides_of(cfg, fields: tuple = OVERRIDES) -> dict:
-    """The ProgramSpec fields the config sets."""
-    return {k: getattr(cfg, k) for k in fields if getattr(cfg, k) is not None}
+    """The ProgramSpec fields the config sets (flat option names: export's verify range is its section's)."""
+    return {k: cfg.value(k) for k in fields if cfg.value(k) is not None}
 
 
 def compile_program(program, cfg) -> dict | None:

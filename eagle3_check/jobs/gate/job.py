@@ -57,14 +57,14 @@ def gate_inputs(ctx: CheckContext):
     resolved = ctx.resolved
     inputs = GateInputs(
         pte=Path(cfg.pte) if cfg.pte else None, tokenizer=load_tokenizer(tok_path), target_dir=target_dir, prompts=prompts,
-        options=resolved.options, golden=Path(cfg.golden) if cfg.golden else None,
-        baseline=Path(cfg.baseline) if cfg.baseline else None, fixture=fx.name if fx else None,
-        tau_tolerance=TAU_TOLERANCE if cfg.tau_tolerance is None else cfg.tau_tolerance,
+        options=resolved.options, golden=Path(cfg.gate.golden) if cfg.gate.golden else None,
+        baseline=Path(cfg.gate.baseline) if cfg.gate.baseline else None, fixture=fx.name if fx else None,
+        tau_tolerance=TAU_TOLERANCE if cfg.gate.tau_tolerance is None else cfg.gate.tau_tolerance,
         data_path=Path(cfg.data_path) if cfg.data_path else None,
     )
     if cfg.tie_budget is not None:  # checked in [0, 1] when the config was built
         inputs.tie_budget = cfg.tie_budget
-    inputs.suite = None if cfg.suite == "none" else cfg.suite
+    inputs.suite = None if cfg.suites.suite == "none" else cfg.suites.suite
     quantized = sidecar_source(file).get("quantization")
     if fx is not None and quantized and fx.quantization is None:  # no variant has it: the fixture's fp goldens do not apply
         inputs.fixture = f"{fx.name} quantized ({quantized})"
@@ -78,12 +78,12 @@ def gate_inputs(ctx: CheckContext):
         inputs.runner = BinaryGate(ctx.runner)  # with --request-timeout as its timeout
     if cfg.runner_profile and not runs_file and inputs.plugin is None:
         inputs.plugin = ctx.runner  # ours, running by the given profile (runners/profiles.py)
-    if cfg.all_k and cfg.aoti:
+    if cfg.gate.all_k and cfg.aoti:
         from eagle3_check.program.contract import read_metadata
 
         lo, hi = read_metadata(ctx.program.metadata()).k_range
         inputs.ks = list(range(lo, hi + 1))
-    elif cfg.all_k:
+    elif cfg.gate.all_k:
         inputs.ks = all_k(cfg.pte, cfg.data_path)
     inputs.calibrate = calibrator(inputs, ctx.log)
     return inputs, (fx.name if fx else None), target_dir, resolved

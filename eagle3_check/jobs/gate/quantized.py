@@ -23,17 +23,17 @@ def refuse_with_quantize(cfg) -> None:
     given = [("--runner " + str(cfg.runner), kind_of(cfg.runner).program_file,
               "drop --runner (a runner binary needs a .pte: export --quantize, then gate it)"),
              ("--pte", bool(cfg.pte), "quantize its source with export --quantize, then gate it"),
-             ("--suite", bool(cfg.suite), "run check --suite edge --fixture tiny-llama-int4 --reference self"),
-             ("--workers", cfg.workers > 1, "drop --workers"),
+             ("--suite", bool(cfg.suites.suite), "run check --suite edge --fixture tiny-llama-int4 --reference self"),
+             ("--workers", cfg.check.workers > 1, "drop --workers"),
              ("--reference self", cfg.reference == "self", "drop --reference (drift needs the HF reference)"),
              ("--dtype bfloat16", cfg.dtype != "float32", "drop --dtype (weight-only quantization computes in fp32)"),
              ("--device " + str(cfg.device), cfg.device != "cpu", "pass --device cpu"),
              ("--compile", cfg.compile not in (None, "off"), "drop --compile"),
-             ("--expect-tau", cfg.expect_tau is not None, "drop --expect-tau (drift compares tau with full precision)"),
+             ("--expect-tau", cfg.check.expect_tau is not None, "drop --expect-tau (drift compares tau with full precision)"),
              ("--html", bool(cfg.html), "drop --html (save --json, or --junit)")]
     for flag, on, fix in given:
         if on:
-            raise OptionError(f"{flag} with --quantize {cfg.quantize}", "a fixture or --target/--draft, eager, "
+            raise OptionError(f"{flag} with --quantize {cfg.check.quantize}", "a fixture or --target/--draft, eager, "
                               "float32 CPU, the HF reference", fix)
 
 
@@ -48,7 +48,7 @@ def quantized_check(ctx: CheckContext):
     cfg = ctx.cfg
     refuse_with_quantize(cfg)
     runner = ctx.runner  # --request-timeout: a hang fails its request
-    spec = make_spec(cfg.quantize, cfg.group_size, cfg.quantize_draft)  # unknown scheme, bad group: one line
+    spec = make_spec(cfg.check.quantize, cfg.check.group_size, cfg.check.quantize_draft)  # unknown scheme, bad group: one line
     thresholds = drift_thresholds(cfg)
     full = ctx.setup
     if getattr(full.program, "quantized_layers", None):
@@ -68,7 +68,7 @@ def quantized_check(ctx: CheckContext):
     report = GateReport(info={**full.info, "quantization": spec.short(), "runner": ctx.runner_name})
     try:
         report.checks, report.tau = request_checks(quant.program, inputs, inputs.hf_reference)
-        if cfg.shrink:  # the lossless check's failing requests, shrunk on the quantized program (against its self reference)
+        if cfg.shrink.enabled:  # the lossless check's failing requests, shrunk on the quantized program (against its self reference)
             from eagle3_check.jobs.gate.shrink_route import shrink_gate_and_write
             from eagle3_check.jobs.shrink_route import program_files
 

@@ -21,7 +21,7 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
     the gate's .pte) within one --shrink-budget, a repro file each beside the report, the JUnit case
     given the repro; the lines to print. `files`: the program's files (default the .pte's); `drop`:
     option names the repro command leaves out (what its route refuses)."""
-    if not cfg.shrink:
+    if not cfg.shrink.enabled:
         return []
     from eagle3_check.jobs.gate.shrink import failing_cases, gate_ks, shrink_gate
     from eagle3_check.jobs.gate.shrink_suites import failing_suite_cases, shrink_gate_suites
@@ -46,7 +46,7 @@ def shrink_gate_and_write(cfg, report, inputs, program=None, files: dict | None 
         hf = HFReference(inputs.target_dir, dtype=getattr(torch, inputs.tolerance.dtype))
     bar = tqdm(desc="shrink", unit="probe", file=sys.stderr, leave=False, delay=0.5,
                disable=cfg.no_progress or cfg.json)
-    shares = budget_shares(n, cfg.shrink_budget)  # one budget over the suite cases, then the request cases
+    shares = budget_shares(n, cfg.shrink.budget)  # one budget over the suite cases, then the request cases
 
     def probe(*_) -> None:
         bar.update(1)

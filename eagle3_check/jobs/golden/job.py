@@ -63,13 +63,13 @@ def record(ctx: CheckContext, make_bar=NoBar):
     md = ctx.metadata()
     k = cfg.chain_len if cfg.chain_len is not None else md.chain_len
     key = GoldenKey(fixture, backend, cfg.device, cfg.dtype, k, cfg.max_new_tokens, "exact" if cfg.exact else "normal")
-    directory = Path(cfg.dir) if cfg.dir else golden_root()
+    directory = Path(cfg.golden.dir) if cfg.golden.dir else golden_root()
     path = directory / key.filename
-    if not cfg.force and path.exists():
+    if not cfg.golden.force and path.exists():
         raise InputError(f"golden {path} already exists", "a configuration without a golden",
                          "pass --force to re-record it (review the diff before committing)")
     prompts = load_prompts(cfg.prompts) if cfg.prompts else load_fixture(fixture).prompts()
-    prompts = select(prompts, cfg.only)
+    prompts = select(prompts, cfg.golden.only)
     reference = quantized_reference(setup, backend) or ctx.hf_reference()
     bar = make_bar(total=len(prompts), desc="record", unit="prompt", delay=0.5)  # delay: an early error is one line
     sha = None
@@ -83,19 +83,19 @@ def record(ctx: CheckContext, make_bar=NoBar):
         golden = record_golden(setup.program, setup.tokenizer, reference, prompts, key, ctx.tolerance,
                                ctx.options, on_prompt=lambda _: bar.update(1), program_sha256=sha)
     bar.close()
-    return golden, save_golden(golden, directory, force=cfg.force)
+    return golden, save_golden(golden, directory, force=cfg.golden.force)
 
 
 def baseline_path(cfg):
     from eagle3_check.jobs.golden.metrics import default_baseline_path
 
-    return cfg.baseline or default_baseline_path()
+    return cfg.golden.baseline or default_baseline_path()
 
 
 def golden_bar(cfg, make_bar=NoBar):
     from eagle3_check.jobs.golden.verify import total_prompts
 
-    return make_bar(total=total_prompts(list(cfg.goldens)), desc="golden", unit="prompt", delay=0.5)
+    return make_bar(total=total_prompts(list(cfg.golden.goldens)), desc="golden", unit="prompt", delay=0.5)
 
 
 def verify(ctx: CheckContext, make_bar=NoBar):
@@ -111,20 +111,20 @@ def verify(ctx: CheckContext, make_bar=NoBar):
     set_threads("cpu", cfg.threads)  # one thread, as check (two: bench/golden_speed.py, docs/goldens.md)
     runner = ctx.runner  # --request-timeout: a hang fails its prompt
     baseline = None
-    if not cfg.no_baseline:
+    if not cfg.golden.no_baseline:
         baseline = baseline_path(cfg)
-        if not cfg.baseline and not Path(baseline).is_file():
+        if not cfg.golden.baseline and not Path(baseline).is_file():
             baseline = None  # no committed baseline yet: tokens only
     bar = golden_bar(cfg, make_bar)
     from eagle3_check.jobs.common.exact import scope
 
     try:
         with scope(cfg):  # --exact: every golden's program and the runner on the shape-invariant kernels
-            outcome = gate_goldens(list(cfg.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
+            outcome = gate_goldens(list(cfg.golden.goldens), baseline, runner=runner, on_prompt=lambda _: bar.update(1),
                                    pte=cfg.pte, data_path=cfg.data_path, numerics="exact" if cfg.exact else "normal",
                                    **program_file_goldens(ctx))
         bar.close()
-        if cfg.shrink and not outcome.interrupted:  # each golden prompt that differs, shrunk through the same runner
+        if cfg.shrink.enabled and not outcome.interrupted:  # each golden prompt that differs, shrunk through the same runner
             from eagle3_check.jobs.golden.shrink_route import shrink_goldens_and_write
 
             outcome.shrunk_lines = shrink_goldens_and_write(cfg, outcome, runner, ctx.runner_name)
@@ -156,7 +156,7 @@ def refresh_baseline(cfg, make_bar=NoBar):
 
     set_threads("cpu", cfg.threads)
     bar = golden_bar(cfg, make_bar)
-    outcome = gate_goldens(list(cfg.goldens), None, on_prompt=lambda _: bar.update(1), pte=cfg.pte,
+    outcome = gate_goldens(list(cfg.golden.goldens), None, on_prompt=lambda _: bar.update(1), pte=cfg.pte,
                            data_path=cfg.data_path)
     bar.close()
     if outcome.golden_diffs:
@@ -188,11 +188,11 @@ def exec_golden_verify(ctx: CheckContext):
     pte = Path(cfg.pte)
     program = load_probed(pte, cfg.data_path)  # a load that aborts the runtime: one line
     tokenizer = Tokenizer.load(load_fixture(sidecar_fixture(pte) or DEFAULT_FIXTURE).tokenizer_path)
-    paths = golden_files(list(cfg.goldens))
+    paths = golden_files(list(cfg.golden.goldens))
     outcome = verify_exec_goldens(paths, runner, pte, program, tokenizer)
     if not outcome.verified:
         outcome.none_applies = none_applies(outcome, pte, program, paths[0] if paths else None, False)
-    if not cfg.no_baseline:
+    if not cfg.golden.no_baseline:
         outcome.notes.append(METRICS_NOT_GATED)
     from eagle3_check.runners.isolate.policy import isolation_info
 

@@ -27,7 +27,7 @@ def golden_flag_values(golden, pte: str | None, data_path: str | None) -> dict:
 def shrink_goldens_and_write(cfg, outcome, runner, runner_name: str) -> list[str]:
     """Shrinks the failing golden prompts of `outcome` (a GateOutcome) within --shrink-budget; writes
     a repro file each; sets `outcome.shrunk` (stem -> prompt id -> the shrunk JSON); the lines to print."""
-    if not cfg.shrink or not outcome.golden_diffs:
+    if not cfg.shrink.enabled or not outcome.golden_diffs:
         return []
     from tqdm import tqdm
 
@@ -37,12 +37,12 @@ def shrink_goldens_and_write(cfg, outcome, runner, runner_name: str) -> list[str
     from eagle3_check.jobs.shrink_route import program_files_of, write_one
     from eagle3_check.shrink.repro import program_flags, program_record
 
-    goldens = {g.key.stem: g for g in map(load_golden, golden_paths(list(cfg.goldens)))}
+    goldens = {g.key.stem: g for g in map(load_golden, golden_paths(list(cfg.golden.goldens)))}
     bar = tqdm(desc="shrink (golden)", unit="probe", file=sys.stderr, leave=False, delay=0.5,
                disable=cfg.no_progress or cfg.json)
     try:
         done = shrink_golden_diffs(outcome, goldens, lambda key: program_for_key(key, cfg.pte, cfg.data_path),
-                                   runner, cfg.shrink_budget, on_probe=lambda *a: bar.update(1))
+                                   runner, cfg.shrink.budget, on_probe=lambda *a: bar.update(1))
     finally:
         bar.close()
     lines: list[str] = []

@@ -14,12 +14,12 @@ from eagle3_check.jobs.common.world import OVERRIDES, set_threads
 
 def ordered_cases(ctx: CheckContext, cases: list) -> list:
     """The cases in the order `--shuffle SEED` asks (logged), else as registered."""
-    if ctx.cfg.shuffle is None:
+    if ctx.cfg.check.shuffle is None:
         return cases
     from eagle3_check.suites import shuffled_cases
 
-    cases = shuffled_cases(cases, ctx.cfg.shuffle)
-    ctx.log(f"order: --shuffle {ctx.cfg.shuffle}: {', '.join(c.name for c in cases)}")
+    cases = shuffled_cases(cases, ctx.cfg.check.shuffle)
+    ctx.log(f"order: --shuffle {ctx.cfg.check.shuffle}: {', '.join(c.name for c in cases)}")
     return cases
 
 
@@ -48,7 +48,7 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
     from eagle3_check.suites import suite_cases
 
     cfg = ctx.cfg
-    cases = ordered_cases(ctx, suite_cases(cfg.suite))  # unknown name -> error with "did you mean"
+    cases = ordered_cases(ctx, suite_cases(cfg.suites.suite))  # unknown name -> error with "did you mean"
     if cfg.target or cfg.draft or cfg.pte or cfg.aoti:  # one given program
         envs = [lambda: fixed_env(ctx)]
     else:
@@ -78,13 +78,13 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
     for make_env in envs:
         env, info = make_env()
         if bar is None:  # after the first program loads: an error loading it is the only line on stderr
-            bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suite}", unit="case")
+            bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suites.suite}", unit="case")
         env.tolerance = exact_tolerance(cfg, env.tolerance)  # --exact: identity, tolerance 0
         with scope(cfg, env.reference):  # --exact: the cases' programs and the reference on the exact kernels
-            report = run_suite(cfg.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
+            report = run_suite(cfg.suites.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
         report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
                            reference=cfg.reference, profile=profile_info(runner), numerics=numerics(cfg))
-        if cfg.shrink:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
+        if cfg.shrink.enabled:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
             from eagle3_check.jobs.shrink_route import shrink_suite_and_write
 
             lines = shrink_suite_and_write(cfg, report, cases, env, info, runner)
@@ -111,10 +111,10 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     cfg = ctx.cfg
     need_pte(ctx, "check")
     ctx.runner  # noqa: B018  its --request-timeout set before the cases run
-    cases = ordered_cases(ctx, suite_cases(cfg.suite))
+    cases = ordered_cases(ctx, suite_cases(cfg.suites.suite))
     env, info = fixed_env(ctx)
-    bar = make_bar(total=len(cases), desc=f"suite {cfg.suite} (exec)", unit="case")
-    report = run(cfg.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
+    bar = make_bar(total=len(cases), desc=f"suite {cfg.suites.suite} (exec)", unit="case")
+    report = run(cfg.suites.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
     bar.close()
     report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
     from eagle3_check.runners.isolate.policy import isolation_info
@@ -122,7 +122,7 @@ def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
     isolation = isolation_info(ctx.runner)  # what held the binary's processes in (binary_sandbox.py)
     if isolation:
         report.info["isolation"] = isolation
-    if cfg.shrink:  # the failing plain cases, shrunk through the binary (jobs/suites/shrink.py)
+    if cfg.shrink.enabled:  # the failing plain cases, shrunk through the binary (jobs/suites/shrink.py)
         from eagle3_check.jobs.shrink_route import shrink_suite_and_write
         from eagle3_check.jobs.suites.shrink import shrink_exec_case
 
