@@ -264,14 +264,9 @@ def _ranges(cfg) -> None:
     request_timeout(cfg.runner_timeout)  # one rule with the pytest plugin's
     if cfg.max_memory is not None and not cfg.max_memory > 0:
         raise OptionError(f"--max-memory {cfg.max_memory:g}", "a budget in GiB > 0", "pass e.g. --max-memory 16")
-    expect = cfg.check.expect_tau
-    if expect is not None and not 0 < expect < float("inf"):
-        raise OptionError(f"--expect-tau {expect:g}", "a tau > 0 (the draft's tau on a good run, e.g. the card's)",
-                          "pass e.g. --expect-tau 2.0")
-    tau = cfg.gate.tau_tolerance
-    if tau is not None and not tau >= 0:
-        raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")
-    drift_thresholds(cfg)
+    cfg.check.check_values()  # each section's own values, next to it
+    cfg.gate.check_values()
+    cfg.drift.thresholds()
 
 
 def check_share(flag: str, share: float | None) -> None:
@@ -355,25 +350,6 @@ def check_compile(cfg) -> None:
         raise OptionError(f"--compile {granularity} with --suite on the embedded fixtures",
                           "a prompt-set check, or a suite on one program (--target/--draft): "
                           "fixture suite cases build their own programs", "drop --compile or --suite")
-
-
-def drift_thresholds(cfg):
-    """`DriftThresholds` from the options, each checked: a one-line error names a value out of range."""
-    from eagle3_check.jobs.check.drift import DriftThresholds
-
-    t = DriftThresholds()
-    for flag, attr, lo, hi, what in (("--min-agreement", "min_agreement", 0.0, 1.0, "a share in [0, 1]"),
-                                     ("--max-tau-drop", "max_tau_drop", 0.0, 8.0, "a tau in [0, 8]"),
-                                     ("--far-rank", "far_rank", 1, 10**9, "a rank >= 1"),
-                                     ("--max-far-share", "max_far_share", 0.0, 1.0, "a share in [0, 1]"),
-                                     ("--max-mean-gap", "max_mean_gap", 0.0, 1e6, "logits >= 0")):
-        value = getattr(cfg.drift, attr)
-        if value is None:
-            continue
-        if not lo <= value <= hi:
-            raise OptionError(f"{flag} {value:g}", what, f"pass e.g. {flag} {getattr(t, attr):g}")
-        setattr(t, attr, value)
-    return t
 
 
 def check_prompt_set(path: str, raw: bool) -> None:

@@ -109,9 +109,7 @@ def calibrator(inputs, log):
 def drift_options(cfg, inputs, fx) -> None:
     """The drift thresholds, and how to build the full-precision twin of a quantized .pte: the
     fixture's (a variant's base) or the sidecar's --target/--draft, in the .pte's own shape."""
-    from eagle3_check.jobs.common.validate import drift_thresholds
-
-    inputs.drift = drift_thresholds(cfg)
+    inputs.drift = cfg.drift.thresholds()
     source = sidecar_source(cfg.pte or cfg.aoti)
     if fx is not None and not cfg.target:
         from eagle3_check.fixtures.registry import load_fixture

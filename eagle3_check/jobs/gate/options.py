@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eagle3_check.errors import OptionError
 from eagle3_check.jobs.common.section import Section
 
 
@@ -16,3 +17,9 @@ class GateOptions(Section):
     baseline: str | None = None  # --baseline FILE: the metrics baseline
     tau_tolerance: float | None = None
     report: str | None = None  # --report FILE: the gate's report
+
+    def check_values(self) -> None:
+        """The values that need no other option, checked where the Config is built (jobs/common/validate.py)."""
+        tau = self.tau_tolerance
+        if tau is not None and not tau >= 0:
+            raise OptionError(f"--tau-tolerance {tau:g}", "a tau drop >= 0", "pass e.g. --tau-tolerance 0.05")

@@ -39,7 +39,6 @@ def refuse_with_quantize(cfg) -> None:
 
 def quantized_check(ctx: CheckContext):
     """(GateReport, its fixture or target, the run options): build, quantize, judge (jobs/gate/gate.py)."""
-    from eagle3_check.jobs.common.validate import drift_thresholds
     from eagle3_check.jobs.gate.gate import GateInputs, request_checks
     from eagle3_check.jobs.gate.model import GateReport
     from eagle3_check.judge.hf import HFReference
@@ -49,7 +48,7 @@ def quantized_check(ctx: CheckContext):
     refuse_with_quantize(cfg)
     runner = ctx.runner  # --request-timeout: a hang fails its request
     spec = make_spec(cfg.check.quantize, cfg.check.group_size, cfg.check.quantize_draft)  # unknown scheme, bad group: one line
-    thresholds = drift_thresholds(cfg)
+    thresholds = cfg.drift.thresholds()
     full = ctx.setup
     if getattr(full.program, "quantized_layers", None):
         raise OptionError(f"--quantize with --fixture {cfg.fixture}", "a full-precision fixture (this variant is "
