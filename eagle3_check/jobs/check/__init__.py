@@ -6,6 +6,7 @@ processes, with draft health), `workers` (--workers and --shard), `draft_health`
 agreement and per-position acceptance beside tau), `drift` (a quantized program's drift from HF
 full precision), `binary` (the prompt set through a runner judged by what it prints: a binary) and `shrink`
 (the probe: one request as check runs it, a report's failing requests shrunk).
+`options`: its sections of the Config (`CheckOptions`: `cfg.check`; `DriftOptions`: `cfg.drift`).
 
 May import: jobs.common, jobs.shrink_route
 

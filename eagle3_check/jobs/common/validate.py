@@ -2,7 +2,10 @@
 
 `validated(cfg)` looks at whichever options the command has, so one pass serves every
 command; it returns the config with `--target`/`--draft` hub ids resolved to their local
-directories. What needs the program (its K range, its vocab size) is checked again once it
+directories. A section's checks of its own values live next to it (`CheckOptions.check_values`,
+`GateOptions.check_values`, `DriftOptions.thresholds`) and are called here; what combines options
+of several places (a flag with --suite, --html where nothing writes it) stays here, and the tables
+of flags read their values by flat name (`Config.value`). What needs the program (its K range, its vocab size) is checked again once it
 has loaded (runners/options.check_options). Every error is one line (errors.py).
 """
 

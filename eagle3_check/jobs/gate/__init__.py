@@ -5,6 +5,7 @@ the report and its table), `requests` (the per-request checks), `job` (gate --pt
 `quantized` (check --quantize: the gate's quantized checks in process), `binary` (the gate's
 runner checks through a runner binary) and the probes `shrink` (failing request cases) and
 `shrink_suites` (failing edge-suite cases, in the gate's env) with their writing (`shrink_route`).
+`options`: its section of the Config (`GateOptions`: `cfg.gate`).
 
 May import: jobs.check, jobs.common, jobs.golden, jobs.suites, jobs.shrink_route
 

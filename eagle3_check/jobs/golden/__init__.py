@@ -6,6 +6,7 @@ of runs from a golden), `verify` (re-run every golden, compare it and the metric
 an earlier report), `job` (golden record / verify / baseline from a Config, through any runner),
 `binary` (the goldens through a runner that prints text: a binary) and the probe `shrink` (a failing golden
 prompt shrunk) with its writing (`shrink_route`).
+`options`: its section of the Config (`GoldenOptions`: `cfg.golden`).
 
 May import: jobs.check, jobs.common, jobs.shrink_route
 

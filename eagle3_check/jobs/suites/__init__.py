@@ -5,6 +5,7 @@ reference), `report` (a suite's report), `job` (the edge cases on the fixtures o
 program, any runner or a binary), `binary` (a case through a runner without forced acceptance:
 a binary) and `shrink` (the probe: a failing case shrunk, where it is one plain request, through
 any runner).
+`options`: its section of the Config (`SuitesOptions`: `cfg.suites`).
 
 May import: jobs.check, jobs.common, jobs.shrink_route
 
