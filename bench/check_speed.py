@@ -1,25 +1,25 @@
-"""`check`'s time by phase, the previous path against the current one, in one process (issue 49 item 3).
+"""`check`'s time by phase, in one process: before and after the attention window and the two runs at once (issue 49 item 3).
 
   PYTHONPATH=. python bench/check_speed.py                       # SmolLM2, the 16 held-out prompts x 64 tokens
   PYTHONPATH=. python bench/check_speed.py --fixture tiny-llama  # quick
   PYTHONPATH=. python bench/check_speed.py --out bench/results/check-speed-smollm2.json
 
-Phases (wall seconds, and the process's CPU seconds beside them: on a shared machine the CPU time
-is what a quiet machine's wall time would be for work on one core):
+Phases (wall seconds, and the process's CPU seconds beside them, every thread's: on a shared machine
+the CPU time is what a quiet machine's wall time would be for work on one core):
 
   imports    torch, transformers and the harness
   load       the program and tokenizer (`CheckContext.setup`), then the HF reference over its weights
-  check      `run_check` over the prompt set, twice: the previous path (every request scored right
-             after its run, one forward each: `InlineLane`) and the current one (scored on a second
-             thread, what waits packed: `ThreadLane`); inside each, `runner` is the time in the runner
-             (`guarded_run`) and `reference` the time in the reference's forwards (on the second
-             thread in the current path: overlapped, so the parts add up to more than the wall)
-  reference  the reference alone on check's requests: one forward a request, then packed (judge/packed.py)
+  check      `run_check` over the prompt set, three ways: one request at a time attending over every
+             KV slot (before: program/kv_window.py off), one at a time windowed, and two requests at
+             once on the program and its twin, windowed (the CLI's path: jobs/check/twin_runs.py); the
+             reference scores on its own thread in all three (jobs/check/scoring.py). Inside each,
+             `runner` is the time in the runs (`InProcess.observe`, every runner thread's added up) and
+             `reference` the time in the reference's packed forwards (overlapped with the runs)
+  reference  the reference alone on check's requests, packed (judge/packed.py)
   health     draft health (`draft_health.assess`, from the runs' own call logs)
 
-The two check reports must be identical once times are taken out (asserted), and the packed
-scores those of one forward a request (asserted). Threads as the CLI sets them (one, unless
-OMP_NUM_THREADS). The load average (`uptime`) is printed before and after.
+The three check reports must be identical once times are taken out (asserted). Threads as the CLI
+sets them (one, unless OMP_NUM_THREADS). The load average (`uptime`) is printed before and after.
 """
 
 from __future__ import annotations
@@ -49,14 +49,17 @@ class Accumulate:
     """Wraps a callable, adding its wall seconds to `seconds` (any thread)."""
 
     def __init__(self, fn):
-        self.fn, self.seconds = fn, 0.0
+        import threading
+
+        self.fn, self.seconds, self.lock = fn, 0.0, threading.Lock()
 
     def __call__(self, *a, **kw):
         t0 = time.perf_counter()
         try:
             return self.fn(*a, **kw)
         finally:
-            self.seconds += time.perf_counter() - t0
+            with self.lock:
+                self.seconds += time.perf_counter() - t0
 
 
 def uptime() -> str:
@@ -73,28 +76,54 @@ def judged(report) -> list[dict]:
     return out
 
 
-def check_once(ctx, prompts, threaded: bool) -> tuple[object, dict]:
-    """run_check as `check` calls it, on the previous (inline) or current (threaded) scoring path."""
-    from eagle3_check.jobs.check import prompt_set, scoring
-    from eagle3_check.judge import packed
+def check_once(ctx, prompts, window: bool, parallel: bool) -> tuple[object, dict]:
+    """run_check as `check` calls it, windowed or over every slot, two requests at once or one."""
+    from contextlib import nullcontext
 
-    runner_time = Accumulate(prompt_set.guarded_run)
+    from eagle3_check.jobs.check import prompt_set
+    from eagle3_check.jobs.check.scoring import ThreadLane
+    from eagle3_check.jobs.check.twin_runs import Twins
+    from eagle3_check.judge import packed
+    from eagle3_check.program import eager
+    from eagle3_check.runners.in_process import InProcess
+
+    runner_time = Accumulate(InProcess.observe)
     ref_time = Accumulate(packed.score_many)
-    inline_score = Accumulate(ctx.reference.score)
-    saved = prompt_set.guarded_run, packed.score_many, scoring.lane
-    prompt_set.guarded_run, packed.score_many = runner_time, ref_time
-    if not threaded:
-        scoring.lane = lambda reference, runner: scoring.InlineLane(reference)
-        ctx.reference.score = inline_score
+    threads: dict[str, float] = {}  # each thread's own CPU seconds (time.thread_time): the critical path's parts
+    saved = InProcess.observe, packed.score_many, eager.windowed, Twins._work, ThreadLane._work
+    InProcess.observe = lambda self, *a, **kw: runner_time(self, *a, **kw)
+    packed.score_many = ref_time
+    Twins._work = thread_cpu(Twins._work, threads, "runner thread")
+    ThreadLane._work = thread_cpu(ThreadLane._work, threads, "reference thread")
+    if not window:
+        eager.windowed = lambda program: nullcontext()
     try:
         with Clock() as c:
+            t0 = time.thread_time()
             report = prompt_set.run_check(ctx.program, ctx.tokenizer, ctx.reference, prompts, ctx.options,
-                                          ctx.tolerance, runner=ctx.runner, tie_budget=ctx.tie_budget)
+                                          ctx.tolerance, runner=ctx.runner, tie_budget=ctx.tie_budget,
+                                          parallel=parallel)
+            threads["calling thread"] = time.thread_time() - t0  # serial: the runs; two at once: the judging
     finally:
-        prompt_set.guarded_run, packed.score_many, scoring.lane = saved
-        ctx.reference.__dict__.pop("score", None)
-    ref = ref_time.seconds if threaded else inline_score.seconds
-    return report, {"wall": c.wall, "cpu": c.cpu, "runner": runner_time.seconds, "reference": ref}
+        InProcess.observe, packed.score_many, eager.windowed, Twins._work, ThreadLane._work = saved
+    return report, {"wall": c.wall, "cpu": c.cpu, "runner": runner_time.seconds, "reference": ref_time.seconds,
+                    "threads_cpu": threads}
+
+
+def thread_cpu(fn, sink: dict, name: str):
+    """`fn` (a thread's whole work) adding that thread's CPU seconds to `sink` under `name` (numbered)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def wrapped(self, *a):
+        t0 = time.thread_time()
+        try:
+            return fn(self, *a)
+        finally:
+            with lock:
+                sink[f"{name} {sum(k.startswith(name) for k in sink)}"] = time.thread_time() - t0
+    return wrapped
 
 
 def main(argv=None) -> int:
@@ -126,44 +155,48 @@ def main(argv=None) -> int:
         ctx.reference  # noqa: B018 (over the program's weights)
     rows["load"] = {"wall": c.wall, "cpu": c.cpu}
     prompts = ctx.prompts()
-    before, rows["check (previous)"] = check_once(ctx, prompts, threaded=False)
-    after, rows["check (current)"] = check_once(ctx, prompts, threaded=True)
-    same = judged(before) == judged(after)
+    reports = {}
+    for name, window, parallel in (("check: one at a time, all slots", False, False),
+                                   ("check: one at a time, windowed", True, False),
+                                   ("check: two at once, windowed", True, True)):
+        reports[name], rows[name] = check_once(ctx, prompts, window, parallel)
+    after = reports[name]
+    same = len({json.dumps(judged(r)) for r in reports.values()}) == 1
     requests = [(list(o.run.prompt_ids), list(o.run.tokens)) for o in after.outcomes]
     with Clock() as c:
-        one = [ctx.reference.score(p, t) for p, t in requests]
-    rows["reference (one a forward)"] = {"wall": c.wall, "cpu": c.cpu}
-    with Clock() as c:
-        many = score_many(ctx.reference, requests)
-    rows["reference (packed)"] = {"wall": c.wall, "cpu": c.cpu}
+        score_many(ctx.reference, requests)
+    rows["reference alone (packed)"] = {"wall": c.wall, "cpu": c.cpu}
     with Clock() as c:
         expect, source = ctx.expected_tau(after.k, ctx.fixture)
         health = assess(ctx.program, after, expect, source)
     rows["health"] = {"wall": c.wall, "cpu": c.cpu}
     end_load = uptime()
-    total_prev = rows["imports"]["wall"] + rows["load"]["wall"] + rows["check (previous)"]["wall"] + c.wall
-    total_cur = rows["imports"]["wall"] + rows["load"]["wall"] + rows["check (current)"]["wall"] + c.wall
+    first, last = rows["check: one at a time, all slots"], rows[name]
+    fixed = rows["imports"]["wall"] + rows["load"]["wall"] + c.wall
     print(f"# {args.fixture}: {len(prompts)} prompts, {after.counts()['positions']} judged positions, "
           f"torch threads {torch.get_num_threads()}")
     print(f"# load at start: {start_load}\n# load at end:   {end_load}")
-    print(f"{'phase':28} {'wall s':>8} {'cpu s':>8} {'runner s':>9} {'reference s':>12}")
-    for name, r in rows.items():
-        print(f"{name:28} {r['wall']:8.2f} {r['cpu']:8.2f} {r.get('runner', float('nan')):9.2f} "
+    print(f"{'phase':34} {'wall s':>8} {'cpu s':>8} {'runner s':>9} {'reference s':>12}")
+    for phase, r in rows.items():
+        print(f"{phase:34} {r['wall']:8.2f} {r['cpu']:8.2f} {r.get('runner', float('nan')):9.2f} "
               f"{r.get('reference', float('nan')):12.2f}")
-    prev, cur = rows["check (previous)"], rows["check (current)"]
-    print(f"check current / previous: wall {cur['wall'] / prev['wall']:.3f}; reference packed / one a forward: "
-          f"wall {rows['reference (packed)']['wall'] / rows['reference (one a forward)']['wall']:.3f}")
-    print(f"check end to end (imports + load + check + health): previous {total_prev:.1f} s, current {total_cur:.1f} s")
-    print(f"reports identical (times out): {same}; packed scores identical: {many == one}; "
-          f"verdict {'PASS' if after.passed else 'FAIL'}; step-0 agreement {health.step0_agreement:.3f}")
+    for phase, r in rows.items():
+        if "threads_cpu" in r:
+            print(f"  {phase}: CPU s by thread: " + ", ".join(f"{k} {v:.1f}" for k, v in r["threads_cpu"].items()))
+    win = rows["check: one at a time, windowed"]
+    print(f"windowed / all slots, one at a time: runner {win['runner'] / first['runner']:.3f}, "
+          f"process CPU {win['cpu'] / first['cpu']:.3f}; two at once / before: wall {last['wall'] / first['wall']:.3f}")
+    print(f"check end to end (imports + load + check + health): before {fixed + first['wall']:.1f} s, "
+          f"now {fixed + last['wall']:.1f} s")
+    print(f"reports identical (times out): {same}; verdict {'PASS' if after.passed else 'FAIL'}; "
+          f"step-0 agreement {health.step0_agreement:.3f}")
     if args.out:
         from eagle3_check.atomic import write_text_atomic
 
         write_text_atomic(args.out, json.dumps({"fixture": args.fixture, "load_start": start_load, "load_end": end_load,
-                                         "threads": torch.get_num_threads(), "phases": rows,
-                                         "total_previous_s": total_prev, "total_current_s": total_cur,
-                                         "reports_identical": same, "packed_identical": many == one}, indent=2))
-    return 0 if same and many == one else 1
+                                                "threads": torch.get_num_threads(), "phases": rows,
+                                                "reports_identical": same}, indent=2))
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ Each program is the eager speculator of the target (a draft of the right shape: 
 when given, else an untrained one; the verdict does not read it) with one perturbation of the
 target, run by the reference runner through `run_check` and judged against the HF reference of
 the *unperturbed* target in the same dtype, by the tie rule of `--rule` (judge/tie_rule.py):
-`constants` (the dtype's tolerance, the fixture's budget) or `calibrated` (the target calibrated
-first on the correct program, as `check --target` does: judge/calibration_measure.py):
+`constants` (the dtype's tolerance, the fixture's budget), `calibrated` (the target calibrated
+first on the correct program, as `check --target` does: judge/calibration_measure.py) or `exact`
+(`check --exact`: the runs and the reference on exact mode's shape-invariant kernels, the verdict
+identity: docs/exact.md):
   none         the correct program (must pass: ties within the budget);
   scale:L      every linear weight of decoder layer L multiplied by 1.01;
   oproj:L      decoder layer L's o_proj weight x 1.01;
@@ -27,13 +29,15 @@ within bf16's own noise (`separated` in the table: yes, or "within noise" where 
     PYTHONPATH=. python bench/perturbed_check.py --real smollm2=/tmp/real/smollm2 --dtype bfloat16
     PYTHONPATH=. python bench/perturbed_check.py --fixture tiny-llama --kinds none oproj:2 head:1.0 rope kv-fp16 int8
     PYTHONPATH=. python bench/perturbed_check.py --scale DIR --device cuda --kinds none oproj:15 head:15.0 rope kv-fp16 int8
-Writes OUT/verdict-perturbed-<device>-<dtype>-<name>.json (`--rule calibrated`: separation-perturbed-...)
+Writes OUT/verdict-perturbed-<device>-<dtype>-<name>.json (`--rule calibrated`: separation-perturbed-...,
+`--rule exact`: exact-perturbed-...)
 and prints one row per program.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -152,11 +156,27 @@ def program(target_dir: Path, draft_dir: Path, spec, dtype: str, kind: str, devi
 
     backend = EagerBackend.from_dirs(target_dir, draft_dir, spec, device, "float32")
     what = perturb(backend, kind)
-    backend.module.to(DTYPES[dtype])
+    cast_as_loaded(backend.module, DTYPES[dtype])
     if kind == "kv-fp16":
         store_kv_fp16(backend.module.target)
     backend._metadata.pop("get_quantization", None)  # presented as the target itself
     return backend, what
+
+
+def cast_as_loaded(module, dtype) -> None:
+    """`module` cast to `dtype` as EagerBackend.from_dirs loads it in that dtype: every parameter and
+    buffer but HF's RoPE tables (`inv_freq`, `original_inv_freq`), which stay float32. A module-wide
+    `.to(dtype)` would round them too (0.3162 -> 0.3164 in bf16), a phase error growing with the
+    position that no correct program has (program/eager.py): the "correct" program of the table would
+    not be the target, and a calibration measured on it would be too wide."""
+    rope = {name: buf for name, buf in module.named_buffers() if name.rsplit(".", 1)[-1] in ROPE_TABLES}
+    module.to(dtype)
+    for name, buf in rope.items():
+        owner, _, attr = name.rpartition(".")
+        setattr(module.get_submodule(owner) if owner else module, attr, buf)
+
+
+ROPE_TABLES = ("inv_freq", "original_inv_freq")
 
 
 @torch.no_grad()
@@ -207,6 +227,10 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
     forced = fp32_greedy(target_dir, ids, max_new, device)  # before the run dtype's reference: one at a time
     reference = reference or HFReference(target_dir, device, getattr(torch, dtype))
     rows, the_rule = [], tie_rule(dtype, fixture)
+    if rule == "exact":
+        from eagle3_check.jobs.common.exact import exact_rule
+
+        the_rule = exact_rule(dtype)
     with tempfile.TemporaryDirectory() as tmp:
         draft_dir = draft_dir or random_draft(target_dir, Path(tmp) / "draft", spec.max_seq_len)
         for kind in kinds:
@@ -218,7 +242,9 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                 cal = calibrate(backend, reference, ids, spec.chain_len, set(), min(64, max_new), device)
                 the_rule = tie_rule(dtype, None, None, cal)
             changed, n_rows = changed_rows(backend, ids, forced)
-            report = run_check(backend, tok, reference, prompts, opts, the_rule.tolerance, tie_budget=the_rule.budget)
+            with judged_in(rule, reference):  # the separation above is measured in normal mode, for every rule
+                report = run_check(backend, tok, reference, prompts, opts, the_rule.tolerance,
+                                   tie_budget=the_rule.budget)
             c = report.counts()
             vs = [o.verdict for o in report.outcomes]
             first = next((v.message for v in vs if v.status == FAIL), None)
@@ -231,6 +257,16 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                          "rule": the_rule.describe(), "seconds": round(time.perf_counter() - t0, 1)})
             del backend
     return rows
+
+
+def judged_in(rule: str, reference):
+    """The block a program's check runs in: exact mode's kernels over the runner and the reference's
+    model (jobs/common/exact.scope's), or nothing."""
+    if rule != "exact":
+        return contextlib.nullcontext()
+    from eagle3_check.exact import exact_numerics
+
+    return exact_numerics(reference.model)
 
 
 def separated(rows: list[dict]) -> None:
@@ -330,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", metavar="DIR", help="a pair fixtures/scale_target.py built (DIR/target, DIR/draft)")
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--rule", default="constants", choices=["constants", "calibrated"],
-                    help="the tie rule: the built-in constants, or a calibration of the correct program")
+    ap.add_argument("--rule", default="constants", choices=["constants", "calibrated", "exact"],
+                    help="the tie rule: the built-in constants, a calibration of the correct program, or exact mode")
     ap.add_argument("--kinds", nargs="+", default=None, help=f"default {' '.join(DEFAULT_KINDS)}; with --scale "
                     f"{' '.join(SCALE_KINDS)}")
     ap.add_argument("--prompts", default=str(Path(__file__).resolve().parents[1] / "fixtures" / "prompts.json"))
@@ -360,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     kind = args.device.split(":")[0]
     # calibrated: the separation at scale (issue 44); the constants' results are rejudged by tests/judge/
-    stem = "separation-perturbed" if args.rule == "calibrated" else "verdict-perturbed"
+    stem = {"calibrated": "separation-perturbed", "exact": "exact-perturbed"}.get(args.rule, "verdict-perturbed")
     path = out / f"{stem}-{kind}-{args.dtype}-{name}.json"
     table = format_table(rows)
     write_text_atomic(path, json.dumps({"fixture": name, "dtype": args.dtype, "new": args.new, "device": kind,

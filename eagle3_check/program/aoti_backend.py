@@ -26,6 +26,7 @@ import torch
 from eagle3_check.errors import ContractViolation, InputError, first_line
 from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS
 from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
     VERIFY_KV_WINDOW,
@@ -115,6 +116,7 @@ class AotiBackend(CalledProgram):
         if "get_min_verify_len" not in self._metadata and "get_max_verify_len" not in self._metadata:
             self._metadata[VERIFY_BOUNDS_KEY] = list(self.sidecar.get("verify_bounds", []))
             self._metadata[VERIFY_FORM_KEY] = self.verify_form
+            self._metadata[VERIFY_BOUNDS_FROM_KEY] = "the AOTI package's sidecar"
         self._ranges = exported_ranges(self._metadata)
 
     @property

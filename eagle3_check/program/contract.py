@@ -39,6 +39,9 @@ OPTIONAL_KEYS = (
 # range metadata (the seed's programs from #20344 on); `Metadata.k_range` then follows them.
 VERIFY_BOUNDS_KEY = "target_verify_input_bounds"
 VERIFY_FORM_KEY = "target_verify_form"  # likewise derived: VERIFY_PLAIN or VERIFY_KV_WINDOW
+# likewise derived: where the backend read those bounds, in words ("ExecuTorch method meta", an AOTI
+# package's sidecar, the eager program's spec), so `k_source` names the right one
+VERIFY_BOUNDS_FROM_KEY = "target_verify_bounds_from"
 SEED_K_CLAMP = (1, 7)  # the seed runner's clamp of K (#20345): the fallback when nothing else says
 # The two forms of target_verify (DESIGN §1): the runner PR's (tokens, positions), and from #20344
 # on (tokens, positions, kv_window) with kv_window int32 [V], V = anchor_pos + C.
@@ -164,6 +167,7 @@ class Metadata:
     max_verify_len: int | None = None
     verify_bounds: tuple[int, int] | None = None  # [min C, max C] from the method's own inputs
     verify_form: str | None = None  # VERIFY_PLAIN or VERIFY_KV_WINDOW, when the backend says
+    verify_bounds_from: str | None = None  # where the backend read verify_bounds (VERIFY_BOUNDS_FROM_KEY)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -186,8 +190,8 @@ class Metadata:
             return "the program's verify range metadata (get_min/max_verify_len)"
         if self.verify_bounds is not None:
             how = {VERIFY_KV_WINDOW: "; kv_window form: C dynamic", VERIFY_PLAIN: "; 2-input form: C = K + 1 static"}
-            return (f"target_verify's own input bounds (ExecuTorch method meta{how.get(self.verify_form, '')}; "
-                    "no verify range metadata)")
+            return (f"target_verify's own input bounds ({self.verify_bounds_from or 'the method'}"
+                    f"{how.get(self.verify_form, '')}; no verify range metadata)")
         return "the seed runner's clamp [1, 7] (fallback: no verify range metadata, no method bounds)"
 
 
@@ -262,6 +266,7 @@ def read_metadata(raw: dict[str, Any]) -> Metadata:
         max_verify_len=opt.get("get_max_verify_len"),
         verify_bounds=_bounds(raw.get(VERIFY_BOUNDS_KEY)),
         verify_form=raw.get(VERIFY_FORM_KEY) if raw.get(VERIFY_FORM_KEY) in (VERIFY_PLAIN, VERIFY_KV_WINDOW) else None,
+        verify_bounds_from=str(raw[VERIFY_BOUNDS_FROM_KEY]) if raw.get(VERIFY_BOUNDS_FROM_KEY) else None,
         raw=dict(raw),
     )
     _check_consistent(md)

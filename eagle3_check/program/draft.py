@@ -26,6 +26,7 @@ from torch import nn
 from eagle3_check.atomic import atomic_path, write_text_atomic
 from eagle3_check.errors import InputError
 from eagle3_check.program.draft_config import DraftConfig
+from eagle3_check.program.kv_window import window_slots
 from eagle3_check.program.rope import apply_rope, rope, rope_tables
 
 __all__ = ["DraftConfig", "Eagle3DraftHead", "rope"]
@@ -61,6 +62,7 @@ class DraftAttention(nn.Module):
             self.q_norm = self.k_norm = None
         self.register_buffer("k_cache", torch.zeros(1, self.n_kv, max_seq_len, d), persistent=False)
         self.register_buffer("v_cache", torch.zeros(1, self.n_kv, max_seq_len, d), persistent=False)
+        self.kv_windowed = False  # set for one eager CPU call by program/kv_window.py: attend over the used slots
 
     def qkv(
         self,
@@ -85,11 +87,12 @@ class DraftAttention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
         self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
-        slots = torch.arange(self.k_cache.shape[2], device=x.device)
-        mask = slots[None, :] <= positions[:, None]  # [T, S]: causal over absolute slots
+        n = (window_slots(positions, self.k_cache.shape[2]) if self.kv_windowed else None) or self.k_cache.shape[2]
+        slots = torch.arange(n, device=x.device)
+        mask = slots[None, :] <= positions[:, None]  # [T, S']: causal over absolute slots (S' = S, or a window)
         rep = self.n_heads // self.n_kv
-        kc = self.k_cache.repeat_interleave(rep, dim=1)
-        vc = self.v_cache.repeat_interleave(rep, dim=1)
+        kc = self.k_cache[:, :, :n].repeat_interleave(rep, dim=1)  # [1, h, S', D]
+        vc = self.v_cache[:, :, :n].repeat_interleave(rep, dim=1)
         out = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask[None, None])
         return self.o_proj(out.transpose(1, 2).reshape(1, t, self.n_heads * self.d))
 

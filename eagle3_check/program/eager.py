@@ -25,6 +25,7 @@ from eagle3_check.errors import InputError, OptionError
 from eagle3_check.fixtures.registry import Fixture, ProgramSpec
 from eagle3_check.program.checkpoint import load_draft
 from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
     VERIFY_KV_WINDOW,
@@ -32,6 +33,7 @@ from eagle3_check.program.contract import (
     SpeculatorProgram,
     kv_window_for,
 )
+from eagle3_check.program.kv_window import windowed
 from eagle3_check.program.owned import OutputBuffers
 from eagle3_check.program.speculator import Eagle3Speculator
 from eagle3_check.program.target import TargetAdapter, load_hf_target, target_text_config
@@ -118,13 +120,14 @@ class EagerBackend(SpeculatorProgram):
                               "pick one of the two forms of DESIGN §1")
         self.verify_form = form
         verify = {"get_min_verify_len": self.spec.min_verify_len, "get_max_verify_len": self.spec.max_verify_len}
-        for key in (*verify, VERIFY_BOUNDS_KEY, VERIFY_FORM_KEY):
+        for key in (*verify, VERIFY_BOUNDS_KEY, VERIFY_FORM_KEY, VERIFY_BOUNDS_FROM_KEY):
             self._metadata.pop(key, None)
         if form == VERIFY_PLAIN:
             self._metadata.update(verify)
         else:
             self._metadata[VERIFY_BOUNDS_KEY] = [self.spec.min_verify_len, self.spec.max_verify_len]
             self._metadata[VERIFY_FORM_KEY] = VERIFY_KV_WINDOW
+            self._metadata[VERIFY_BOUNDS_FROM_KEY] = "the eager program's spec"
         return self
 
     @classmethod
@@ -216,20 +219,24 @@ class EagerBackend(SpeculatorProgram):
         self._metadata[QUANT_KEY] = spec.tag()
         return self.quantized_layers
 
+    # each call attends over the used KV slots only on CPU (program/kv_window.py: bit-identical)
     @torch.no_grad()
     def prefill(self, tokens, positions):  # [1, T], [T] -> [1, 1], [1, T, H]
-        return self._owned("prefill", self.module.prefill(tokens.to(self.device), positions.to(self.device)))
+        with windowed(self):
+            return self._owned("prefill", self.module.prefill(tokens.to(self.device), positions.to(self.device)))
 
     @torch.no_grad()
     def target_verify(self, tokens, positions):  # [1, C], [C] -> [1, C], [1, C, H]
         tokens, positions = tokens.to(self.device), positions.to(self.device)
-        if self.verify_form == VERIFY_KV_WINDOW:
-            return self._owned("target_verify", self.module.target_verify_kv(tokens, positions,
-                                                                            kv_window_for(positions).to(self.device)))
-        return self._owned("target_verify", self.module.target_verify(tokens, positions))
+        with windowed(self):
+            if self.verify_form == VERIFY_KV_WINDOW:
+                return self._owned("target_verify", self.module.target_verify_kv(
+                    tokens, positions, kv_window_for(positions).to(self.device)))
+            return self._owned("target_verify", self.module.target_verify(tokens, positions))
 
     @torch.no_grad()
     def draft_decode(self, tokens, feature, positions):  # [1, T], [1, T, H], [T] -> [1, T], [1, T, H]
-        return self._owned("draft_decode", self.module.draft_decode(
-            tokens.to(self.device), feature.to(self.device), positions.to(self.device)
-        ))
+        with windowed(self):
+            return self._owned("draft_decode", self.module.draft_decode(
+                tokens.to(self.device), feature.to(self.device), positions.to(self.device)
+            ))

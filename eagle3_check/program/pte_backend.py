@@ -35,6 +35,7 @@ import torch
 from eagle3_check.errors import ContractViolation, InputError, OptionError, first_line
 from eagle3_check.preflight import PTE_EXPECTED, PTE_FIX, check_ptd_file, check_pte_file
 from eagle3_check.program.contract import (
+    VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
     VERIFY_FORM_KEY,
     VERIFY_KV_WINDOW,
@@ -225,6 +226,7 @@ class PteBackend(CalledProgram):
         if "get_min_verify_len" not in self._metadata and "get_max_verify_len" not in self._metadata:
             self._metadata[VERIFY_BOUNDS_KEY] = list(self._verify_input_bounds())
             self._metadata[VERIFY_FORM_KEY] = self.verify_form
+            self._metadata[VERIFY_BOUNDS_FROM_KEY] = "ExecuTorch method meta"
         self._ranges = self._exported_ranges()
 
     def _load_methods(self) -> None:

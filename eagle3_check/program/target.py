@@ -21,6 +21,7 @@ from torch import nn
 from eagle3_check.errors import InputError, first_line
 from eagle3_check.hf_config import TRUST_REMOTE_CODE, check_loaded_tensors, read_target_config
 from eagle3_check.inputs import regular_file
+from eagle3_check.program.kv_window import window_slots
 from eagle3_check.quiet import third_party_quiet
 
 with third_party_quiet():  # transformers' model code imports torchao: its load-time logging, scoped
@@ -34,11 +35,14 @@ class PositionalStaticLayer(StaticLayer):
     whatever the Transformers version does with cache_position / cumulative_length."""
 
     positions: torch.Tensor  # [T], set by TargetAdapter.forward before each call
+    slots: int | None = None  # the key slots attention reads (program/kv_window.py), None: all of them
 
-    def update(self, key_states, value_states, *args, **kwargs):  # [1, kvH, T, D] each
+    def update(self, key_states, value_states, *args, **kwargs):  # [1, kvH, T, D] each -> [1, kvH, S', D] each
         self.keys.index_copy_(2, self.positions, key_states.to(self.keys.dtype))
         self.values.index_copy_(2, self.positions, value_states.to(self.values.dtype))
-        return self.keys, self.values
+        if self.slots is None:
+            return self.keys, self.values
+        return self.keys[:, :, : self.slots], self.values[:, :, : self.slots]
 
 
 def cache_kwarg(model: nn.Module) -> str:
@@ -177,6 +181,7 @@ class TargetAdapter(nn.Module):
         types = getattr(cfg, "layer_types", None) or []
         self._mask_types = sorted(set(types)) if "sliding_attention" in types else []
         self.fast_forward = None  # set by program.compiled.compile_target: the same math, compilable
+        self.kv_windowed = False  # set for one eager CPU call by program/kv_window.py: attend over the used slots
 
     def _bind_cache(self) -> None:
         """Points the HF cache layers at this module's buffers (after .to(), which replaces them)."""
@@ -197,12 +202,14 @@ class TargetAdapter(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [1, T, V], taps [1, T, n_taps*Ht]
         if self.fast_forward is not None:
             return self.fast_forward(tokens, positions)
+        slots = window_slots(positions, self.max_seq_len) if self.kv_windowed else None
         for layer in self.cache.layers:  # a layer's cache may sit on another device (program/placement.py)
             layer.positions = positions.to(layer.keys.device)  # no copy when it is the same device
+            layer.slots = slots
         out = self.model(
             input_ids=tokens,
             position_ids=positions[None],
-            attention_mask=self.attention_mask(positions),
+            attention_mask=self.attention_mask(positions, slots),
             use_cache=True,
             output_hidden_states=True,
             **{self._cache_kw: self.cache},
@@ -210,10 +217,12 @@ class TargetAdapter(nn.Module):
         taps = torch.cat([out.hidden_states[k].to(out.logits.device) for k in self.aux_layer_ids], dim=-1)
         return out.logits, taps
 
-    def attention_mask(self, positions: torch.Tensor):  # [T] -> bool [1, 1, T, S] (or a dict by layer type)
+    def attention_mask(self, positions: torch.Tensor, slots: int | None = None):  # [T] -> bool [1, 1, T, S]
         """Causal over absolute slots: query at position p sees slots <= p (and > p - window on
-        sliding layers). Slots past p may hold stale rejected proposals; the mask hides them."""
-        slots = torch.arange(self.max_seq_len, device=positions.device)
+        sliding layers). Slots past p may hold stale rejected proposals; the mask hides them.
+        Over the first `slots` slots (a window, program/kv_window.py), else all S (a dict by layer type
+        where the model has sliding layers)."""
+        slots = torch.arange(slots or self.max_seq_len, device=positions.device)
         causal = (slots[None, :] <= positions[:, None])[None, None]
         if not self._mask_types:
             return causal

@@ -25,11 +25,10 @@ import threading
 import weakref
 
 from eagle3_check.errors import Eagle3CheckError
-from eagle3_check.runners.proc import captured_fd
 from eagle3_check.runners.result import RunResult
+from eagle3_check.runners.shared_output import run_output
 from eagle3_check.runners.watchdog import (
     RequestTimeout,
-    captured_stdout,
     limit_flag,
     run_limited,
     stray_threads,
@@ -82,7 +81,7 @@ def guarded_run(runner, program, tokenizer, prompt, options, what: str = "") -> 
     name = what or (repr(prompt[:40]) if isinstance(prompt, str) else f"of {len(own_prompt)} ids")
     before = set(threading.enumerate())
     try:
-        with captured_stdout() as printed, captured_fd(1) as raw:  # stdout is the report's channel (--json)
+        with run_output() as (printed, raw):  # stdout is the report's channel (--json); runners/shared_output.py
             run = run_limited(lambda prog: runner.run(prog, own_tokenizer, own_prompt, own_options), program,
                               seconds, name, flag)
     except RequestTimeout as e:

@@ -6,7 +6,9 @@ import torch
 from eagle3_check.errors import MetadataError
 from eagle3_check.program.contract import (
     REQUIRED_KEYS,
+    VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
+    VERIFY_KV_WINDOW,
     kv_window_for,
     read_metadata,
 )
@@ -66,6 +68,22 @@ def test_without_verify_range_or_method_bounds_k_falls_back_to_the_seed_clamp():
 def test_k_range_comes_from_metadata_then_method_bounds(raw, k_range, source):
     md = read_metadata({**{k: GOOD[k] for k in REQUIRED_KEYS}, **raw})
     assert md.k_range == k_range and source in md.k_source
+
+
+@pytest.mark.parametrize("source", ["ExecuTorch method meta", "the AOTI package's sidecar"])
+def test_k_source_names_where_the_backend_read_the_method_bounds(source):
+    md = read_metadata({**{k: GOOD[k] for k in REQUIRED_KEYS}, VERIFY_BOUNDS_KEY: [2, 6],
+                        VERIFY_BOUNDS_FROM_KEY: source})
+    assert md.k_source.startswith(f"target_verify's own input bounds ({source}")
+
+
+def test_the_eager_kv_window_form_names_its_spec_and_drops_it_back_in_the_plain_form():
+    from eagle3_check.fixtures.registry import load_fixture
+    from eagle3_check.program.eager import EagerBackend
+
+    backend = EagerBackend.from_fixture(load_fixture("tiny-llama")).use_verify_form(VERIFY_KV_WINDOW)
+    assert "(the eager program's spec; kv_window form" in read_metadata(backend.metadata()).k_source
+    assert VERIFY_BOUNDS_FROM_KEY not in backend.use_verify_form("tokens+positions").metadata()
 
 
 def test_chain_len_outside_the_method_bounds_names_where_the_range_came_from():

@@ -22,6 +22,7 @@ from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.jobs.check.observe import observe_each
 from eagle3_check.jobs.check.prompt_set import JudgedReport
+from eagle3_check.jobs.check.twin_runs import Serial
 from eagle3_check.judge.binary import ExecVerdict, Request, judge_observation
 from eagle3_check.judge.budget import BinomialBudget, budget_json
 from eagle3_check.judge.tolerance import Tolerance
@@ -193,7 +194,7 @@ def run_exec_check(
         if on_request:
             on_request(outcome)
 
-    observe_each(runner, program, tokenizer, prompts, options, take)  # the one request loop (jobs/check/observe.py)
+    observe_each(Serial(program, runner, tokenizer, prompts, options), prompts, take)  # one at a time: check's loop
     if runner.protections:  # what held its processes in (runners/isolate/binary_sandbox.py)
         report.info["isolation"] = {"protections": runner.protections}
     if chunked:

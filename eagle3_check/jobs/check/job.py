@@ -68,7 +68,8 @@ def check_prompts(ctx: CheckContext, make_bar=NoBar, runner=None, on_report=None
     try:
         with scope(cfg, reference):  # --exact: the runner and the reference on the shape-invariant kernels
             report = run_check(setup.program, setup.tokenizer, reference, prompts, resolved.options, ctx.tolerance,
-                               runner=runner, on_request=lambda _: bar.update(1), tie_budget=budget)
+                               runner=runner, on_request=lambda _: bar.update(1), tie_budget=budget,
+                               parallel=True)  # two requests at once where runner and program allow (twin_runs.py)
     finally:
         bar.close()
     md = ctx.metadata()

@@ -4,26 +4,21 @@ runner seam (`runners.seam.Runner.observe`) and handed to the judge of what that
 Two judges take the observations: `jobs.check.prompt_set` (ids, a RunResult and a call log: audited,
 scored on a lane, judged per position by `judge.verdict`) and `jobs.check.binary` (a binary's bytes or
 printed ids: `judge.binary.judge_observation`, ids recovered from the bytes where none are printed). The
-judging stays apart because what each kind shows differs; the loop, the order and the timing are this one.
+judging stays apart because what each kind shows differs; the loop and the order are this one. Where the
+observations come from is `jobs.check.twin_runs`: one request at a time (`Serial`, any runner), or two
+ahead where runner and program are ours (`Twins`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-from eagle3_check.runners.in_process import as_runner
 from eagle3_check.runners.seam import Observation
 
 
-def observe_each(runner, program, tokenizer, prompts: list, options,
-                 take: Callable[[int, object, Observation, float], None]) -> None:
-    """Each prompt observed through `runner` (any kind: `as_runner`) and passed to `take(index, prompt,
-    observation, seconds)`, seconds being the observation's wall time. A runner that returns token ids
-    gets the prompt's ids where it has them (`Prompt.request`), one that takes text (a binary) its text."""
-    seam = as_runner(runner)
-    ids = seam.capabilities.token_ids
+def observe_each(runs, prompts: list, take: Callable[[int, object, Observation, float], None]) -> None:
+    """Request i's observation from `runs` (`observe(i) -> (Observation, seconds)`: `twin_runs.Serial` or
+    `twin_runs.Twins`) passed to `take(i, prompt, observation, seconds)`, in prompt order."""
     for i, p in enumerate(prompts):
-        t0 = time.perf_counter()
-        obs = seam.observe(program, tokenizer, p.request() if ids else p.text, options, what=f"'{p.id}'")
-        take(i, p, obs, time.perf_counter() - t0)
+        obs, seconds = runs.observe(i)
+        take(i, p, obs, seconds)

@@ -216,12 +216,15 @@ def run_check(
     runner: PluginRunner | None = None,
     on_request: Callable[[RequestOutcome], None] | None = None,
     tie_budget: float = 0.0,
+    parallel: bool = False,
 ) -> CheckReport:
     """Runs every prompt through `runner` (the reference runner by default) and judges it.
 
     The reference scores the prompt ids the harness derives from the request (not the ones
     the runner reports) followed by the runner's tokens. `reference`: anything with
-    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference)."""
+    `score(prompt_ids, tokens) -> Scores` (HFReference, SelfReference). `parallel`: two requests
+    at once where runner and program are ours (jobs/check/twin_runs.py; the same report); only a
+    caller that writes nothing to stdout meanwhile asks for it (the runs' stdout capture is shared)."""
     runner = runner or ReferenceRunner()
     md = read_metadata(program.metadata())
     check_tokenizer(tokenizer, md)
@@ -236,7 +239,7 @@ def run_check(
     requests = request_ids(tokenizer, prompts, options, md)
     try:
         _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner,
-                      on_request, md, k, stops)
+                      on_request, md, k, stops, parallel)
     except KeyboardInterrupt:  # Ctrl-C of the harness: the report holds what was judged (runners/interrupt.py)
         from eagle3_check.runners.interrupt import interrupted_line
 
@@ -253,13 +256,15 @@ def requested_options(options, md, runner):
 
 
 def _run_requests(report, program, tokenizer, reference, prompts, requests, options, tolerance, runner, on_request,
-                  md, k, stops) -> None:
-    """Each request run and audited in turn; its reference scores taken on a lane (jobs/check/scoring.py:
-    a second thread where runner and reference are ours, else right after the run); verdicts in prompt
-    order, each as soon as its scores are in."""
+                  md, k, stops, parallel=False) -> None:
+    """Each request run (one at a time, or two ahead: jobs/check/twin_runs.py) and audited in turn; its
+    reference scores taken on a lane (jobs/check/scoring.py: a second thread where runner and reference are
+    ours, else right after the run); verdicts in prompt order, each as soon as its scores are in."""
     from eagle3_check.jobs.check.scoring import lane
+    from eagle3_check.jobs.check.twin_runs import runs_ahead
 
     scoring = lane(reference, runner)
+    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests])
     ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
 
     def take(i: int, p: Prompt, obs, seconds: float) -> None:
@@ -281,12 +286,13 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
 
     try:
-        observe_each(runner, program, tokenizer, prompts, options, take)  # the one request loop (jobs/check/observe.py)
+        observe_each(runs, prompts, take)  # the one request loop (jobs/check/observe.py)
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
     except KeyboardInterrupt:  # Ctrl-C: what has run is judged (its scores are under way), as inline scoring would
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
         raise
     finally:
+        runs.close()
         scoring.close()
 
 
