@@ -1,13 +1,13 @@
 """`eagle3-check check`: the main job. Prompt set -> runner -> HF reference -> verdicts.
 
-Parse, build the config, call the library (eagle3_check/jobs: the prompt set in process or
-over workers, the suites, `--quantize`, a runner binary), print the table, JSON, JUnit or HTML.
+Parse, build the config, call the job (eagle3_check/jobs/check_command.py: it picks the prompt set, the
+suites, `--quantize` or `--list` by what was asked and by the runner's capabilities) and print its
+outcome with the one printer (`cli.common.emit`): the table, JSON, JUnit or HTML.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 
 from eagle3_check.cli.common import (
     add_compile_args,
@@ -17,9 +17,9 @@ from eagle3_check.cli.common import (
     add_runner_args,
     add_timeout_arg,
     bars,
+    emit,
 )
 from eagle3_check.cli.shrink_flags import add_replay_args, add_shrink_args
-from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Run a prompt set through the reference runner and judge every emitted token of every
 request against the target in Transformers (the HF reference) run over the prompt + the runner's
@@ -99,209 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.jobs import shrink_route as sr
-    from eagle3_check.jobs.common.context import CheckContext
+    """Parse's Config -> the job it names (jobs/check_command.py) -> the one printer."""
+    from eagle3_check.jobs.check_command import run_check_command
 
-    if cfg.suites.list:
-        return list_main(cfg)
-    cfg, repro = sr.apply_repro(cfg)  # --repro FILE: its prompt ids, K, max new tokens, spec
-    from eagle3_check.jobs.common.watch import FileWatch, read_files
-
-    watch = FileWatch(read_files(cfg))  # what the check reads, before the runner starts (jobs/common/watch.py)
-    ctx = CheckContext(cfg)
-    ctx.watch = watch
-    from eagle3_check.jobs.check.job import check_isolated, isolated
-
-    if isolated(cfg, ctx.runner_name):  # the runner in its own process (eagle3_check/runners/isolate): never imported here
-        if repro is not None:
-            sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
-        return print_report(ctx, check_isolated(ctx, bars(cfg)))
-    if cfg.check.quantize:  # the gate's quantized checks in process
-        if repro is not None:
-            sr.check_replay(cfg, repro, ctx.setup)
-        return quant_main(ctx)
-    if ctx.capabilities.program_file:  # a runner of its own program file, judged by what it prints (one line
-        # here when it does not start, before any program)
-        return exec_main(ctx)
-    if cfg.suites.suite:
-        return suite_main(ctx)
-    if repro is not None:  # (refused with --workers: jobs/common/validate.py)
-        sr.check_replay(cfg, repro, ctx.setup)  # a repro names its program's files: the same ones
-    from eagle3_check.jobs.check.job import check_prompts, check_workers
-
-    checked = (check_workers if cfg.check.workers > 1 else check_prompts)(ctx, bars(cfg))
-    return print_report(ctx, checked)
-
-
-def print_report(ctx, checked) -> int:
-    """The check's outputs: --html page, --junit XML, JSON (with provenance and, when known, the program
-    spec) or table."""
-    from eagle3_check.jobs.check.prompt_set import format_table
-
-    cfg, report, health = ctx.cfg, checked.report, checked.health
-    changed = files_changed(ctx, report.info)
-    if cfg.junit:
-        from eagle3_check.report.check_junit import check_suite, write_check_junit
-
-        write_check_junit(cfg.junit, [check_suite(report), *changed_suite(changed)])
-    if cfg.html:
-        from eagle3_check.report.html_page import write_html
-        from eagle3_check.report.html_report import check_html
-
-        write_html(cfg.html, check_html(report.to_json(), health.to_json()))
-    if cfg.json:
-        from eagle3_check.program.contract import read_metadata
-        from eagle3_check.report.provenance import jsonable
-
-        if checked.program is not None:
-            report.info["program"] = jsonable(read_metadata(checked.program.metadata()))  # the program spec
-        prov = report_provenance(cfg, checked.fixture, ctx.options, records=ctx.hashed())  # the target hashed once
-        doc = {**report.to_json(), "draft_health": health.to_json(), "provenance": prov}
-        print(json.dumps({**doc, "passed": doc["passed"] and not changed}, indent=2))
-    else:
-        print(format_table(report))
-        print("\n".join(health.lines()))
-        if cfg.html:
-            print(f"html: {cfg.html}")
-        if checked.shrunk_lines:
-            print("\n".join(checked.shrunk_lines))
-    return stopped(report) or (0 if report.passed and not health.flags and not changed else 1)
-
-
-def files_changed(ctx, info: dict) -> list[str]:
-    """The files the check reads that changed since it started (jobs/common/watch.py), named in `info`
-    and on stderr; [] when none did (or nothing was watched)."""
-    import sys
-
-    watch = getattr(ctx, "watch", None)
-    changed = watch.changed() if watch is not None else []
-    if changed:
-        from eagle3_check.jobs.common.watch import fail_line
-
-        info["files_changed"] = changed
-        print(fail_line(changed), file=sys.stderr)
-    return changed
-
-
-def changed_suite(changed: list[str]) -> list:
-    """A JUnit testsuite with the failing case `files-unchanged` when files changed, else none."""
-    if not changed:
-        return []
-    from eagle3_check.report.junit import JUnitCase, JUnitSuite
-
-    return [JUnitSuite("files read by the check", [JUnitCase("files-unchanged", "fail", "changed: " + "; ".join(
-        changed[:5]), details="\n".join(changed))])]
-
-
-def stopped(*reports) -> int:
-    """130 when Ctrl-C stopped a report (written with what was judged, runners/interrupt.py), else 0."""
-    import sys
-
-    lines = [r.interrupted for r in reports if getattr(r, "interrupted", None)]
-    if lines:
-        print(f"interrupted: {lines[0]}", file=sys.stderr)
-    return 130 if lines else 0
-
-
-def list_main(cfg) -> int:
-    from eagle3_check.suites.listing import format_list, list_suites
-
-    print(json.dumps(list_suites(), indent=2) if cfg.json else format_list())
-    return 0
-
-
-def suite_main(ctx) -> int:
-    """`check --suite NAME`: one report per fixture (or the given program), printed."""
-    from eagle3_check.jobs.suites.job import run_suites
-    from eagle3_check.jobs.suites.report import format_suite_table
-
-    cfg = ctx.cfg
-    shrunk: list[str] = []
-    reports = run_suites(ctx, bars(cfg), shrunk_lines=shrunk)
-    extra: dict = {}
-    changed = files_changed(ctx, extra)
-    passed = all(r.passed for r in reports) and not changed
-    write_suites_junit(cfg, reports, changed_suite(changed))
-    if cfg.json:
-        print(json.dumps({"passed": passed, "reports": [r.to_json() for r in reports], **extra,
-                          "provenance": report_provenance(ctx.cfg, cfg.fixture)}, indent=2))
-    else:
-        print("\n\n".join(f"== {r.info.get('fixture') or r.info.get('pte') or r.info.get('target')}\n"
-                           + format_suite_table(r) for r in reports))
-        if shrunk:
-            print("\n".join(shrunk))
-    return stopped(*reports) or (0 if passed else 1)
-
-
-def write_suites_junit(cfg, reports: list, extra: list = ()) -> None:
-    """`check --suite ... --junit FILE`: one testsuite per suite report (and `extra`'s)."""
-    if cfg.junit:
-        from eagle3_check.report.check_junit import suite_suite, write_check_junit
-
-        write_check_junit(cfg.junit, [*(suite_suite(r) for r in reports), *extra])
-
-
-def exec_main(ctx) -> int:
-    """`check --runner exec:...` (prompt set) and `check --suite NAME --runner exec:...`."""
-
-    cfg = ctx.cfg
-    if cfg.suites.suite:
-        from eagle3_check.jobs.suites.job import run_exec_suite
-        from eagle3_check.jobs.suites.report import format_suite_table
-
-        report, info = run_exec_suite(ctx, bars(cfg))
-        extra: dict = {}
-        changed = files_changed(ctx, extra)  # a binary can write what the check reads (jobs/common/watch.py)
-        write_suites_junit(cfg, [report], changed_suite(changed))
-        if cfg.json:
-            print(json.dumps({"passed": report.passed and not changed, "reports": [report.to_json()], **extra,
-                              "provenance": report_provenance(ctx.cfg, info.get("fixture"))}, indent=2))
-        else:
-            print(f"== {info.get('pte') or info.get('fixture')} through {cfg.runner}\n" + format_suite_table(report))
-            if report.shrunk_lines:
-                print("\n".join(report.shrunk_lines))
-        return 0 if report.passed and not changed else 1
-    from eagle3_check.jobs.check.binary import format_exec_table
-    from eagle3_check.jobs.check.job import exec_check
-
-    report, lines, shrunk = exec_check(ctx, bars(cfg))
-    changed = files_changed(ctx, report.info)
-    if cfg.junit:
-        from eagle3_check.report.check_junit import exec_check_suite, write_check_junit
-
-        write_check_junit(cfg.junit, [exec_check_suite(report), *changed_suite(changed)])
-    if cfg.json:
-        prov = report_provenance(ctx.cfg, ctx.setup.info.get("fixture"), ctx.options)
-        data = report.to_json()
-        for r in data.get("requests", []):  # the shrunk case beside its original (--shrink)
-            if r.get("prompt_id") in shrunk:
-                r["shrunk"] = shrunk[r["prompt_id"]]
-        print(json.dumps({**data, "passed": data["passed"] and not changed, "provenance": prov}, indent=2))
-    else:
-        print(format_exec_table(report))
-        if lines:
-            print("\n".join(lines))
-    return 0 if report.passed and not changed else 1
-
-
-def quant_main(ctx) -> int:
-    """`check --quantize`: build, quantize, judge (jobs/gate/quantized.py), print; exit 0 only if nothing failed."""
-    from eagle3_check.jobs.gate.gate import DRIFT, format_table
-    from eagle3_check.jobs.gate.quantized import quantized_check
-
-    cfg = ctx.cfg
-    report, spec, options = quantized_check(ctx)
-    info = ctx.setup.info
-    if cfg.junit:
-        from eagle3_check.report.junit import write_junit
-
-        write_junit(cfg.junit, report.junit_suites())
-    if cfg.json:
-        out = {**report.to_json(), "provenance": report_provenance(cfg, info.get("fixture"), options)}
-        print(json.dumps(out, indent=2))
-    else:
-        print(format_table(report, verdict=f"CHECK --quantize {spec.short()}",
-                           about=info.get("fixture") or info.get("target")))
-        if report.shrunk_lines:
-            print("\n".join(report.shrunk_lines))
-    return 0 if report.passed and report.check(DRIFT) is not None else 1
+    return emit(cfg, run_check_command(cfg, bars(cfg)))

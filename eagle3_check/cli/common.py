@@ -31,6 +31,25 @@ def bars(cfg, disable: bool | None = None):
                              else disable)
 
 
+def emit(cfg, outcome) -> int:
+    """The one printer of every job's Outcome (jobs/common/outcomes.py): --junit, --html, then the JSON
+    document (--json) or the table lines on stdout; its exit code."""
+    import json
+
+    if getattr(cfg, "junit", None):
+        from eagle3_check.report.junit import write_junit
+
+        write_junit(cfg.junit, outcome.junit_suites(), outcome.junit_name, prefix=outcome.junit_prefix)
+    if getattr(cfg, "html", None):
+        page = outcome.html_page()
+        if page is not None:
+            from eagle3_check.report.html_page import write_html
+
+            write_html(cfg.html, page)
+    print(json.dumps(outcome.to_json(), indent=outcome.json_indent) if cfg.json else "\n".join(outcome.lines()))
+    return outcome.exit_code()
+
+
 def add_html_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", default=None, metavar="FILE",
                    help="also write the report as one self-contained HTML page with plots (opens offline)")

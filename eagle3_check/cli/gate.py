@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from eagle3_check.cli.common import add_drift_args, add_html_arg, add_runner_args, add_timeout_arg
+from eagle3_check.cli.common import (
+    add_drift_args,
+    add_html_arg,
+    add_runner_args,
+    add_timeout_arg,
+    emit,
+)
 from eagle3_check.cli.parser import Given
-from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Gate a new .pte before it ships: load, metadata (keys, ranges, vocab sizes vs tokenizer
 and target), edge suites, runner vs self reference and vs HF reference (bit-identical,
@@ -73,11 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(cfg) -> int:
-    from eagle3_check.atomic import write_text_atomic
+    """Parse's Config -> the gate (jobs/gate/job.py) -> its outcome (jobs/gate/outcomes.py: the --report file
+    written) -> the one printer (`cli.common.emit`)."""
     from eagle3_check.jobs.common.context import CheckContext
-    from eagle3_check.jobs.gate.gate import format_table
     from eagle3_check.jobs.gate.job import run_gate
-    from eagle3_check.report.junit import write_junit
+    from eagle3_check.jobs.gate.outcomes import GateOutcome
 
     quiet = cfg.json or cfg.no_progress
     bars = StepBars(disable=quiet)
@@ -91,31 +95,7 @@ def main(cfg) -> int:
         report, inputs, fixture = run_gate(CheckContext(cfg), on_check=progress, on_step=bars)
     finally:
         bars.close()
-    from eagle3_check.jobs.gate.shrink_route import shrink_gate_and_write
-
-    stopped = report.info.get("interrupted")  # Ctrl-C: what was judged is written, exit 130
-    shrunk = [] if stopped else shrink_gate_and_write(cfg, report, inputs)  # the failing request cases, shrunk
-    out = {**report.to_json(), "provenance": report_provenance(cfg, fixture, inputs.options)}
-    write_text_atomic(cfg.gate.report, json.dumps(out, indent=2) + "\n", "report")
-    if cfg.junit:
-        write_junit(cfg.junit, report.junit_suites())
-    if cfg.html:
-        from eagle3_check.report.html_page import write_html
-        from eagle3_check.report.html_report import gate_html
-
-        write_html(cfg.html, gate_html(report.to_json()))
-    if cfg.json:
-        print(json.dumps(out, indent=2))
-    else:
-        print(format_table(report))
-        print(f"report: {cfg.gate.report}" + (f"   junit: {cfg.junit}" if cfg.junit else "")
-              + (f"   html: {cfg.html}" if cfg.html else ""))
-        if shrunk:
-            print("\n".join(shrunk))
-    if stopped:
-        print(f"interrupted: {stopped}", file=sys.stderr)
-        return 130
-    return 0 if report.passed else 1
+    return emit(cfg, GateOutcome(cfg, report, inputs, fixture))
 
 
 class StepBars:

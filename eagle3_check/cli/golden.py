@@ -13,9 +13,9 @@ from eagle3_check.cli.common import (
     add_runner_args,
     add_timeout_arg,
     bars,
+    emit,
 )
 from eagle3_check.cli.parser import Given
-from eagle3_check.jobs.common.provenance import report_provenance
 
 HELP = """Golden outputs: record the exact tokens and stats of a configuration once, then verify
 every later run against them, token for token. The deterministic metrics (forwards per
@@ -117,52 +117,15 @@ def record_main(cfg) -> int:
 
 
 def verify_main(cfg) -> int:
-    from eagle3_check.cli.check import files_changed
+    """Parse's Config -> golden verify through its runner (jobs/golden/outcomes.py) -> the one printer."""
     from eagle3_check.jobs.common.context import CheckContext
     from eagle3_check.jobs.common.watch import FileWatch, read_files
+    from eagle3_check.jobs.golden.outcomes import verify_job
 
     watch = FileWatch(read_files(cfg))  # the goldens and what they name, before the runner starts
     ctx = CheckContext(cfg)
     ctx.watch = watch
-    extra: dict = {}
-    if ctx.capabilities.program_file:  # a runner of its own program file (a binary): by what it prints
-        from eagle3_check.jobs.golden.job import exec_golden_verify
-
-        outcome = exec_golden_verify(ctx)
-        changed = files_changed(ctx, extra)
-        if cfg.json:
-            doc = outcome.to_json()
-            print(json.dumps({**doc, "passed": doc["passed"] and not changed, **extra,
-                              "provenance": report_provenance(cfg)}, indent=1))
-        else:
-            print(outcome.format())
-        return 0 if outcome.passed and not changed else 1
-    from eagle3_check.jobs.golden.job import verify
-
-    outcome, baseline = verify(ctx, bars(cfg))
-    changed = files_changed(ctx, extra)
-    if cfg.html:
-        from eagle3_check.report.html_page import write_html
-        from eagle3_check.report.html_report import golden_html
-
-        write_html(cfg.html, golden_html(outcome.to_json()))
-    if cfg.json:
-        from eagle3_check.jobs.golden.file import golden_root
-
-        files = {"baseline": baseline, **({} if cfg.golden.goldens else {"golden": golden_root()})}
-        doc = outcome.to_json()
-        print(json.dumps({**doc, "passed": doc["passed"] and not changed, **extra,
-                          "provenance": report_provenance(cfg, extra_files=files)}, indent=1))
-    else:
-        print(outcome.format())
-        if outcome.shrunk_lines:
-            print("\n".join(outcome.shrunk_lines))
-        if cfg.html:
-            print(f"html: {cfg.html}")
-    if outcome.interrupted:  # Ctrl-C: what was verified is written, exit 130
-        print(f"interrupted: {outcome.interrupted}", file=sys.stderr)
-        return 130
-    return 0 if outcome.passed and not changed else 1
+    return emit(cfg, verify_job(ctx, bars(cfg)))
 
 
 def baseline_main(cfg) -> int:

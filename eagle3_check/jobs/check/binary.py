@@ -1,10 +1,15 @@
 """`check --runner exec:...`: the prompt set through a runner binary, each request judged.
 
 Per request: the harness derives the prompt ids, the stop set and the length rules itself,
-runs the binary once (`runner`), parses its output (`protocol`) and judges it
+runs the binary once through check's one request loop (`jobs.check.observe.observe_each`: the seam's
+`observe`, its output parsed by `protocol`) and judges it
 against the greedy reference (`judge`: by ids when the binary prints them, else by
 bytes). A hang, a crash, an error exit or output off the protocol fails that request with
 the reason and the end of stderr; the other requests still run.
+
+Not folded into `prompt_set` (only the loop is shared): a binary shows bytes or printed ids, no RunResult
+or call log, so its K and prompt checks (its profile's), its verdict (`judge.binary`) and its report's
+keys (`ExecReport`) are its own.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import Eagle3CheckError, InputError, OptionError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.jobs.check.observe import observe_each
 from eagle3_check.jobs.check.prompt_set import JudgedReport
+from eagle3_check.jobs.check.twin_runs import Serial
 from eagle3_check.judge.binary import ExecVerdict, Request, judge_observation
 from eagle3_check.judge.budget import BinomialBudget, budget_json
 from eagle3_check.judge.tolerance import Tolerance
@@ -164,27 +171,30 @@ def run_exec_check(
                                    "profile": runner.profile_info(), "notes": []},
                         tie_budget=tie_budget if tolerance is not None else 0.0)
     chunked = 0
-    for p, ids in zip(prompts, requests):
+
+    def take(i: int, p: Prompt, obs, _seconds: float) -> None:  # the process's own time is in obs.process
+        nonlocal chunked
+        ids = requests[i]
         req = Request(len(ids), k, options.max_new_tokens, md.max_seq_len, stops.ids, options.chain_len)
         max_new = min(options.max_new_tokens, md.max_seq_len - len(ids))
         ref = reference.greedy(ids, max(max_new, 1), stops.ids)
-        obs = runner.observe(program, tokenizer, p.text, options, what=f"'{p.id}'")  # the seam: the binary's process
-        proc = obs.process
         verdict, out = judge_observation(obs, ref.tokens, ref.margins, pieces, req,
                                          lambda toks, ids=ids: reference.score(ids, toks), tolerance,
                                          md.vocab_size or tokenizer.vocab_size,
                                          reference_decode(reference, ids, md.max_seq_len))
         held_to_ours(verdict, out, ref.tokens, program, tokenizer, p.text, binary_options(options, md), prof.name)
         chunked += len(prof.chunk_plan(len(ids), md.min_prefill, md.max_prefill, md.sliding_window)) > 1
-        for note in runtime_noise(proc.stderr):
+        for note in runtime_noise(obs.process.stderr):
             if note not in report.info["notes"]:
                 report.info["notes"].append(note)
-        outcome = ExecOutcome(p.id, len(ids), verdict, out, proc)
+        outcome = ExecOutcome(p.id, len(ids), verdict, out, obs.process)
         report.outcomes.append(outcome)
         mode = verdict.mode or "not judged"
         report.info["judged_by"][mode] = report.info["judged_by"].get(mode, 0) + 1
         if on_request:
             on_request(outcome)
+
+    observe_each(Serial(program, runner, tokenizer, prompts, options), prompts, take)  # one at a time: check's loop
     if runner.protections:  # what held its processes in (runners/isolate/binary_sandbox.py)
         report.info["isolation"] = {"protections": runner.protections}
     if chunked:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
+from eagle3_check.jobs.check.observe import observe_each
 from eagle3_check.judge.audit import result_problems
 from eagle3_check.judge.budget import BinomialBudget, allowed, budget_json, share_text
 from eagle3_check.judge.hf import HFReference
@@ -265,26 +266,27 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
     scoring = lane(reference, runner)
     runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests])
     ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
-    try:
-        for i, (p, want_ids) in enumerate(zip(prompts, requests)):
+
+    def take(i: int, p: Prompt, obs, seconds: float) -> None:
+        # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really
+        # run the program; a crashing runner or a contract-breaking program fails this request, the rest go on
+        t0, want_ids = time.perf_counter(), requests[i]
+        rec, run = obs.calls, obs.run
+        if obs.failure:
             max_new = min(options.max_new_tokens, md.max_seq_len - len(want_ids))
-            # the seam (runners/in_process.py): every call recorded and audited (DESIGN §2), a runner must really
-            # run the program; a crashing runner or a contract-breaking program fails this request, the rest go on
-            obs, spent = runs.observe(i)
-            t0 = time.perf_counter() - spent  # the request's seconds: its run, then its audit
-            rec, run = obs.calls, obs.run
-            if obs.failure:
-                ran.append((p, want_ids, crashed_run(want_ids, k, max_new), obs.failure, None, time.perf_counter() - t0))
-                _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
-                continue
+            ran.append((p, want_ids, crashed_run(want_ids, k, max_new), obs.failure, None, seconds))
+        else:
             chunks = prefill_chunks(len(want_ids), md.max_prefill, md.min_prefill, md.sliding_window) \
                 if options.chunked_prefill else None
             problem = audit_run(run, want_ids, k) or audit_calls(rec, run, md.max_seq_len, chunks) \
                 or "; ".join(result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len))
             if not problem:
                 scoring.submit(len(report.outcomes) + len(ran), want_ids, list(run.tokens))
-            ran.append((p, want_ids, run, problem or None, rec.calls, time.perf_counter() - t0))
-            _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
+            ran.append((p, want_ids, run, problem or None, rec.calls, seconds + time.perf_counter() - t0))
+        _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=False)
+
+    try:
+        observe_each(runs, prompts, take)  # the one request loop (jobs/check/observe.py)
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)
     except KeyboardInterrupt:  # Ctrl-C: what has run is judged (its scores are under way), as inline scoring would
         _judge_ready(report, ran, scoring, on_request, options, md, stops, tolerance, wait=True)

@@ -81,11 +81,15 @@ class Serial:
         self.args = program, runner, tokenizer, prompts, options
 
     def observe(self, i: int):
+        """Request i through the seam: a runner that returns ids gets the prompt's ids where it has them
+        (`Prompt.request`), one that takes text (a binary) its text."""
         from eagle3_check.runners.in_process import as_runner
 
         program, runner, tokenizer, prompts, options = self.args
+        seam = as_runner(runner)
+        request = prompts[i].request() if seam.capabilities.token_ids else prompts[i].text
         t0 = time.perf_counter()
-        obs = as_runner(runner).observe(program, tokenizer, prompts[i].request(), options, what=f"'{prompts[i].id}'")
+        obs = seam.observe(program, tokenizer, request, options, what=f"'{prompts[i].id}'")
         return obs, time.perf_counter() - t0
 
     def close(self) -> None:

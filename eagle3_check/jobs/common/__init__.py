@@ -8,7 +8,8 @@ commands),
 torch), `world` (the program a Config names, its tokenizer and run options), `default_program`
 (the program a command runs when no flag names one), `context` (CheckContext: program,
 tokenizer, run options, reference, tolerance and tie budget, prompts, runner, expected tau, each
-built on first use), `isolation` (the runner in its own process on every route) and `provenance`
+built on first use), `outcomes` (what a finished job hands its front end: one protocol every route's
+report implements), `isolation` (the runner in its own process on every route) and `provenance`
 (the provenance block of a --json report).
 
 May import: jobs.check, jobs.shrink_route, jobs.suites.options, jobs.gate.options, jobs.golden.options

@@ -2,8 +2,9 @@
 
 What lives here: `gate` (every check, one verdict), `model` (the gate's inputs, a check's result,
 the report and its table), `requests` (the per-request checks), `job` (gate --pte from a Config),
-`quantized` (check --quantize: the gate's quantized checks in process), `binary` (the gate's
-runner checks through a runner binary) and the probes `shrink` (failing request cases) and
+`outcomes` (the gate's outcome, its --report file, as the front end prints it), `quantized` (check
+--quantize: the gate's quantized checks in process), `binary` (the gate's runner checks through a
+runner binary) and the probes `shrink` (failing request cases) and
 `shrink_suites` (failing edge-suite cases, in the gate's env) with their writing (`shrink_route`).
 `options`: its section of the Config (`GateOptions`: `cfg.gate`).
 

@@ -7,7 +7,9 @@ decoding: the lossless check) and binary vs HF reference (`jobs.check.binary`), 
 runner, or need program-call counts a binary does not report: they skip with the reason.
 
 The gate gets the binary as a `BinaryGate` (`GateInputs.runner`) and asks it for these checks,
-so the gate's core (`jobs.gate.gate`) imports nothing of this module, which sits above it.
+so the gate's core (`jobs.gate.gate`) imports nothing of this module, which sits above it. Not folded
+into `gate.py`: its checks run on the other jobs' binary routes, each distinct request in one process
+(`OncePerRequest`), and skip what needs a call log or the harness's program.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class OncePerRequest:
         if argv not in self.runs:
             self.runs[argv] = self.runner.execute(model, tokenizer, prompt, options, data_path)
         return self.runs[argv]
+
+    def observe(self, program, tokenizer, prompt: str, options, what: str = ""):
+        """The seam's one request (check's request loop calls it), the binary's own `observe` over this
+        `execute`: without it the loop would reach the runner's own and start every process again."""
+        return ExecRunner.observe(self, program, tokenizer, prompt, options, what)
 
 
 def exec_gate_checks(runner: ExecRunner, program, inputs, hf, timed) -> tuple[list, float | None]:

@@ -76,3 +76,40 @@ def quantized_check(ctx: CheckContext):
     finally:
         ctx.close()  # an isolated plug-in's process
     return report, spec, inputs.options
+
+
+class QuantOutcome:
+    """`check --quantize`'s outcome (jobs.common.outcomes.Outcome): the gate's report of its quantized checks,
+    its JUnit as the gate's, no HTML page; exit 0 only if nothing failed and the drift check ran."""
+
+    json_indent = 2
+    junit_name, junit_prefix = "eagle3-check gate", "gate"  # report/junit.py's defaults: the gate's
+
+    def __init__(self, ctx: CheckContext):
+        self.ctx, self.cfg = ctx, ctx.cfg
+        self.report, self.spec, self.options = quantized_check(ctx)
+
+    def junit_suites(self) -> list:
+        return self.report.junit_suites()
+
+    def html_page(self) -> None:
+        return None
+
+    def to_json(self) -> dict:
+        from eagle3_check.jobs.common.provenance import report_provenance
+
+        fixture = self.ctx.setup.info.get("fixture")
+        return {**self.report.to_json(), "provenance": report_provenance(self.cfg, fixture, self.options)}
+
+    def lines(self) -> list[str]:
+        from eagle3_check.jobs.gate.gate import format_table
+
+        info = self.ctx.setup.info
+        out = [format_table(self.report, verdict=f"CHECK --quantize {self.spec.short()}",
+                            about=info.get("fixture") or info.get("target"))]
+        return out + (["\n".join(self.report.shrunk_lines)] if self.report.shrunk_lines else [])
+
+    def exit_code(self) -> int:
+        from eagle3_check.jobs.gate.gate import DRIFT
+
+        return 0 if self.report.passed and self.report.check(DRIFT) is not None else 1

@@ -8,6 +8,9 @@ bf16 only, so through it a float32 program's goldens skip saying so (never a sil
 (as printed, 3 decimals); rounds and tau of an eager golden in a reduced precision are notes
 (`jobs.golden.diff.stats_exact`: acceptance follows the backend's numerics). The accepted count per round and the stop reason are not printed
 by the seed, so they are not compared (said in the notes).
+
+Not folded into `verify` (which runs a golden's own program through a RunResult): a binary runs one .pte,
+so which goldens apply and a comparison by printed ids or bytes, without accepted counts, are its own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """`check --suite`: the edge cases (suites/, as data) run and judged.
 
 What lives here: `execute` (a case run on its program and judged against its oracle and a greedy
-reference), `report` (a suite's report), `job` (the edge cases on the fixtures or on one given
-program, any runner or a binary), `binary` (a case through a runner without forced acceptance:
-a binary) and `shrink` (the probe: a failing case shrunk, where it is one plain request, through
+reference), `report` (a suite's report and the loop over its cases), `outcomes` (the reports'
+outcome, printed by the front end), `job` (the edge cases on the fixtures or on one given program,
+any runner or a binary), `binary` (a case through a runner without forced acceptance: a binary)
+and `shrink` (the probe: a failing case shrunk, where it is one plain request, through
 any runner).
 `options`: its section of the Config (`SuitesOptions`: `cfg.suites`).
 

@@ -9,11 +9,16 @@ dropped (`pte_edit`); a K other than get_chain_len is asked of the runner-PR bin
 flag it does not have): it must refuse it with an error exit, never run get_chain_len. Each is judged like `check` (`judge.binary`); error cases pass on a
 clean error exit (a status >= 1, no summary line) whose stderr names what the case needs.
 Expectations a binary cannot show (draft calls, run notes) are listed as not observed.
+
+Not folded into `execute` (the loop is `report.run_suite`'s): a binary runs its .pte unforced and takes
+text, so a case's setup (unforced positions, metadata copies, text prompts, a K to refuse) and its verdict
+(`judge.binary`, held to our runner's rounds and tau) are its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,7 +35,7 @@ from eagle3_check.jobs.suites.execute import (
     case_error,
     case_setup,
 )
-from eagle3_check.jobs.suites.report import SuiteReport
+from eagle3_check.jobs.suites.report import SuiteReport, run_suite
 from eagle3_check.judge.binary import FAIL, PASS, TIE, Request, judge_observation
 from eagle3_check.runners.binary.acceptance import held_to_ours
 from eagle3_check.runners.binary.protocol import OutputError, parse_output
@@ -81,15 +86,11 @@ def _unforced_positions(case: Case, k: int) -> tuple[int | None, list[int]]:
 
 def run_exec_suite(name: str, cases: list[Case], env: SuiteEnv, runner: ExecRunner,
                    on_case: Callable[[CaseResult], None] | None = None) -> SuiteReport:
-    report = SuiteReport(name)
+    """`report.run_suite`'s loop, each case on the program's file (`run_exec_case`); the .pte copies a
+    metadata case needs live in one temporary directory for the suite."""
     runner.check_data(program_data(env.program_for({})))  # before any case: a template with no place for the .ptd
     with tempfile.TemporaryDirectory(prefix="eagle3-exec-") as tmp:
-        for case in cases:
-            result = run_exec_case(case, env, runner, Path(tmp))
-            report.results.append(result)
-            if on_case:
-                on_case(result)
-    return report
+        return run_suite(name, cases, env, runner, on_case, run_one=functools.partial(run_exec_case, tmp=Path(tmp)))
 
 
 def run_exec_case(case: Case, env: SuiteEnv, runner: ExecRunner, tmp: Path) -> CaseResult:

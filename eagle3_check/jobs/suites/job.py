@@ -1,7 +1,8 @@
 """`check --suite NAME` on a `CheckContext`: the edge cases on every tiny embedded fixture (or
 --fixture NAME; eager programs built per case spec), or on one given program (--target/--draft,
---pte), where cases that cannot fit skip; through an in-process runner or a runner binary
-(`jobs.suites.binary`). The front end prints the reports and writes their JUnit.
+--pte), where cases that cannot fit skip; through any runner, adapted by its capabilities (a runner of
+its own program file, a binary, takes each case on that file: `jobs.suites.binary`). The front end
+prints the reports (`jobs.suites.outcomes`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def fixed_env(ctx: CheckContext):
     return env, {**setup.info}
 
 
-def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = None) -> list:
-    """The suite's reports: one per fixture, or one for the given program."""
+def run_suites(ctx: CheckContext, make_bar=NoBar) -> list:
+    """The suite's reports: one per fixture, or one for the given program (--shrink's lines in each
+    report's `shrunk_lines`)."""
     from eagle3_check.fixtures.registry import list_fixtures, load_fixture
     from eagle3_check.jobs.suites.execute import SuiteEnv
     from eagle3_check.suites import suite_cases
@@ -62,18 +64,30 @@ def run_suites(ctx: CheckContext, make_bar=NoBar, shrunk_lines: list | None = No
         envs = [lambda n=n: (SuiteEnv.eager(n, cfg.device, cfg.dtype, cfg.reference),
                              {"fixture": n, "backend": "eager"}) for n in names]
     try:
-        return _suites(ctx, cases, envs, make_bar, shrunk_lines)
+        return _suites(ctx, cases, envs, make_bar)
     finally:
         ctx.close()  # an isolated plug-in's process
 
 
-def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: list | None) -> list:
+def _suites(ctx: CheckContext, cases: list, envs: list, make_bar) -> list:
+    """Every program's cases through the runner, whatever its kind: a runner that runs its own program
+    file (a binary) takes each case on the program's file (`jobs.suites.binary.run_exec_suite`), and its
+    report names no harness device, dtype or numerics (the file's are its own)."""
+    from eagle3_check.jobs.check.job import need_pte
     from eagle3_check.jobs.common.exact import exact_tolerance, numerics, scope
+    from eagle3_check.jobs.shrink_route import shrink_suite_and_write
+    from eagle3_check.jobs.suites.binary import run_exec_suite
     from eagle3_check.jobs.suites.report import run_suite
+    from eagle3_check.jobs.suites.shrink import shrink_exec_case
+    from eagle3_check.runners.isolate.policy import isolation_info
     from eagle3_check.runners.profiles import profile_info
 
     cfg = ctx.cfg
-    runner = ctx.runner
+    own_file = ctx.capabilities.program_file
+    if own_file:
+        need_pte(ctx, "check")  # a runner of its own program file needs --pte (checked where the Config is built too)
+    runner = ctx.runner  # its --request-timeout set before the cases run
+    run = run_exec_suite if own_file else run_suite
     reports, bar = [], None
     for make_env in envs:
         env, info = make_env()
@@ -81,51 +95,19 @@ def _suites(ctx: CheckContext, cases: list, envs: list, make_bar, shrunk_lines: 
             bar = make_bar(total=len(cases) * len(envs), desc=f"suite {cfg.suites.suite}", unit="case")
         env.tolerance = exact_tolerance(cfg, env.tolerance)  # --exact: identity, tolerance 0
         with scope(cfg, env.reference):  # --exact: the cases' programs and the reference on the exact kernels
-            report = run_suite(cfg.suites.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
-        report.info.update(info, device=cfg.device, dtype=ctx.cfg.dtype, runner=ctx.runner_name,
-                           reference=cfg.reference, profile=profile_info(runner), numerics=numerics(cfg))
-        if cfg.shrink.enabled:  # the failing plain cases, shrunk: their lines into `shrunk_lines`
-            from eagle3_check.jobs.shrink_route import shrink_suite_and_write
-
-            lines = shrink_suite_and_write(cfg, report, cases, env, info, runner)
-            if shrunk_lines is not None:
-                shrunk_lines += lines
-        if ctx.isolated:
-            from eagle3_check.runners.isolate.policy import isolation_info
-
-            report.info["isolation"] = isolation_info(runner)
+            report = run(cfg.suites.suite, cases, env, runner, on_case=lambda _, b=bar: b.update(1))
+        report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=profile_info(runner))
+        if not own_file:
+            report.info.update(device=cfg.device, dtype=ctx.cfg.dtype, numerics=numerics(cfg))
+        if cfg.shrink.enabled:  # the failing plain cases, shrunk through the same runner: the lines to print after its table
+            report.shrunk_lines = shrink_suite_and_write(cfg, report, cases, env, info, runner,
+                                                         shrink_exec_case if own_file else None)
+        isolation = isolation_info(runner)  # an isolated plug-in's processes, or what held a binary's in
+        if isolation:
+            report.info["isolation"] = isolation
         reports.append(report)
         if report.interrupted:  # Ctrl-C: the other programs are not run
             break
     if bar is not None:
         bar.close()
     return reports
-
-
-def run_exec_suite(ctx: CheckContext, make_bar=NoBar):
-    """(report, info): the suite's cases on the one given .pte through the runner binary."""
-    from eagle3_check.jobs.check.job import need_pte
-    from eagle3_check.jobs.suites.binary import run_exec_suite as run
-    from eagle3_check.suites import suite_cases
-
-    cfg = ctx.cfg
-    need_pte(ctx, "check")
-    ctx.runner  # noqa: B018  its --request-timeout set before the cases run
-    cases = ordered_cases(ctx, suite_cases(cfg.suites.suite))
-    env, info = fixed_env(ctx)
-    bar = make_bar(total=len(cases), desc=f"suite {cfg.suites.suite} (exec)", unit="case")
-    report = run(cfg.suites.suite, cases, env, ctx.runner, on_case=lambda _: bar.update(1))
-    bar.close()
-    report.info.update(info, runner=ctx.runner_name, reference=cfg.reference, profile=ctx.runner.profile_info())
-    from eagle3_check.runners.isolate.policy import isolation_info
-
-    isolation = isolation_info(ctx.runner)  # what held the binary's processes in (binary_sandbox.py)
-    if isolation:
-        report.info["isolation"] = isolation
-    if cfg.shrink.enabled:  # the failing plain cases, shrunk through the binary (jobs/suites/shrink.py)
-        from eagle3_check.jobs.shrink_route import shrink_suite_and_write
-        from eagle3_check.jobs.suites.shrink import shrink_exec_case
-
-        report.shrunk_lines = shrink_suite_and_write(ctx.cfg, report, cases, env, info, ctx.runner,  # the .pte's dtype
-                                                     shrink_exec_case)
-    return report, info

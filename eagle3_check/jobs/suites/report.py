@@ -51,11 +51,14 @@ def run_suite(
     env: SuiteEnv,
     runner: PluginRunner | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
+    run_one: Callable[[Case, SuiteEnv, object], CaseResult] = run_case,
 ) -> SuiteReport:
+    """Every case through `runner` by `run_one` (`execute.run_case`, or a binary's
+    `jobs.suites.binary.run_exec_case`), in order; Ctrl-C ends it with what was judged."""
     report = SuiteReport(name)
     try:
         for case in cases:
-            result = run_case(case, env, runner)
+            result = run_one(case, env, runner)
             report.results.append(result)
             if on_case:
                 on_case(result)

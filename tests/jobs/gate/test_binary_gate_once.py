@@ -56,3 +56,17 @@ def test_every_check_of_one_gate_shares_one(tokenizer, monkeypatch, tmp_path):
     exec_gate_checks(runner, ToyProgram(), inputs, object(), timed)
     assert len(seen) == 3 and all(r is seen[0] for r in seen) and isinstance(seen[0], OncePerRequest)
     assert seen[0].runner is runner
+
+
+class NamedToy(ToyProgram):
+    path = "m.pte"  # the file a binary would run (runners.binary.runner.program_file)
+
+
+def test_the_request_loop_shares_them_too(runner_writable, tokenizer):
+    """check's request loop reaches the binary through the seam's `observe` (jobs/check/observe.py), not
+    `execute`: an identical request observed twice is still one process."""
+    runner, log = _counting_binary(runner_writable)
+    once = OncePerRequest(runner)
+    a = once.observe(NamedToy(), tokenizer, "Hi", RunOptions(max_new_tokens=4))
+    b = once.observe(NamedToy(), tokenizer, "Hi", RunOptions(max_new_tokens=4))
+    assert a.process is b.process and a.failure and len(log.read_text().split()) == 1
