@@ -19,6 +19,14 @@ from eagle3_check.program.contract import read_metadata
 from eagle3_check.program.eager import EagerBackend
 from eagle3_check.tokenizer import Tokenizer
 
+# pytester's in-process runs (the pytest plugin's tests) drop from sys.modules every module first imported
+# inside them. A Transformers model module first imported there would live on in the classes Transformers
+# caches, beside a second copy of its masking registry: the packed HF reference (judge/packed.py) registers its
+# split attention in one and the model reads the other. Imported here first, they are never dropped.
+import transformers.masking_utils  # noqa: E402,F401  isort: skip
+import transformers.models.gemma4.modeling_gemma4  # noqa: E402,F401  isort: skip
+import transformers.models.llama.modeling_llama  # noqa: E402,F401  isort: skip
+
 torch.set_num_threads(1)  # tiny models: one thread is fastest and keeps 2-core CI machines calm
 
 

@@ -42,6 +42,7 @@ PACK_ROWS = 4096  # packed rows a forward: the activations are N x hidden, each 
 MIN_ROWS = 16
 
 _SPANS: contextvars.ContextVar = contextvars.ContextVar("eagle3_packed_spans", default=None)
+_SPLIT: dict = {}  # inner implementation -> its split attention, made once by this module
 _NAME = "eagle3_packed_{}"  # the split attention registered over an implementation (sdpa, eager)
 
 
@@ -97,7 +98,7 @@ def _split_attention(inner: str):
     def attention(module, query, key, value, attention_mask, **kwargs):  # [1, h, N, D] x3 -> [1, N, h, D]
         spans = _SPANS.get()
         if inner == "eager":  # each model's own eager function (Transformers' default for "eager")
-            fn = inspect.getmodule(type(module)).eager_attention_forward
+            fn = inspect.unwrap(type(module).forward).__globals__["eager_attention_forward"]  # even a module dropped from sys.modules
         else:
             from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -121,8 +122,12 @@ def _registered(inner: str) -> str:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     name = _NAME.format(inner)
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        ALL_ATTENTION_FUNCTIONS.register(name, _split_attention(inner))
+    fn = _SPLIT[inner] if inner in _SPLIT else _SPLIT.setdefault(inner, _split_attention(inner))
+    # Registered by this copy of the module: Transformers' registry outlives a re-import of ours (pytest's
+    # in-process runs drop and re-import eagle3_check), and a function registered by a dropped copy reads
+    # that copy's _SPANS, never set: it would attend over the whole pack.
+    if name not in ALL_ATTENTION_FUNCTIONS or ALL_ATTENTION_FUNCTIONS[name] is not fn:
+        ALL_ATTENTION_FUNCTIONS.register(name, fn)
         ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS[inner])  # the inner's own masks
     return name
 
