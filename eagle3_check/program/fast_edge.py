@@ -25,8 +25,6 @@ Guarded: the stock functions' source must hash to the versions this was written 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import inspect
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -59,18 +57,16 @@ class EdgeStats:
         return asdict(self)
 
 
-def _digest(fn) -> str:
-    return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
-
-
 def guard() -> str:
     """'' when the stock functions are the versions relied on here; otherwise why not."""
+    from eagle3_check.program.fast_lowering import _source_digest
+
     try:
         from executorch.exir.program import _program
     except ImportError as e:  # pragma: no cover - export requires executorch
         return f"executorch.exir.program._program not importable ({e})"
     for name, want in _STOCK_SOURCES.items():
-        got = _digest(getattr(_program, name))
+        got = _source_digest(getattr(_program, name))
         if got != want:
             return f"executorch's {name} source {got} is not the relied-on version {want}"
     return ""

@@ -23,8 +23,6 @@ Guarded: stock's `_can_merge_partitions` must hash to the version this was writt
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import inspect
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -55,11 +53,13 @@ def _stock_class():
 
 def guard() -> str:
     """'' when stock's `_can_merge_partitions` is the version reproduced here; otherwise why not."""
+    from eagle3_check.program.fast_lowering import _source_digest
+
     try:
         cls = _stock_class()
     except ImportError as e:  # pragma: no cover - export requires executorch
         return f"executorch's group_partitioner not importable ({e})"
-    got = hashlib.sha256(inspect.getsource(cls._can_merge_partitions).encode()).hexdigest()[:16]
+    got = _source_digest(cls._can_merge_partitions)
     if got != _EXPECTED:
         return f"GroupBasedPartitioner._can_merge_partitions source {got} is not the reproduced version {_EXPECTED}"
     return ""
