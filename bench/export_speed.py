@@ -41,9 +41,9 @@ def uptime() -> str:
 
 
 @contextlib.contextmanager
-def timed_internals(seconds: dict[str, float]):
-    """Wall seconds inside ExecuTorch's to_edge, partitioner and preprocess steps (timing only: each
-    wrapped function is called as it is)."""
+def timed_internals(seconds: dict[str, float], cpu: dict[str, float]):
+    """Wall and CPU seconds (this process) inside ExecuTorch's to_edge, partitioner and preprocess
+    steps (timing only: each wrapped function is called as it is)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir.backend import backend_api
     from executorch.exir.program import _program
@@ -56,11 +56,12 @@ def timed_internals(seconds: dict[str, float]):
     def wrap(fn, key):
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - t0
+                cpu[key] = cpu.get(key, 0.0) + time.process_time() - c0
         return timed
 
     for owner, name, key in targets:
@@ -83,13 +84,17 @@ def export_once(fixture: str, out: Path, mode: str) -> dict:
 
     program = EagerBackend.from_fixture(load_fixture(fixture))
     inner: dict[str, float] = {}
+    inner_cpu: dict[str, float] = {}
+    marks: list[tuple[str, float]] = []  # (phase, this process's CPU seconds when it started)
     spread = pp.parallel_preprocess
     if mode == "serial":  # lowering.py imports the name at each lowering
         pp.parallel_preprocess = functools.partial(spread, workers=1)
     t0, cpu0 = time.perf_counter(), os.times()
     try:
-        with timed_internals(inner):
-            record = export_eager(program, out, "xnnpack", source={"fixture": fixture}, stock_lowering=mode == "stock")
+        with timed_internals(inner, inner_cpu):
+            record = export_eager(program, out, "xnnpack", source={"fixture": fixture}, stock_lowering=mode == "stock",
+                                  on_phase=lambda name: marks.append((name, time.process_time())))
+        marks.append(("end", time.process_time()))
     finally:
         pp.parallel_preprocess = spread
     wall, cpu1 = time.perf_counter() - t0, os.times()
@@ -97,11 +102,19 @@ def export_once(fixture: str, out: Path, mode: str) -> dict:
     row = {"trace": sum(v for k, v in ph.items() if k.startswith("trace ")), **inner,
            "lower (rest)": ph["lower"] - sum(inner.values()),
            "to_executorch": ph["to_executorch"], "serialize": ph["serialize"], "total": wall}
+    spent: dict[str, float] = {}
+    for (name, c0), (_, c1) in zip(marks, marks[1:]):
+        key = "trace" if name.startswith("trace ") else name
+        spent[key] = spent.get(key, 0.0) + c1 - c0
+    cpu_row = {**spent, **inner_cpu, "lower (rest)": spent.get("lower", 0.0) - sum(inner_cpu.values()),
+               "total": cpu1.user - cpu0.user + cpu1.system - cpu0.system}
     return {"phases": {k: round(row.get(k, 0.0), 2) for k in PHASES},
+            "phases_cpu": {k: round(cpu_row.get(k, 0.0), 2) for k in PHASES},
             "cpu_s": round(cpu1.user - cpu0.user + cpu1.system - cpu0.system, 1),
             "workers_cpu_s": round(cpu1.children_user - cpu0.children_user
                                    + cpu1.children_system - cpu0.children_system, 1),
-            "preprocess": record.lowering.get("preprocess"), "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+            "preprocess": record.lowering.get("preprocess"), "edge": record.lowering.get("edge"),
+            "partition_test": record.lowering.get("partition"), "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
 
 
 def cli_once(fixture: str, out: Path) -> float:
@@ -133,7 +146,8 @@ def main() -> int:
             r = export_once(args.fixture, Path(tmp) / f"{mode}.pte", mode)
             result["modes"][mode] = r
             print(f"{mode}: wall {r['phases']['total']:.1f} s, cpu {r['cpu_s']:.1f} s here + {r['workers_cpu_s']:.1f} s "
-                  f"in preprocess workers; preprocess {r['preprocess']}", flush=True)
+                  f"in preprocess workers; preprocess {r['preprocess']}; edge {r['edge']}; partition {r['partition_test']}",
+                  flush=True)
         if args.cli:
             result["cli_s"] = cli_once(args.fixture, Path(tmp) / "cli.pte")
             print(f"eagle3-check export --fixture {args.fixture}: {result['cli_s']} s wall (fresh process)", flush=True)
@@ -147,6 +161,11 @@ def main() -> int:
         fast = rows["fast"]["phases"][phase] if against else 0.0
         cells += [f"{rows[m]['phases'][phase] / fast:.2f}" if fast > 0.05 else "" for m in against]
         print(f"| {phase} | " + " | ".join(cells) + " |")
+    print("\nCPU seconds of this process per phase (the preprocess workers' apart):\n")
+    print("| phase | " + " | ".join(f"{m} CPU s" for m in modes) + " |")
+    print("|---|" + "---:|" * len(modes))
+    for phase in PHASES:
+        print(f"| {phase} | " + " | ".join(f"{rows[m]['phases_cpu'][phase]:.1f}" for m in modes) + " |")
     print("| CPU s (workers) | " + " | ".join(f"{rows[m]['cpu_s']:.1f} ({rows[m]['workers_cpu_s']:.1f})" for m in modes)
           + " |" * (len(against) + 1))
     same = len({r["sha256"] for r in rows.values()}) == 1

@@ -2,9 +2,11 @@
 lowers (portable kernels elsewhere), to_executorch with the target and draft caches shared across
 methods, and the file (with its `.ptd` data file when the weights go outside).
 
-Three changes to the stock lowering, each exact: the per-partition legalize (program/fast_lowering.py),
-XNNPACK's per-partition preprocess spread over the CPUs (program/parallel_preprocess.py) and, on
-XNNPACK, each tanh GELU kept a tanh GELU (program/gelu_tanh.py). Needs the `pte` extra.
+Five changes to the stock lowering, each exact: to_edge's third re-trace skipped where it has nothing
+to decompose (program/fast_edge.py), the per-partition legalize (program/fast_lowering.py),
+the XNNPACK partitioner's merge test (program/fast_partition.py), XNNPACK's per-partition preprocess
+spread over the CPUs (program/parallel_preprocess.py) and, on XNNPACK, each tanh GELU kept a tanh
+GELU (program/gelu_tanh.py). Needs the `pte` extra.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from eagle3_check.atomic import atomic_writer
 from eagle3_check.errors import OptionError
@@ -38,15 +42,26 @@ def _summarise(edge, names) -> tuple[dict[str, int], dict[str, list[str]]]:
     return delegated, portable
 
 
+def has_gelu(programs: dict) -> bool:
+    """Whether any call in the traced methods (their nested graphs too) is a GELU of any form."""
+    return any(node.op == "call_function" and "gelu" in str(node.target)
+               for ep in programs.values() for gm in ep.graph_module.modules() if isinstance(gm, torch.fx.GraphModule)
+               for node in gm.graph.nodes)
+
+
 def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lowering: bool = False):
     """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
-    fast per-partition legalize (program/fast_lowering.py) and XNNPACK's preprocess over the usable
-    CPUs (program/parallel_preprocess.py) unless `stock_lowering`, and on XNNPACK each tanh GELU
-    kept one (program/gelu_tanh.py). Returns the EdgeProgramManager and the lowering's
-    LoweringStats as JSON, with the count of tanh GELUs rewritten and the PreprocessStats."""
+    fast per-partition legalize (program/fast_lowering.py), to_edge's idle re-trace skipped
+    (program/fast_edge.py), the fast merge test of the partitioner
+    (program/fast_partition.py) and XNNPACK's preprocess over the usable CPUs
+    (program/parallel_preprocess.py) unless `stock_lowering`, and on XNNPACK each tanh GELU kept one
+    (program/gelu_tanh.py). Returns the EdgeProgramManager and the lowering's LoweringStats as JSON,
+    with the count of tanh GELUs rewritten, the EdgeStats, the PartitionStats and the PreprocessStats."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
+    from eagle3_check.program.fast_edge import fast_edge
     from eagle3_check.program.fast_lowering import fast_lowering
+    from eagle3_check.program.fast_partition import fast_partition
     from eagle3_check.program.parallel_preprocess import parallel_preprocess
 
     partitioner, passes, backend_cls = [], [], None
@@ -56,9 +71,14 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
 
         from eagle3_check.program.gelu_tanh import tanh_gelu_pass
 
-        partitioner, passes, backend_cls = [XnnpackPartitioner()], [tanh_gelu_pass()], XnnpackBackend  # gelu_tanh.py: why
+        partitioner, backend_cls = [XnnpackPartitioner()], XnnpackBackend
+        # gelu_tanh.py: why. The pass re-interprets each whole method on fake tensors (~7 CPU s on
+        # SmolLM2); a program without any GELU skips it (the same bytes: tests/pte/test_fast_lowering_pte.py).
+        passes = [tanh_gelu_pass()] if stock_lowering or has_gelu(programs) else []
     spread = parallel_preprocess(backend_cls, enabled=not stock_lowering) if backend_cls else contextlib.nullcontext()
-    with third_party_quiet(), fast_lowering(enabled=not stock_lowering) as lowering, spread as preprocess:
+    with (third_party_quiet(), fast_edge(enabled=not stock_lowering) as edge_stats,
+          fast_lowering(enabled=not stock_lowering) as lowering,
+          fast_partition(enabled=not stock_lowering) as partition, spread as preprocess):
         edge = to_edge_transform_and_lower(
             programs,
             transform_passes=passes or None,
@@ -67,6 +87,7 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
             constant_methods=constants,
         )
     return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes),
+                  "edge": edge_stats.to_json(), "partition": partition.to_json(),
                   "preprocess": preprocess.to_json() if preprocess is not None else None}
 
 

@@ -1,5 +1,6 @@
 """The exact fast lowering (program/fast_lowering.py, with XNNPACK's preprocess spread over the CPUs:
-program/parallel_preprocess.py) writes the very bytes of ExecuTorch's stock
+program/parallel_preprocess.py, the partitioner's fast merge test: program/fast_partition.py, to_edge's
+idle re-trace skipped: program/fast_edge.py) writes the very bytes of ExecuTorch's stock
 lowering: the cached tiny-llama export (made with the fast path, its sidecar says so) against a
 `stock_lowering` export, byte for byte; the int4 and kv_window forms too (slow); and a
 deliberately wrong fast path (a swapped pair of nodes) writes other bytes (slow)."""
@@ -30,6 +31,8 @@ def _fast_record(pte) -> dict:
     want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one worker")
     assert (spread["workers"], spread["reason"]) == want, spread
     assert sum(spread["partitions"]) == sum(json.loads(sidecar_path(pte).read_text())["delegated"].values())
+    # program/fast_partition.py and program/fast_edge.py ran (their version guards passed)
+    assert (lowering["partition"]["mode"], lowering["edge"]["mode"]) == ("fast", "fast"), lowering
     return lowering
 
 
@@ -43,6 +46,7 @@ def _stock_bytes(program, tmp_path, source: dict) -> bytes:
 def test_fast_lowering_writes_the_stock_bytes(pte_path, program, fixture, tmp_path):
     lowering = _fast_record(pte_path)
     assert lowering["moved"] > 0  # the graphs were reordered in place, not only left as they were
+    assert lowering["edge"]["skipped"] == 3  # each method's idle third re-trace (program/fast_edge.py)
     assert pte_path.read_bytes() == _stock_bytes(program, tmp_path, {"fixture": fixture.name})
 
 
