@@ -16,7 +16,8 @@ and the leaves: the top-level modules (errors, tokenizer, table, status) and fix
 - no import circle between modules, counting the imports inside functions too (a lazy import is
   how a module reaches a heavier one; it is still a dependency a reader follows);
 - no branch on a runner's kind outside runners/: no `is_exec`, no test of a `--runner` value's `exec:`
-  form (a job adapts to `runners.seam.Capabilities`, which `runners.seam.kind_of` reads from the spec).
+  form, no binary held beside the runner (`.exec_runner`) (a job adapts to `runners.seam.Capabilities`,
+  which `runners.seam.kind_of` reads from the spec).
 An import by name (a string "eagle3_check.a.b" or "eagle3_check.a.b:attr" that importlib loads: the
 plug-in aliases, the mutants' modules) counts as an import; each rule is shown to fail on an injected one.
 """
@@ -222,7 +223,8 @@ def _exec_form(node) -> bool:
 
 def kind_rule() -> list[str]:
     """Every branch on a runner's kind outside runners/: the name `is_exec`, a `.startswith("exec:")` (or
-    removeprefix, partition) and a comparison with an `exec...` string."""
+    removeprefix, partition), a comparison with an `exec...` string, and a binary held beside the runner
+    (an `.exec_runner` attribute: the pytest plugin once branched on `state.exec_runner is not None`)."""
     bad = []
     for m in sorted(MODULES):
         if m == "runners" or m.startswith("runners."):
@@ -234,7 +236,8 @@ def kind_rule() -> list[str]:
                          and node.func.attr in ("startswith", "removeprefix", "partition")
                          and any(_exec_form(a) for a in node.args))
             compared = isinstance(node, ast.Compare) and any(_exec_form(c) for c in [node.left, *node.comparators])
-            if named == "is_exec" or spec_test or compared:
+            beside = isinstance(node, ast.Attribute) and node.attr == "exec_runner"
+            if named == "is_exec" or spec_test or compared or beside:
                 bad.append(f"eagle3_check/{MODULES[m].relative_to(PKG)}:{node.lineno}: a branch on the runner's kind "
                            "(adapt to runners.seam.Capabilities: runners.seam.kind_of(spec), the runner's capabilities)")
     return bad
@@ -274,9 +277,10 @@ class FakeModule:
     (kind_rule, "jobs.fake", "def f(cfg):\n    if (cfg.runner or '').startswith('exec:'):\n        pass\n"),
     (kind_rule, "cli.fake", "def f(ctx):\n    return 1 if ctx.is_exec else 0\n"),
     (kind_rule, "jobs.fake", "def f(spec):\n    return 'exec:' in spec\n"),
+    (kind_rule, "pytest_plugin.fake", "def f(state):\n    return 1 if state.exec_runner is not None else 0\n"),
 ], ids=["docstring-runners", "docstring-isolate", "docstring-jobs-check", "docstring-shrink", "cli", "judge-loop",
         "judge-loop-by-name", "program", "jobs-from-runners", "jobs-from-fixtures", "shrink", "report", "leaves",
-        "kind-startswith", "kind-is-exec", "kind-in"])
+        "kind-startswith", "kind-is-exec", "kind-in", "kind-binary-beside"])
 def test_each_rule_fails_on_an_injected_import(rule, module, src):
     """Each rule above catches the import (or the kind branch) it forbids (so none of them passes for want
     of looking)."""

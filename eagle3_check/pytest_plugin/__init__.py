@@ -7,9 +7,11 @@ only pytest: nothing of eagle3_check loads until an option turns the plugin on (
 collected and the fixtures skip, naming the option they need.
 
 What lives here: the options, markers, collection hook and fixtures (`__init__`), the lazily
-built program, tokenizer, reference and runner of one test session (`state`, on a `jobs.common.context.CheckContext`), a runner binary
-under test (`binary`), the test items with their failure texts (`items`), and the pytest-xdist
-scheduler that keeps a baseline key's items on one worker (`workers`).
+built program, tokenizer, reference and the one runner of a test session (`state`, on a
+`jobs.common.context.CheckContext`), what the session collects (`collected`), an item's run routed by
+the runner's capabilities, never its kind (`runs`), a runner binary's option and its goldens (`binary`),
+the test items with their failure texts (`items`), and the pytest-xdist scheduler that keeps a
+baseline key's items on one worker (`workers`).
 
 May import: program, runners, judge, suites, jobs (lazily, inside functions: test_layout checks that the
 package's module level imports nothing of eagle3_check but the leaves)

@@ -3,8 +3,9 @@
 The options are parsed by `runners.binary.runner` (`resolve_command`, `exec_runner`: the parser of
 `check --runner exec:CMD --request-timeout S`); a binary runs the `.pte` file itself, so it needs
 `--eagle3-pte`, and gets its `.ptd` (`--eagle3-data-path`) as the seed's `--data_path` (a template
-without `{data_path}` is refused up front, as `check` refuses it). Its suite cases and prompts are
-judged by `jobs.suites.binary` / `jobs.check.binary` (items.py); its golden prompts here, by
+without `{data_path}` is refused up front, as `check` refuses it). Parsed, it is the session's one
+runner (`state.Eagle3State.runner`), whose capabilities route every item (runs.py): its suite cases
+and prompts are judged by `jobs.suites.binary` / `jobs.check.binary`; its golden prompts here, by
 `jobs.golden.binary`, with that module's rules for which goldens a binary can run.
 """
 
@@ -41,7 +42,7 @@ def golden_why(state, golden) -> str | None:
     from eagle3_check.program.contract import read_metadata
 
     md = read_metadata(state.program.metadata())
-    return exec_unavailable(golden.key, state.fixture_name, md, state.exec_runner, Path(state.settings["pte"]))
+    return exec_unavailable(golden.key, state.fixture_name, md, state.runner, Path(state.settings["pte"]))
 
 
 def golden_diffs(state, golden, prompt) -> list[str]:
@@ -55,7 +56,7 @@ def golden_diffs(state, golden, prompt) -> list[str]:
     golden.check_vocab(md.vocab_size or state.tokenizer.vocab_size)
     pieces = BytePieces.from_tokenizer_json(state.tokenizer.path)
     notes: list[str] = []
-    diffs = compare_prompt(golden.key.stem, prompt, golden, state.exec_runner, Path(state.settings["pte"]),
+    diffs = compare_prompt(golden.key.stem, prompt, golden, state.runner, Path(state.settings["pte"]),
                            state.tokenizer, pieces, binary_options(golden.run_options(), md), {},
                            program_data(state.program), notes)
     for note in notes:  # acceptance of an eager golden on the .pte (jobs.golden.diff.stats_exact): shown, not failed

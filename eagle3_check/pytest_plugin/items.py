@@ -12,10 +12,11 @@ Markers: `eagle3` on every item, plus `eagle3_suite`, `eagle3_prompt`, `eagle3_g
 forensics (no traceback); a user error (a program that does not load, a bad prompt) is its one
 line. An item's location (in skip lines and failure headers) is where it is written down: the
 case in its suite module, the prompt in its prompt set, the prompt in its golden file, the key in
-the baseline. With a runner binary (--eagle3-runner-bin) the same items run through it and are
-judged by `binary/`; a failure also shows the binary's exit and the end of its stderr.
+the baseline. Every item runs through the session's one runner and adapts to its capabilities
+(runs.py): a runner binary (--eagle3-runner-bin) runs them on its own `.pte`, judged by what it prints;
+a failure also shows the binary's exit and the end of its stderr.
 
-A golden prompt runs once per process (`Eagle3State.golden_run`), shared by its golden item and the
+A golden prompt runs once per process (`runs.Runs.golden_run`), shared by its golden item and the
 baseline item of its key. Under pytest-xdist each worker is a process: both kinds of item of a
 baseline key carry `xdist_group("eagle3-<stem>")`, and `--dist loadgroup` sends them to one worker
 (workers.py), so no worker re-runs a prompt another one ran (`-n` alone, `--dist load`, does not).
@@ -80,15 +81,7 @@ class SuiteItem(Eagle3Item):
 
     def runtest(self):
         state = self.state
-        if state.exec_runner is not None:
-            from eagle3_check.jobs.suites.binary import run_exec_case
-
-            result = run_exec_case(self.case, state.suite_env, state.exec_runner, state.tmp_dir)
-        else:
-            from eagle3_check.jobs.suites.execute import run_case
-
-            with state.numerics():  # --eagle3-numerics exact: the case on the shape-invariant kernels
-                result = run_case(self.case, state.suite_env, state.runner)
+        result = state.run_case(self.case)  # routed by the runner's capabilities (runs.py)
         self.user_properties.append(("status", str(result.status)))
         if result.status == SKIP:
             self.skip(result.message)
@@ -112,7 +105,7 @@ class PromptItem(Eagle3Item):
 
     def runtest(self):
         o = self.state.check_request(self.prompt.text, prompt_id=self.prompt.id)
-        if self.state.exec_runner is not None:
+        if self.state.capabilities.program_file:  # judged by what it printed (jobs.check.binary.ExecOutcome)
             return self.judge_exec(o)
         v, r = o.verdict, o.run
         allowed = ties_allowed(self.state.tie_budget, v.judged)  # the report's budget rule, per request
@@ -153,10 +146,8 @@ class GoldenItem(Eagle3Item):
 
     def runtest(self):
         state = self.state
-        if not self.why and state.exec_runner is not None:
-            from eagle3_check.pytest_plugin.binary import golden_why
-
-            self.why = golden_why(state, self.golden)
+        if not self.why:
+            self.why = state.golden_skip(self.golden)  # what this runner cannot run (runs.py), by its capabilities
         why = self.why
         if why:
             self.skip(f"golden {self.golden.key.stem}: {why}")

@@ -200,7 +200,7 @@ def pytest_collection_finish(session):
     from eagle3_check.pytest_plugin import STATE
 
     state = session.config.stash[STATE]
-    binary = state.exec_runner
+    binary = state.runner  # the session's one runner: the binary, as parsed
     print(f"binary: {binary.command.argv} {binary.timeout} {state.settings['data_path']}")
 ''')
     (pytester.path / "elsewhere").mkdir()

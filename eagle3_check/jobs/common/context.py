@@ -22,13 +22,16 @@ from eagle3_check.jobs.common import world
 class CheckContext:
     """`build(cfg) -> ProgramSetup` replaces `world.build_program` for a front end that builds its
     own program (the pytest plugin: a `.pte` as loaded, CPU float32); `limit_flag` is the flag a
-    request over its time limit names; `log` takes the --shuffle order line (stderr)."""
+    request over its time limit names; `log` takes the --shuffle order line (stderr); `loaded`: the
+    runner `cfg.runner` names, already loaded by the front end with its own flags in its errors (the
+    pytest plugin's `--eagle3-runner-bin`), used as `loaded_runner`."""
 
-    def __init__(self, cfg, build=None, limit_flag: str | None = None, log=None):
+    def __init__(self, cfg, build=None, limit_flag: str | None = None, log=None, loaded=None):
         self.cfg = cfg
         self.build = build
         self.limit_flag = limit_flag
         self.log = log or (lambda line: print(line, file=sys.stderr))
+        self._loaded = loaded
 
     # --- the program ------------------------------------------------------------------------
 
@@ -156,6 +159,8 @@ class CheckContext:
         """The runner as loaded (runners/plugin.py) in this process: a PluginRunner, or a runner of the seam
         that runs its program file (runners.binary.runner.ExecRunner).
         An isolated runner (`isolated`) is never loaded here: `runner` is its child."""
+        if self._loaded is not None:
+            return self._loaded
         from eagle3_check.runners.plugin import load_runner
 
         return load_runner(self.runner_name)

@@ -1,7 +1,7 @@
 """`check --suite`: the edge cases (suites/, as data) run and judged.
 
-What lives here: `execute` (a case run on its program and judged against its oracle and a greedy
-reference), `report` (a suite's report and the loop over its cases), `outcomes` (the reports'
+What lives here: `execute` (a case set up, forced and run on its program), `judging` (that run
+judged against its oracle and a greedy reference, the audits and the case's expectations), `report` (a suite's report and the loop over its cases), `outcomes` (the reports'
 outcome, printed by the front end), `job` (the edge cases on the fixtures or on one given program,
 any runner or a binary), `binary` (a case through a runner without forced acceptance: a binary)
 and `shrink` (the probe: a failing case shrunk, where it is one plain request, through

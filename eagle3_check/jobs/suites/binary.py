@@ -10,7 +10,7 @@ flag it does not have): it must refuse it with an error exit, never run get_chai
 clean error exit (a status >= 1, no summary line) whose stderr names what the case needs.
 Expectations a binary cannot show (draft calls, run notes) are listed as not observed.
 
-Not folded into `execute` (the loop is `report.run_suite`'s): a binary runs its .pte unforced and takes
+Not folded into `execute` and `judging` (the loop is `report.run_suite`'s): a binary runs its .pte unforced and takes
 text, so a case's setup (unforced positions, metadata copies, text prompts, a K to refuse) and its verdict
 (`judge.binary`, held to our runner's rounds and tau) are its own.
 """
@@ -28,13 +28,13 @@ from eagle3_check.errors import Eagle3CheckError
 from eagle3_check.jobs.check.binary import byte_pieces_or_none
 from eagle3_check.jobs.suites.execute import (
     SKIP,
-    CaseResult,
     SuiteEnv,
     WholeRun,
     about_the_run,
     case_error,
     case_setup,
 )
+from eagle3_check.jobs.suites.judging import CaseResult
 from eagle3_check.jobs.suites.report import SuiteReport, run_suite
 from eagle3_check.judge.binary import FAIL, PASS, TIE, Request, judge_observation
 from eagle3_check.runners.binary.acceptance import held_to_ours

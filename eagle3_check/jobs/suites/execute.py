@@ -1,16 +1,5 @@
-"""Running one case: build the request, force it, run the reference runner, judge it.
-
-Checks on every case that runs (besides what its `Expect` adds):
-- every emitted token is the reference's argmax over the request + the runner's own tokens
-  (or a tie within the tolerance), and the length and stop rules of DESIGN §2 hold (the
-  verdict: `verdict.judge`, `rules.expected_length`); a tie is reported as a tie only when
-  nothing else is wrong: all the checks below run whatever the tokens hold;
-- the runner's stop reason is the one the rules fix;
-- under forcing, every forced round accepted exactly the forced a;
-- the call log holds the DESIGN §2 invariants (`instrument.call_problems`), which include
-  "no KV position >= max_seq_len";
-- tau * rounds + 1 = tokens emitted;
-- every other field of the RunResult against the rules and the call log (`audit.result_problems`).
+"""Running one case: build the request, force it, run it through the runner; `jobs.suites.judging`
+judges what the run showed (the verdict, the audits, the case's expectations: its docstring lists them).
 
 A `SuiteEnv` holds what cases need and nothing case-specific: a program factory (spec wish ->
 program; the eager one builds and caches small programs, a fixed one returns its program),
@@ -31,20 +20,25 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_check.errors import Eagle3CheckError, first_line
-from eagle3_check.judge.audit import result_problems
+from eagle3_check.jobs.suites.judging import (
+    CaseResult,
+    CaseRun,
+    judge_refusal,
+    judge_run,
+    verify_refused,
+)
 from eagle3_check.judge.self_ref import SelfReference, self_score
 from eagle3_check.judge.tolerance import Tolerance
-from eagle3_check.judge.verdict import FAIL, TIE, judge
+from eagle3_check.judge.verdict import FAIL
 from eagle3_check.program.contract import Metadata, ProgramWrapper, SpeculatorProgram, read_metadata
 from eagle3_check.runners.crash import crash_reason
 from eagle3_check.runners.in_process import as_runner
-from eagle3_check.runners.instrument import RecordingProgram, call_problems
+from eagle3_check.runners.instrument import RecordingProgram
 from eagle3_check.runners.loop import ReferenceRunner
-from eagle3_check.runners.options import RunOptions, prompt_ids, stop_set
+from eagle3_check.runners.options import RunOptions, stop_set
 from eagle3_check.runners.profiles import declared
 from eagle3_check.runners.result import PluginRunner
 from eagle3_check.runners.rules import prefill_chunks
@@ -56,9 +50,7 @@ from eagle3_check.suites.request import (
     CaseSkip,
     StopPatch,
     apply_stops,
-    oracle_stops,
     pick_prompt,
-    prompt_problem,
 )
 from eagle3_check.suites.toy import LO, SPAN, ToyProgram
 from eagle3_check.suites.turns import (
@@ -71,18 +63,6 @@ from eagle3_check.suites.turns import (
 
 SELF = "self"  # SuiteEnv reference: each program's own greedy decoding (judge/self_ref.py)
 DEFAULT_MAX_NEW = 16  # suites keep requests short; cases that need more say so
-
-
-@dataclass
-class CaseResult:
-    name: str
-    status: str  # pass | fail | tie | skip
-    message: str
-    details: dict[str, Any] = field(default_factory=dict)  # L, K, tokens, rounds, accepted, stop
-    seconds: float = 0.0  # wall time of the case, skips included (set by run_case)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 class SuiteEnv:
@@ -320,65 +300,12 @@ def _run(case: Case, env: SuiteEnv, runner: PluginRunner) -> CaseResult:
     inner = ForcedDraft(program, ids + ref.tokens, case.forcing, k, md.vocab_size or env.tokenizer.vocab_size) \
         if case.forcing else program
     obs = as_runner(runner).observe(inner, tokenizer, prompt, options, what=case.name)  # its calls recorded
-    rec, run = obs.calls, obs.run
     if obs.failure:  # any exception, or a run() that returns no RunResult: this case fails
         why = obs.failure
         return CaseResult(case.name, FAIL, why if why.startswith(("crashed", "contract")) else f"raised {why}",
                           {"L": len(ids), "K": k})
-    stops = oracle_stops(case, ref.tokens, stop_idx, stop_set(tokenizer, md, options).ids)
-    verdict = judge(run, env.score(ids, run.tokens, base, own=bool(case.toy)), stops, options.max_new_tokens,
-                    md.max_seq_len, env.tolerance)
-    # every check runs whatever the tokens hold: a tie never excuses forcing, stop or call-log problems
-    structural = call_problems(rec, run, md.max_seq_len, chunks)
-    structural += result_problems(rec, run, tokenizer, options.max_new_tokens, md.max_seq_len)
-    if run.prompt_ids != ids:
-        structural.append(f"runner's prompt ids ({len(run.prompt_ids)}) differ from the request's ({len(ids)})")
-    structural += filter(None, [prompt_problem(env.tokenizer, prompt, options, run.prompt_ids)])
-    if run.k != k:  # a profile's clamp, or the case's K
-        structural.append(f"the runner ran K = {run.k}, expected K = {k}" + (f" ({turned})" if turned else ""))
-    if abs((run.tau * run.rounds + 1 if run.rounds else 1) - len(run.tokens)) > 1e-6 or (not run.rounds and run.tau):
-        structural.append(f"tau {run.tau} * rounds {run.rounds} + 1 != {len(run.tokens)} tokens emitted")
-    outcome = [verdict.message] if verdict.status == FAIL else []
-    if verdict.expected_reason and run.stop_reason != verdict.expected_reason:
-        outcome.append(f"runner says stop '{run.stop_reason}', rules fix '{verdict.expected_reason}'")
-    if case.forcing:
-        for r, (got, want) in enumerate(zip(run.accepted, case.forcing.resolve(k, run.rounds)), start=1):
-            if want is not None and got != want:
-                outcome.append(f"round {r} accepted {got}, forced {want}")
-                break
-    outcome += _expectations(case, env, run, verdict, rec, options)
-    details = {"L": len(ids), "K": k, "tokens": len(run.tokens), "rounds": run.rounds,
-               "accepted": run.accepted, "stop": run.stop_reason, "max_new": run.max_new}
-    details.update(identical=verdict.identical, ties=verdict.ties, profile=prof.name)
-    if turned:
-        details["notes"] = [turned]
-    if structural or outcome:
-        return CaseResult(case.name, FAIL, "; ".join(outcome + structural), details)
-    message = f"{verdict.message} ({turned})" if turned else verdict.message
-    return CaseResult(case.name, TIE if verdict.status == TIE else PASS, message, details)
-
-
-def _expectations(case, env, run, verdict, rec, options) -> list[str]:
-    ex, out = case.expect, []
-    if ex.reason and verdict.expected_reason and verdict.expected_reason != ex.reason:
-        out.append(f"case aims at stop '{ex.reason}' but the rules fix '{verdict.expected_reason}' (case setup)")
-    if ex.draft_calls is not None and len(rec.of("draft_decode")) != ex.draft_calls:
-        out.append(f"{len(rec.of('draft_decode'))} draft_decode calls, expected {ex.draft_calls}")
-    if ex.rounds is not None and run.rounds != ex.rounds:
-        out.append(f"{run.rounds} rounds, expected {ex.rounds}")
-    if ex.note and not any(ex.note in n for n in run.notes):
-        out.append(f"no run note mentions {ex.note!r} (notes: {run.notes})")
-    text = case.prompt.text if case.prompt.text is not None else env.prompts[0]
-    if ex.prompt == "drop-bos":
-        with_bos = prompt_ids(env.tokenizer, text, dataclasses.replace(options, bos_id=RunOptions.bos_id))
-        if run.prompt_ids != with_bos[1:]:
-            out.append(f"bos -1: prompt ids {run.prompt_ids[:4]}... are not the default ids minus BOS {with_bos[:4]}...")
-    elif ex.prompt == "decodes":
-        want = text if options.raw else options.chat_prefix + text + options.chat_suffix
-        body = run.prompt_ids if options.bos_id == -1 else run.prompt_ids[1:]
-        if (options.bos_id != -1 and run.prompt_ids[:1] != [options.bos_id]) or env.tokenizer.decode(body) != want:
-            out.append(f"prompt decodes to {env.tokenizer.decode(run.prompt_ids)!r}, rules give BOS + {want!r}")
-    return out
+    return judge_run(env, CaseRun(case, base, md, k, options, prompt, ids, ref.tokens, stop_idx, tokenizer, chunks,
+                                  turned, prof.name, obs))
 
 
 def _run_error(case, env, program, options, md, k, runner, runtime: str | None = None,
@@ -397,31 +324,13 @@ def _run_error(case, env, program, options, md, k, runner, runtime: str | None =
                           limit_flag(runner))
     except RequestTimeout as e:
         return CaseResult(case.name, FAIL, str(e), {"L": L, "K": k})
-    except Eagle3CheckError as e:
-        msg, problems = str(e), []
-        by_program = _verify_refused(rec) if runtime else None
-        if by_program:  # the runner passed the program's own refusal on: the runtime's error
-            return CaseResult(case.name, PASS, f"error: {msg} ({by_program}; {runtime})", {"L": L, "K": k, "error": msg})
-        if type(e).__name__ != case.expect.error:
-            problems.append(f"raised {type(e).__name__}, expected {case.expect.error}")
-        problems += [f"error does not mention {m!r}" for m in case.expect.mentions if m not in msg]
-        if "\n" in msg:
-            problems.append("error message is more than one line")
-        if rec.calls:
-            problems.append(f"{len(rec.calls)} program calls ran before the error (expected none)")
-        details = {"L": L, "K": k, "error": msg}
-        passed = f"error: {msg}" + (f" ({note or runtime})" if note or runtime else "")
-        return CaseResult(case.name, FAIL if problems else PASS, "; ".join(problems) or passed, details)
+    except Eagle3CheckError as e:  # the error the case expects, or the program's refusal passed on
+        return judge_refusal(case, e, rec, L, k, runtime, note)
     except Exception as e:  # noqa: BLE001 - the program's refusal of the window is the runtime's error
-        by_program = _verify_refused(rec) if runtime else None
+        by_program = verify_refused(rec) if runtime else None
         if not by_program:
             raise
         return CaseResult(case.name, PASS, f"{by_program}; {runtime}", {"L": L, "K": k, "error": first_line(e)})
     return CaseResult(case.name, FAIL, f"expected {case.expect.error}, but the run emitted "
                       f"{len(run.tokens)} tokens ({run.stop_reason})", {"L": L, "K": k})
 
-
-def _verify_refused(rec) -> str | None:
-    """The program's refusal of a target_verify window, in words, when the run met one (None: none)."""
-    hit = next((r for r in rec.refused if r[0] == "target_verify"), None)
-    return f"the program refused target_verify at positions {hit[1]}: {hit[2]}" if hit else None

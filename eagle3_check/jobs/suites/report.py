@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eagle3_check.jobs.suites.execute import SKIP, CaseResult, SuiteEnv, run_case
+from eagle3_check.jobs.suites.execute import SKIP, SuiteEnv, run_case
+from eagle3_check.jobs.suites.judging import CaseResult
 from eagle3_check.judge.verdict import FAIL
 from eagle3_check.runners.result import PluginRunner
 from eagle3_check.status import Status, overall, passes

@@ -13,7 +13,7 @@ import eagle3_check.jobs.suites.binary as binary_suites
 from eagle3_check.jobs.gate.binary import exec_gate_checks
 from eagle3_check.jobs.gate.gate import GateInputs
 from eagle3_check.jobs.gate.model import suite_junit_cases, timed
-from eagle3_check.jobs.suites.execute import CaseResult
+from eagle3_check.jobs.suites.judging import CaseResult
 from eagle3_check.jobs.suites.report import SuiteReport
 from eagle3_check.runners.binary.runner import ExecRunner
 from eagle3_check.runners.options import RunOptions
