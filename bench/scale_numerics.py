@@ -101,8 +101,8 @@ def adapter_rows(model, ids, slots: int, window: bool):  # [1, L] -> [W, V]
     if model.config._attn_implementation == "eager":  # HF's eager attention adds its mask: the bool one as 0/-big
         bool_mask = adapter.attention_mask
         low = torch.finfo(next(model.parameters()).dtype).min
-        adapter.attention_mask = lambda p: torch.zeros((), dtype=torch.float32, device=p.device).masked_fill(
-            ~bool_mask(p), low).to(next(model.parameters()).dtype)
+        adapter.attention_mask = lambda p, s=None: torch.zeros((), dtype=torch.float32, device=p.device).masked_fill(
+            ~bool_mask(p, s), low).to(next(model.parameters()).dtype)  # s: the window's slots (program/kv_window.py)
     pos = torch.arange(L, device=ids.device)  # [L]
     if not window:
         return adapter(ids, pos)[0][0, -W:]
