@@ -49,7 +49,7 @@ STEPS = [  # (step, module, attribute): a function or a Class.method, wrapped in
     ("self reference", "eagle3_check.judge.self_ref", "self_score"),
     ("self reference", "eagle3_check.jobs.suites.execute", "self_score"),
     ("our runner", "eagle3_check.runners.loop", "ReferenceRunner.run"),
-    ("id recovery", "eagle3_check.jobs.check.binary", "recover_ids"),
+    ("id recovery", "eagle3_check.judge.binary", "recover_ids"),
 ]
 
 
@@ -139,6 +139,8 @@ def run_route(tree: Path, route: str, args, gate_args: list[str], out_dir: Path)
     runner = None
     replayer = f"exec:{sys.executable} -S {ROOT / 'bench' / 'replay_runner.py'}"
     recorded = out_dir.parent / "recorded"  # the tree's run directory: old/ or new/
+    recorded.mkdir(exist_ok=True)
+    recorded.chmod(0o777)  # written by the recorder, which runs as the binary does (`nobody` under a root gate)
     if route == "binary":
         binary = (args.runner or f"exec:{tree / 'fixtures' / 'fake_runners' / 'fake_seed_runner'}")[len("exec:"):]
         runner = f"{replayer} record {recorded} {binary}"
@@ -224,6 +226,9 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory(prefix="gate-speed-") as tmp:
         tmp = args.keep or tmp
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        Path(tmp).chmod(0o755)  # the recorder runs as the binary does, as `nobody` when the gate is root: it
+        # must reach RUN/recorded (docs/isolation.md)
         for route in args.routes.split(","):
             old = None
             if args.base:

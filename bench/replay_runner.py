@@ -30,16 +30,25 @@ def key(flags: list[str]) -> str:
     for f in flags:
         name, eq, value = f.partition("=")
         if eq and name in ("--model_path", "--data_path", "--tokenizer_path"):
-            f = f"{name}={os.path.basename(value)}"
+            f = f"{name}={lent(value) if value.startswith('/proc/self/fd/') else os.path.basename(value)}"
         named.append(f)
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:32]
+
+
+def lent(path: str) -> str:
+    """A file the harness lends by descriptor (/proc/self/fd/N: one its binary cannot reach by name,
+    docs/isolation.md) named by its bytes: every such file has the same name."""
+    with open(path, "rb") as f:
+        return "sha256:" + hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def record(directory: str, argv: list[str]) -> int:
     """Runs the binary (the words up to its first `--` flag), stores what it printed under the flags' key."""
     split = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
     binary, flags = argv[:split], argv[split:]
-    p = subprocess.run(binary + flags, stdin=subprocess.DEVNULL, capture_output=True)
+    # close_fds=False: an input the harness lends by descriptor (a file in a directory the binary cannot
+    # reach: --model_path=/proc/self/fd/N, docs/isolation.md) must stay open for the binary, as it is for us
+    p = subprocess.run(binary + flags, stdin=subprocess.DEVNULL, capture_output=True, close_fds=False)
     entry = {"flags": flags, "returncode": p.returncode, "stdout": base64.b64encode(p.stdout).decode(),
              "stderr": base64.b64encode(p.stderr).decode()}
     dst = os.path.join(directory, key(flags) + ".json")

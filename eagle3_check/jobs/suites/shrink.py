@@ -22,7 +22,7 @@ from eagle3_check.runners.options import stop_set
 from eagle3_check.shrink.search import ShrinkResult
 from eagle3_check.status import FAIL
 from eagle3_check.suites.case import Case
-from eagle3_check.suites.request import pick_prompt
+from eagle3_check.suites.request import CaseSkip, pick_prompt
 
 
 class EnvReference:
@@ -61,7 +61,10 @@ def shrink_case(case: Case, env: SuiteEnv, runner, budget_s: float,
         return None, None, f"not shrunk: {why}"
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
-    prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
+    try:
+        prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
+    except CaseSkip as e:  # no prompt of the case's shape fits this program: nothing to run again
+        return None, None, f"not shrunk: {e}"
     p = Prompt(case.name, prompt) if isinstance(prompt, str) else Prompt(case.name, "", ids=tuple(prompt))
     ref = EnvReference(env, base)
     report = run_check(base, env.tokenizer, ref, [p], options, env.tolerance, runner=runner)
@@ -91,15 +94,14 @@ def shrink_exec_case(case, env, runner, budget_s: float, on_probe=None) -> tuple
     from eagle3_check.jobs.check.binary import run_exec_check
     from eagle3_check.jobs.check.shrink import shrink_exec_report
     from eagle3_check.jobs.suites.binary import _as_text, skip_reason
-    from eagle3_check.suites.request import CaseSkip
 
     why = plain(case) or skip_reason(case, runner.capabilities)
     if why:
         return None, None, f"not shrunk: {why}"
     setup = case_setup(case, env)
     base, md, k, options = setup.base, setup.md, setup.k, setup.options
-    prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
-    try:
+    try:  # no prompt of the case's shape fits this program, or none the binary can be given as text
+        prompt, ids, _ = pick_prompt(case, env, base, md, k, options, [], stop_set(env.tokenizer, md, options).ids, [])
         text, options = _as_text(prompt, ids, options, env.tokenizer)
     except CaseSkip as e:
         return None, None, f"not shrunk: {e}"
