@@ -114,3 +114,23 @@ def test_the_suite_shrinker_runs_through_the_runner_the_gate_holds(program, toke
                                 on_probe=lambda *a: probes.append(1))
     assert done.result is not None and done.result.probes == len(probes) + done.result.reduced
     assert (len(probes) == 0) == (budget == 0) and len(calls) == 1 + done.result.probes  # the check's re-run, then each
+
+
+def test_a_case_whose_prompt_no_longer_fits_is_not_shrunk_and_says_why(program, tokenizer, hf_reference, fixture,
+                                                                       monkeypatch):
+    """The shrink picks the failing case's prompt again; where none of its shape fits the program (a
+    CaseSkip: the gate found this through a binary on a `.pte`), the case is "not shrunk" with the reason,
+    never a traceback."""
+    from eagle3_check.jobs.suites import shrink
+    from eagle3_check.suites.request import CaseSkip
+
+    report, inputs = gate(program, tokenizer, hf_reference, fixture, "options/raw-edge-whitespace", STRIPPED)
+    assert edge(report).status == FAIL
+
+    def no_fit(*a, **k):
+        raise CaseSkip("no prompt of L+K=max_seq_len+1 fits this program's prefill range [1, 128]")
+
+    monkeypatch.setattr(shrink, "pick_prompt", no_fit)
+    [done] = shrink_gate_suites(report, inputs, program, hf_reference, budget_shares(1, 30.0), inputs.plugin)
+    assert done.result is None and done.note == ("not shrunk: no prompt of L+K=max_seq_len+1 fits this program's "
+                                                 "prefill range [1, 128]")
