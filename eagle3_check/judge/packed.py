@@ -122,7 +122,9 @@ def _registered(inner: str) -> str:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     name = _NAME.format(inner)
-    fn = _SPLIT[inner] if inner in _SPLIT else _SPLIT.setdefault(inner, _split_attention(inner))
+    if inner not in _SPLIT:
+        _SPLIT[inner] = _split_attention(inner)
+    fn = _SPLIT[inner]
     # Registered by this copy of the module: Transformers' registry outlives a re-import of ours (pytest's
     # in-process runs drop and re-import eagle3_check), and a function registered by a dropped copy reads
     # that copy's _SPANS, never set: it would attend over the whole pack.
