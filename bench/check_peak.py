@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
     from eagle3_check.cli import main as cli
 
     out, args = argv[0], argv[1:]
+    torch.cuda.init()  # torch 2.11: resetting the peak of a device not yet initialised is 'Invalid device argument'
     n = torch.cuda.device_count()
     for i in range(n):
         torch.cuda.reset_peak_memory_stats(i)

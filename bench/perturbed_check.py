@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     kinds = args.kinds or list(SCALE_KINDS if args.scale else DEFAULT_KINDS)
-    spec = ProgramSpec(max_seq_len=args.max_seq_len, min_prefill=1, max_prefill=args.max_seq_len // 2, chain_len=4,
+    spec = ProgramSpec(max_seq_len=args.max_seq_len, min_prefill=1, max_prefill=args.max_seq_len - args.new - 8, chain_len=4,
                        min_verify_len=2, max_verify_len=8)
     with tempfile.TemporaryDirectory() as tmp:
         name, target, tokenizer, draft, options, prompts = sources(args, Path(tmp))

@@ -102,6 +102,17 @@ def q99(xs: list[float]) -> float:
     return s[min(len(s) - 1, int(0.99 * len(s)))] if s else 0.0
 
 
+def eager_target(program):
+    """The eager target module under `program` and any wrappers around it (a CUDA-graph program, a
+    recording: each a ProgramWrapper with `inner`), else None (a `.pte`, an AOTI package, a plug-in)."""
+    while program is not None:
+        target = getattr(getattr(program, "module", None), "target", None)
+        if target is not None:
+            return target
+        program = getattr(program, "inner", None)
+    return None
+
+
 def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[int], n_new: int, device: str,
               key=None):
     """The Calibration of an eager program's target (its module's `target`) against `reference`
@@ -111,7 +122,7 @@ def calibrate(program, reference, prompts: list[list[int]], k: int, stops: set[i
     from eagle3_check.judge.calibration import CalibrationKey
     from eagle3_check.program.calibration_export import weights_digest
 
-    target = getattr(getattr(program, "module", None), "target", None)
+    target = eager_target(program)
     if target is None:
         raise InputError("a calibration on this program", "an eager program (its target's logits are measured)",
                          "calibrate on the eager program of the same target (--target DIR), then judge this one")

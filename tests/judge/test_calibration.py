@@ -96,3 +96,20 @@ def test_calibrate_on_the_tiny_fixture(program, tokenizer, hf_reference):
     assert cal.flips == 0 and cal.max_shift < 1e-3  # fp32, the same HF model: no flip
     again = calibrate(program, hf_reference, prompts, 4, set(), 12, "cpu")
     assert again.key == cal.key and again.max_shift == cal.max_shift  # keyed by the weights, repeatable
+
+
+def test_calibrate_through_wrappers_measures_the_eager_target(program, tokenizer, hf_reference):
+    """`check --device cuda` wraps the eager program in a CUDA-graph program (a ProgramWrapper): the
+    calibration measures the eager target under it (on the H200 the bf16 check of a --target was
+    refused with 'expected an eager program' before this), and a program with no eager target is
+    refused in one line."""
+    from eagle3_check.errors import InputError
+    from eagle3_check.program.contract import ProgramWrapper
+    from eagle3_check.runners.options import RunOptions, prompt_ids
+
+    prompts = [prompt_ids(tokenizer, "Hello there", RunOptions())]
+    wrapped = calibrate(ProgramWrapper(ProgramWrapper(program)), hf_reference, prompts, 4, set(), 8, "cpu")
+    plain = calibrate(program, hf_reference, prompts, 4, set(), 8, "cpu")
+    assert (wrapped.key, wrapped.rows, wrapped.max_shift) == (plain.key, plain.rows, plain.max_shift)
+    with pytest.raises(InputError, match="expected an eager program"):
+        calibrate(ProgramWrapper(object()), hf_reference, prompts, 4, set(), 8, "cpu")
