@@ -112,3 +112,15 @@ def budget_json(budget: float | BinomialBudget) -> dict:
     if isinstance(budget, BinomialBudget):
         return {"kind": "binomial", "rate": budget.rate, "alpha": ALPHA, "source": budget.source}
     return {"share": budget}
+
+
+def noise_note(ties: int, allowed_n: int, positions: int, exact: bool = False) -> str | None:
+    """What a PASS that used ties can and cannot see (issue 44 item 3: a program that passes within the
+    tolerance's noise is told so), else None (no tie, a failing verdict, or exact mode: identity).
+    Worked example, the 8B shape in bf16 on the H200 (docs/scale.md): 246 ties of 2048 positions, 334
+    allowed -> '... 88 more positions could turn into ties and this verdict would still pass ...'."""
+    if exact or ties <= 0 or ties > allowed_n:
+        return None
+    return (f"passed within the tolerance's noise: {ties} of {positions} positions are ties "
+            f"({ties / positions:.1%}), up to {allowed_n} allowed; a program whose tokens moved at {allowed_n - ties} "
+            f"more positions would pass too. For a verdict without a tolerance: --exact (docs/exact.md)")

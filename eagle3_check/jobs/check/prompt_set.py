@@ -29,7 +29,7 @@ from eagle3_check.errors import OptionError
 from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.jobs.check.observe import observe_each
 from eagle3_check.judge.audit import result_problems
-from eagle3_check.judge.budget import BinomialBudget, allowed, budget_json, share_text
+from eagle3_check.judge.budget import BinomialBudget, allowed, budget_json, noise_note, share_text
 from eagle3_check.judge.hf import HFReference
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import Verdict, judge
@@ -108,6 +108,13 @@ class JudgedReport:
         return share_text(self.tie_budget, self.counts()["positions"])
 
     @property
+    def noise_note(self) -> str | None:
+        """A passing verdict that used ties says how much it cannot see (judge/budget.noise_note)."""
+        exact = str(getattr(self, "info", {}).get("numerics", "")).startswith("exact")
+        c = self.counts()
+        return noise_note(c["tie_positions"], self.ties_allowed, c["positions"], exact) if self.passed else None
+
+    @property
     def over_budget(self) -> bool:
         return self.counts()["tie_positions"] > self.ties_allowed
 
@@ -149,7 +156,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
             "info": self.info,
             "counts": self.counts(),
             "tie_budget": {**budget_json(self.tie_budget), "ties_allowed": self.ties_allowed,
-                           "exceeded": self.over_budget},
+                           "exceeded": self.over_budget, **({"note": self.noise_note} if self.noise_note else {})},
             "requests": [o.to_json() for o in self.outcomes],
         }
 
@@ -358,5 +365,6 @@ def format_table(report: CheckReport) -> str:
         why += ("; " if why else "") + f"{c['tie_positions']} ties exceed the tie budget of {report.ties_allowed}"
     if report.interrupted:
         why += ("; " if why else "") + report.interrupted
+    lines += [f"note: {n}" for n in [report.noise_note] if n]
     lines.append(f"verdict: {'PASS' if report.passed else 'FAIL'}" + (f" ({why})" if why else ""))
     return "\n".join(lines)

@@ -72,3 +72,20 @@ def test_exact_table_names_the_mode(capsys, tmp_path):
 def test_routes_exact_mode_does_not_cover_are_one_line_errors(capsys, flags, named):
     rc = main(["check", "--fixture", "tiny-llama", "--exact", *flags])
     assert_clean_error(capsys, rc, named)
+
+
+def test_a_normal_bf16_pass_on_ties_says_what_it_cannot_see(capsys, tmp_path):
+    """Normal mode passes "hi" on its ties (a budget wide enough); the table and the JSON say the pass
+    is within the tolerance's noise and name --exact; exact mode's pass has no such note."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"prompts": PROMPTS["prompts"][:1]}))
+    args = ["check", "--fixture", "tiny-llama", "--dtype", "bfloat16", "--prompts", str(path),
+            "--max-new-tokens", "24", "--no-progress"]
+    rc = main([*args, "--tie-budget", "0.5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "note: passed within the tolerance's noise:" in out and "--exact" in out, out
+    rc = main([*args, "--tie-budget", "0.5", "--json"])
+    budget = json.loads(capsys.readouterr().out)["tie_budget"]
+    assert rc == 0 and budget["note"].startswith("passed within the tolerance's noise")
+    rc = main([*args, "--exact", "--json"])
+    assert rc == 0 and "note" not in json.loads(capsys.readouterr().out)["tie_budget"]

@@ -65,3 +65,18 @@ def test_a_failing_request_or_no_request_fails_the_report(make):
     v = Verdict(FAIL, "", fails=1) if make is _check else ExecVerdict(FAIL, "", judged=1, fails=1)
     assert not make(v).passed
     assert not make().passed
+
+
+def test_a_pass_that_used_ties_says_how_much_it_cannot_see():
+    """Issue 44 item 3: a program that passes within the tolerance's noise is told so, with the slack
+    (budget.noise_note's worked example: 246 ties of 2048, 334 allowed -> 88 more would pass too)."""
+    r = _check(Verdict(TIE, "", identical=1802, ties=246), budget=334 / 2048)
+    assert (r.passed, r.ties_allowed) == (True, 334)
+    assert "246 of 2048 positions are ties (12.0%), up to 334 allowed" in r.noise_note
+    assert "moved at 88 more positions would pass too" in r.noise_note and "--exact" in r.noise_note
+    # no note: no tie, a failing verdict, exact mode
+    assert _check(Verdict(PASS, "", identical=20), budget=0.1).noise_note is None
+    assert _check(Verdict(TIE, "", identical=10, ties=10), budget=0.1).noise_note is None  # over budget: FAIL
+    exact = _check(Verdict(TIE, "", identical=18, ties=2), budget=0.5)
+    exact.info["numerics"] = "exact (shape-invariant kernels)"
+    assert exact.noise_note is None  # the table and the JSON: tests/jobs/check/test_exact_check.py
