@@ -6,9 +6,11 @@ seed (fixtures/scale_target.py: no weights shipped), judged on a few held-out pr
   torch.cuda.max_memory_allocated over the command) at most 1.2 x the weights (target + draft) plus the
   KV caches (one copy of the weights, judge/shared.py);
 - fp32: every position identical (no tie: the budget is 0);
-- perturbed programs (bench/perturbed_check.py, the calibrated rule): layer 15's o_proj x 1.01 and one
-  head's output x 0.9; each one that changes more of its teacher-forced greedy choices against the fp32
-  target than the correct program does must FAIL, and at least one FAILS.
+- perturbed programs (bench/perturbed_check.py) in exact mode: layer 15's o_proj x 1.01 and one head's
+  output x 0.9 each FAIL, the correct program identical at every position. Exact mode, not the calibrated
+  rule: on the H200 (docs/scale.md, "The separation at 8B") the calibrated rule passed the head's program
+  (a correct bf16 runner flips 12 % of this flat model's rows, and the head moves 4 more of 256), while
+  exact mode failed every perturbation.
 
 The tokenizer: $EAGLE3_SCALE_TOKENIZER (a directory with SmolLM2's tokenizer.json and tokenizer_config.json:
 the 8B shape's 49,152-id vocabulary, as docs/scale.md ran it), else tiny-llama's (the 8B body, its
@@ -122,10 +124,9 @@ def test_a_perturbed_program_fails(pair):
     gc.collect()
     torch.cuda.empty_cache()
     rows = pc.check_perturbed(out / "target", out / "target" / "tokenizer.json", options, prompts, "bfloat16",
-                              ["none", "oproj:15", "head:15.0"], NEW, None, out / "draft", spec, rule="calibrated",
+                              ["none", "oproj:15", "head:15.0"], NEW, None, out / "draft", spec, rule="exact",
                               device="cuda")
     print(pc.format_table(rows), file=sys.stderr)
     by = {r["program"]: r for r in rows}
-    assert by["none"]["passed"] and by["none"]["fails"] == 0
-    assert all(r["separated"] != "NO" for r in rows), [(r["program"], r["changed"], r["passed"]) for r in rows]
-    assert any(not r["passed"] for r in rows if r["program"] != "none"), "no perturbed program failed"
+    assert by["none"]["passed"] and by["none"]["identical"] == by["none"]["positions"] > 0, by["none"]
+    assert not by["oproj:15"]["passed"] and not by["head:15.0"]["passed"], [(r["program"], r["fails"]) for r in rows]
