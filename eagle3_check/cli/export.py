@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a real fixture, e.g. smollm2-135m, exports in ~30 CPU-minutes)")
     p.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     p.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
-    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"])
+    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable", "xnnpack-bf16"],
+                   help="xnnpack-bf16: with --dtype bfloat16, bf16 linears on XNNPACK's bf16 kernels instead of "
+                   "ExecuTorch's portable ones (opt-in in ExecuTorch; docs/pte.md)")
     p.add_argument("--max-seq-len", type=int, default=None)
     p.add_argument("--min-prefill", type=int, default=None)
     p.add_argument("--max-prefill", type=int, default=None)

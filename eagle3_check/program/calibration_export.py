@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from eagle3_check.errors import OptionError
+from eagle3_check.program.metadata_check import XNNPACK_BACKENDS
 from eagle3_check.program.target import TargetAdapter
 
 METHOD = "target_logits"
@@ -104,7 +105,7 @@ def cached_twin(target: TargetAdapter, path: Path, backend: str, max_len: int | 
 
     max_len = max_len or target.max_seq_len
     want = {"weights": weights_digest(target.model), "max_seq_len": target.max_seq_len, "max_len": max_len,
-            "backend": backend, "passes": ["tanh_gelu_as_ops"] if backend == "xnnpack" else []}
+            "backend": backend, "passes": ["tanh_gelu_as_ops"] if backend in XNNPACK_BACKENDS else []}
     record = path.with_suffix(".json")
     try:
         have = json.loads(record.read_text())

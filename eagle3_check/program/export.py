@@ -46,8 +46,11 @@ from eagle3_check.program.sidecar import (
 )
 from eagle3_check.quiet import third_party_quiet
 
-BACKENDS = ("xnnpack", "portable")
-BACKEND_KEY = "get_export_backend"  # constant method: "xnnpack" or "portable"
+BACKENDS = ("xnnpack", "portable", "xnnpack-bf16")
+# xnnpack-bf16: XNNPACK with its opt-in bf16 delegation (`enable_bf16`: bf16 linears as XNNPACK's bf16
+# fully-connected instead of the portable kernels; ExecuTorch 1.5.1 keeps it off by default). Measured
+# on SmolLM2-135M bf16 on one CPU thread: docs/pte.md, "bf16 on XNNPACK".
+BACKEND_KEY = "get_export_backend"  # constant method: one of BACKENDS
 METHODS = ("prefill", "target_verify", "draft_decode")
 PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 with torch 2.13.0)"
 

@@ -19,6 +19,7 @@ import torch
 
 from eagle3_check.atomic import atomic_writer
 from eagle3_check.errors import OptionError
+from eagle3_check.program.metadata_check import XNNPACK_BACKENDS
 from eagle3_check.program.sidecar import data_path_for
 from eagle3_check.quiet import third_party_quiet
 
@@ -65,13 +66,15 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
     from eagle3_check.program.parallel_preprocess import parallel_preprocess
 
     partitioner, passes, backend_cls = [], [], None
-    if backend == "xnnpack":
+    if backend in XNNPACK_BACKENDS:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
         from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
         from eagle3_check.program.gelu_tanh import tanh_gelu_pass
 
-        partitioner, backend_cls = [XnnpackPartitioner()], XnnpackBackend
+        # xnnpack-bf16: bf16 linears delegated (export.BACKENDS); the default partitioner otherwise (stock bytes)
+        partitioner = [XnnpackPartitioner(enable_bf16=True) if backend == "xnnpack-bf16" else XnnpackPartitioner()]
+        backend_cls = XnnpackBackend
         # gelu_tanh.py: why. The pass re-interprets each whole method on fake tensors (~7 CPU s on
         # SmolLM2); a program without any GELU skips it (the same bytes: tests/pte/test_fast_lowering_pte.py).
         passes = [tanh_gelu_pass()] if stock_lowering or has_gelu(programs) else []

@@ -53,13 +53,14 @@ def target_facts(target_dir: str | Path | None) -> dict:
     }
 
 
+XNNPACK_BACKENDS = ("xnnpack", "xnnpack-bf16")  # export.BACKENDS that lower with XNNPACK
 TANH_GELU = "gelu_pytorch_tanh"  # transformers' GELUTanh: nn.functional.gelu(approximate="tanh")
 
 
 def gelu_warning(raw: dict, target: dict, lowering: dict | None) -> str | None:
     """A warning when the target's MLP is a tanh GELU, the program may be XNNPACK's (it says so, or
     does not say) and its export record does not count a kept tanh GELU (`tanh_gelu_as_ops`)."""
-    if target.get("activation") != TANH_GELU or raw.get("get_export_backend", "xnnpack") != "xnnpack":
+    if target.get("activation") != TANH_GELU or raw.get("get_export_backend", "xnnpack") not in XNNPACK_BACKENDS:
         return None
     if (lowering or {}).get("tanh_gelu_as_ops"):
         return None

@@ -13,6 +13,7 @@ RAW = {"get_chain_len": 4, "get_max_prefill_chunk": 64, "get_min_prefill_chunk":
 
 @pytest.mark.parametrize("activation, backend, lowering, warned", [
     pytest.param(TANH_GELU, "xnnpack", {}, True, id="tanh-gelu-xnnpack-stock-lowering"),
+    pytest.param(TANH_GELU, "xnnpack-bf16", {}, True, id="tanh-gelu-xnnpack-bf16-stock-lowering"),
     pytest.param(TANH_GELU, None, None, True, id="tanh-gelu-backend-unsaid-no-sidecar"),
     pytest.param(TANH_GELU, "xnnpack", {"tanh_gelu_as_ops": 36}, False, id="tanh-gelu-kept-by-export"),
     pytest.param(TANH_GELU, "portable", None, False, id="tanh-gelu-portable-kernels"),

@@ -54,7 +54,7 @@ def calibration_key(ctx):
     digest = ctx.target_record["sha256"]  # hashed once: the report's provenance reuses it (ctx.hashed)
     kernels = "compiled" if getattr(ctx.cfg, "compile", "off") not in (None, "off") else "eager"
     if ctx.cfg.pte:
-        kernels = "xnnpack"  # the .pte's kernels, measured through its calibration twin (`calibrate_pte`)
+        kernels = pte_kernels(ctx.program)  # the .pte's kernels, measured through its calibration twin (`calibrate_pte`)
     return CalibrationKey(digest, ctx.cfg.dtype, ctx.cfg.device.split(":")[0], kernels)
 
 
@@ -106,13 +106,19 @@ def pte_calibration(program, target_dir, tokenizer, texts: list[str], options, l
     from eagle3_check.program.contract import program_dtype
     from eagle3_check.report.provenance import file_record
 
-    key = CalibrationKey(file_record(target_dir)["sha256"], program_dtype(program), "cpu", "xnnpack")
+    key = CalibrationKey(file_record(target_dir)["sha256"], program_dtype(program), "cpu", pte_kernels(program))
     return load(key) or calibrate_pte(program, target_dir, key, tokenizer, texts, options, log)
+
+
+def pte_kernels(program) -> str:
+    """The kernel set of a `.pte`: the backend it was lowered with (its constant `get_export_backend`:
+    xnnpack, xnnpack-bf16 or portable; a program that does not say is taken as XNNPACK's, the default)."""
+    return str(program.metadata().get("get_export_backend") or "xnnpack")
 
 
 def calibrate_pte(program, target_dir, key, tokenizer, texts: list[str], options, log=None):
     """A fresh calibration of a `.pte`'s target: its calibration twin (the target of `target_dir` in the
-    program's dtype, lowered with XNNPACK as the program was, at the program's max_seq_len; exported once
+    program's dtype, lowered with the program's backend (`key.kernels`) as the program was, at the program's max_seq_len; exported once
     into `<cache>/calibration/twins/`) against the HF reference, stored (atomically) in the cache."""
     import torch
 
@@ -129,10 +135,10 @@ def calibrate_pte(program, target_dir, key, tokenizer, texts: list[str], options
     ids = [prompt_ids(tokenizer, t, options) for t in texts[:MAX_PROMPTS]]
     k, n = options.chain_len or md.chain_len, min(MAX_NEW, options.max_new_tokens)
     log(f"calibrating the tie tolerance on this target ({key.stem}): {len(ids)} prompts x up to {n} tokens on "
-        "its .pte twin (the target lowered with XNNPACK, exported once), once; stored for later checks")
+        f"its .pte twin (the target lowered with {key.kernels}, exported once), once; stored for later checks")
     dtype = getattr(torch, key.dtype)
     target = TargetAdapter(load_hf_target(target_dir, dtype), [0], md.max_seq_len).eval()
-    twin = cached_twin(target, store_dir() / "twins" / f"{key.stem}.pte", "xnnpack")
+    twin = cached_twin(target, store_dir() / "twins" / f"{key.stem}.pte", key.kernels)
     del target
     cal = calibrate_target(twin, HFReference(target_dir, "cpu", dtype), ids, k,
                            set(stop_set(tokenizer, md, options).ids), n, md.max_seq_len, key)
