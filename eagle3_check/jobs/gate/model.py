@@ -16,7 +16,7 @@ from eagle3_check.fixtures.registry import Prompt
 from eagle3_check.jobs.check.drift import DriftThresholds, drift_table
 from eagle3_check.jobs.golden.tau_baseline import TAU_TOLERANCE
 from eagle3_check.judge.budget import allowed as ties_allowed
-from eagle3_check.judge.budget import share_text
+from eagle3_check.judge.budget import noise_note, share_text
 from eagle3_check.judge.tolerance import Tolerance
 from eagle3_check.judge.verdict import FAIL, TIE
 from eagle3_check.program.contract import SpeculatorProgram
@@ -167,6 +167,7 @@ def summarize(name: str, cases: list[JUnitCase], what: str, ok: str = "identical
                          f"{ties[0].message}", cases=cases, details=details)
     if not ties:
         return GateCheck(name, PASS, f"{len(ran)}/{len(ran)} {what} {ok}{note}", cases=cases, details=details)
+    details["note"] = noise_note(tie_pos, allowed, positions)  # what a pass on ties cannot see (the JSON report)
     return GateCheck(name, PASS, f"{counts} of {len(ran)} {what} ({tie_pos} tie positions, budget {allowed})"
                      f"{note}", cases=cases, details=details)
 
