@@ -121,6 +121,9 @@ def noise_note(ties: int, allowed_n: int, positions: int, exact: bool = False) -
     allowed -> '... 88 more positions could turn into ties and this verdict would still pass ...'."""
     if exact or ties <= 0 or ties > allowed_n:
         return None
+    slack = allowed_n - ties
+    seen = (f"a program whose tokens moved at {slack} more positions would pass too" if slack else
+            "one more tie position would fail it")
     return (f"passed within the tolerance's noise: {ties} of {positions} positions are ties "
-            f"({ties / positions:.1%}), up to {allowed_n} allowed; a program whose tokens moved at {allowed_n - ties} "
-            f"more positions would pass too. For a verdict without a tolerance: --exact (docs/exact.md)")
+            f"({ties / positions:.1%}), up to {allowed_n} allowed; {seen}. For a verdict without a tolerance: "
+            "--exact (docs/exact.md)")

@@ -124,8 +124,8 @@ def test_summary_counts_a_case_without_positions_as_one_position(budget, status)
     assert chk.details == {"identical": 1, "tie": 1, "fail": 0, "skip": 0, "tie_positions": 1, "positions": 2,
                            "ties_allowed": 1 if status == PASS else 0,
                            **({"note": "passed within the tolerance's noise: 1 of 2 positions are ties (50.0%), up to "
-                               "1 allowed; a program whose tokens moved at 0 more positions would pass too. For a "
-                               "verdict without a tolerance: --exact (docs/exact.md)"} if status == PASS else {})}
+                               "1 allowed; one more tie position would fail it. For a verdict without a tolerance: "
+                               "--exact (docs/exact.md)"} if status == PASS else {})}
     if status == PASS:
         assert chk.message == "1 identical, 1 tie, 0 fail of 2 requests (1 tie positions, budget 1)"
 
