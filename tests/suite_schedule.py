@@ -1,9 +1,10 @@
 """The order of `make check`, and its work units under `-n 2 --dist loadgroup` (what CI runs).
 
-The tests under tests/pte wait on `.pte` exports: six programs (tests/pte/conftest.py), about a
-CPU minute each on a clean clone, cached in .cache/pte. A test belongs to the group of the rarest
-export it uses (EXPORTS), so each export is done by the one worker that runs its group, and the
-groups spread over both workers instead of one worker waiting on the other's export lock.
+The tests under tests/pte wait on `.pte` exports: five lowerings (tests/pte/conftest.py; the `.ptd`
+program is made from the fp32 one's), about a CPU minute each on a clean clone, cached in .cache/pte.
+A test belongs to the group of the rarest export it uses (EXPORTS; SAME_EXPORT names a fixture made
+by another's export), so each export is done by the one worker that runs its group, and the groups
+spread over both workers instead of one worker waiting on the other's export lock.
 
 pytest-xdist 3.8 groups by an `@group` suffix it appends to the node ids, which pytest 9.2 no longer
 lets it do (pytest-xdist#1386: xdist_group marks are silently ignored there). So the groups travel
@@ -31,7 +32,9 @@ import pytest
 
 PTE_TESTS = Path(__file__).resolve().parent / "pte"
 # the export fixtures of tests/pte/conftest.py, rarest first: a test's group is the first it uses
-EXPORTS = ("small_kvwin_pte_path", "q4_pte_path", "bf16_pte_path", "ptd_pte_path", "kvwin_pte_path", "pte_path")
+EXPORTS = ("small_kvwin_pte_path", "q4_pte_path", "bf16_pte_path", "kvwin_pte_path", "pte_path")
+# fixtures made by another's export: the `.ptd` program comes from the fp32 program's lowering
+SAME_EXPORT = {"ptd_pte_path": "pte_path"}
 GROUPS_KEY = "eagle3_test_groups"  # the workerinput key: the file the first worker writes the groups to
 FIRST_FAST = 0.25  # the share of the fast tests run before the export groups other than fp32
 
@@ -40,7 +43,7 @@ def export_group(item) -> str | None:
     """`pte:<fixture>` for a test under tests/pte using an export, else None."""
     if not Path(str(item.path)).is_relative_to(PTE_TESTS):
         return None
-    used = set(getattr(item, "fixturenames", ()))
+    used = {SAME_EXPORT.get(name, name) for name in getattr(item, "fixturenames", ())}
     return next((f"pte:{name}" for name in EXPORTS if name in used), None)
 
 

@@ -2,13 +2,16 @@
 
 The export of tiny-llama takes about a minute on two cores, so it is done once and cached
 under `.cache/pte/<key>.pte`, the key hashing the fixture files, the modules that shape the
-program and the torch / executorch versions (any change re-exports). Negative programs are
-derived from it in seconds: metadata dropped (`pte_edit`), or the draft's d2t constant shifted
+program and the torch / executorch versions (any change re-exports). The `.ptd` form is the fp32
+program with its constants outside: made from the same lowering (`one_lowering`). Negative programs
+are derived from it in seconds: metadata dropped (`pte_edit`), or the draft's d2t constant shifted
 past the vocab (out-of-vocab draft ids).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import hashlib
 from pathlib import Path
 
@@ -35,13 +38,55 @@ def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
     return cached_export(name, key, export, tmp_path_factory)
 
 
+@contextlib.contextmanager
+def one_lowering():
+    """Inside: `lowering.lower_edge` runs once; a later call gets a copy of the first's lowered program
+    (to_executorch changes the one it is given). For exports of the same traced methods that differ only
+    after the lowering (external data: an option of to_executorch), so the second costs its
+    to_executorch alone instead of a minute of one core."""
+    from eagle3_check.program import lowering
+
+    stock, kept = lowering.lower_edge, []
+
+    def asked(programs, *rest, **kwargs):  # the traced methods' code and the lowering's other arguments
+        return {name: ep.graph_module.code for name, ep in programs.items()}, rest, kwargs
+
+    def once(programs, *rest, **kwargs):
+        if not kept:
+            edge, stats = stock(programs, *rest, **kwargs)
+            kept.append((copy.deepcopy(edge), stats, asked(programs, *rest, **kwargs)))
+            return edge, stats
+        edge, stats, first = kept[0]
+        assert asked(programs, *rest, **kwargs) == first, "one_lowering: another program's lowering asked for"
+        return copy.deepcopy(edge), stats
+
+    lowering.lower_edge = once
+    try:
+        yield
+    finally:
+        lowering.lower_edge = stock
+
+
 @pytest.fixture(scope="session")
-def pte_path(fixture, program, tmp_path_factory) -> Path:
+def fp32_exports(fixture, program, tmp_path_factory) -> tuple[Path, Path]:
+    """The default fixture as an XNNPACK `.pte`, and the same program with its weights in an external
+    data file (`export --external-data`: `<name>.pte` beside `<name>.ptd`), each with its sidecar,
+    exported once from one lowering."""
+    def export(external_data: bool):
+        return lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name},
+                                        external_data=external_data)
+
+    with one_lowering():
+        inline = _cached_export("tiny-llama", _cache_key(fixture, "xnnpack"), export(False), tmp_path_factory)
+        ptd = _cached_export("tiny-llama-ptd", _cache_key(fixture, "xnnpack external-data"), export(True),
+                             tmp_path_factory)
+    return inline, ptd
+
+
+@pytest.fixture(scope="session")
+def pte_path(fp32_exports) -> Path:
     """The default fixture as an XNNPACK `.pte` (with its sidecar), exported once."""
-    return _cached_export(
-        "tiny-llama", _cache_key(fixture, "xnnpack"),
-        lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name}), tmp_path_factory,
-    )
+    return fp32_exports[0]
 
 
 @pytest.fixture(scope="session")
@@ -92,14 +137,10 @@ def bf16_pte_path(fixture, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ptd_pte_path(fixture, program, tmp_path_factory) -> Path:
+def ptd_pte_path(fp32_exports) -> Path:
     """The default fixture with its weights in an external data file (`export --external-data`):
-    `<name>.pte` beside `<name>.ptd`, exported once."""
-    return _cached_export(
-        "tiny-llama-ptd", _cache_key(fixture, "xnnpack external-data"),
-        lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name}, external_data=True),
-        tmp_path_factory,
-    )
+    `<name>.pte` beside `<name>.ptd`, exported once (with `pte_path`, from its lowering)."""
+    return fp32_exports[1]
 
 
 def _shift_draft_ids(src: Path, dst: Path, offset: int, draft_vocab: int) -> Path:

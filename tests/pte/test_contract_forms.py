@@ -158,10 +158,10 @@ def test_gate_takes_data_path(ptd_pte_path, tmp_path, few_prompts):
 
 
 @pytest.mark.parametrize("case", ["not-given", "missing", "not-a-ptd", "other-export"])
-def test_missing_or_mismatched_ptd_is_one_clear_error(ptd_pte_path, kvwin_pte_path, tmp_path, case):
+def test_missing_or_mismatched_ptd_is_one_clear_error(ptd_pte_path, pte_path, tmp_path, case):
     other = tmp_path / "other.ptd"
     if case == "not-a-ptd":
-        shutil.copy(kvwin_pte_path, other)  # a .pte where the .ptd belongs
+        shutil.copy(pte_path, other)  # a .pte where the .ptd belongs
     elif case == "other-export":
         other.write_bytes(data_path_for(ptd_pte_path).read_bytes()[:4096])  # a cut-short data file
     data = {"not-given": None, "missing": tmp_path / "nope.ptd"}.get(case, other)

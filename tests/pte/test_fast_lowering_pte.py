@@ -1,9 +1,11 @@
 """The exact fast lowering (program/fast_lowering.py, with XNNPACK's preprocess spread over the CPUs:
 program/parallel_preprocess.py, the partitioner's fast merge test: program/fast_partition.py, to_edge's
 idle re-trace skipped: program/fast_edge.py) writes the very bytes of ExecuTorch's stock
-lowering: the cached tiny-llama export (made with the fast path, its sidecar says so) against a
-`stock_lowering` export, byte for byte; the int4 and kv_window forms too (slow); and a
-deliberately wrong fast path (a swapped pair of nodes) writes other bytes (slow)."""
+lowering: tiny-llama's draft_decode method lowered both ways, byte for byte (in `make check`: about a
+fifth of the export's partitions, every fast path taken, nodes reordered); the whole cached tiny-llama
+export (made with the fast path, its sidecar says so) against a `stock_lowering` export, and the int4 and
+kv_window forms too (slow: a stock export costs 75 s of one core); and a deliberately wrong fast path (a
+swapped pair of nodes) writes other bytes (slow)."""
 
 from __future__ import annotations
 
@@ -17,23 +19,47 @@ pytest.importorskip("executorch.runtime", reason="executorch not installed: pip 
 from eagle3_check.program import fast_lowering as fl  # noqa: E402
 from eagle3_check.program.contract import VERIFY_KV_WINDOW  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
-from eagle3_check.program.export import export_eager  # noqa: E402
+from eagle3_check.program.export import Phases, export_eager, export_methods, feature_width  # noqa: E402
+from eagle3_check.program.lowering import lower_to_pte  # noqa: E402
 from eagle3_check.program.parallel_preprocess import MAX_WORKERS, usable_cpus  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
 
-def _fast_record(pte) -> dict:
-    lowering = json.loads(sidecar_path(pte).read_text())["lowering"]
+def _fast(lowering: dict, delegated: dict[str, int]) -> dict:
+    """Every fast path ran (`lowering`: the LoweringStats as JSON; `delegated`: delegate calls per method)."""
     assert lowering["mode"] == "fast" and lowering["fast"] > 0 and lowering["stock"] == 0, lowering
     spread = lowering["preprocess"]  # program/parallel_preprocess.py: over the usable CPUs, each result stock's
     want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one worker")
     assert (spread["workers"], spread["reason"]) == want, spread
-    assert sum(spread["partitions"]) == sum(json.loads(sidecar_path(pte).read_text())["delegated"].values())
+    assert sum(spread["partitions"]) == sum(delegated.values())
     # program/fast_partition.py and program/fast_edge.py ran (their version guards passed)
     assert (lowering["partition"]["mode"], lowering["edge"]["mode"]) == ("fast", "fast"), lowering
     return lowering
+
+
+def _fast_record(pte) -> dict:
+    side = json.loads(sidecar_path(pte).read_text())
+    return _fast(side["lowering"], side["delegated"])
+
+
+def _lowered_method(program, name: str, out, stock: bool) -> tuple[bytes, dict, dict]:
+    """One method of `program` traced and lowered as `export` lowers it (lowering.lower_to_pte, no metadata):
+    its bytes, the LoweringStats as JSON and the delegate calls."""
+    programs = export_methods(program.module, program.spec, feature_width(program.module))
+    delegated, _, lowering = lower_to_pte({name: programs[name]}, {}, "xnnpack", out, Phases(), False, stock)
+    return out.read_bytes(), lowering, delegated
+
+
+def test_fast_lowering_writes_the_stock_bytes_of_a_method(program, tmp_path):
+    fast, lowering, delegated = _lowered_method(program, "draft_decode", tmp_path / "fast.pte", stock=False)
+    _fast(lowering, delegated)
+    assert lowering["moved"] > 0  # the graph was reordered in place, not only left as it was
+    assert lowering["edge"]["skipped"] == 1  # the method's idle third re-trace (program/fast_edge.py)
+    stock, stock_lowering, _ = _lowered_method(program, "draft_decode", tmp_path / "stock.pte", stock=True)
+    assert stock_lowering["mode"] == "stock" and stock_lowering["reason"] == "--stock-lowering"
+    assert fast == stock
 
 
 def _stock_bytes(program, tmp_path, source: dict) -> bytes:
@@ -43,6 +69,7 @@ def _stock_bytes(program, tmp_path, source: dict) -> bytes:
     return out.read_bytes()
 
 
+@pytest.mark.slow
 def test_fast_lowering_writes_the_stock_bytes(pte_path, program, fixture, tmp_path):
     lowering = _fast_record(pte_path)
     assert lowering["moved"] > 0  # the graphs were reordered in place, not only left as they were
