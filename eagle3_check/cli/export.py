@@ -6,6 +6,7 @@ import argparse
 import json
 
 from eagle3_check.cli.parser import Given
+from eagle3_check.program.metadata_check import BACKENDS
 
 HELP = """Export a target + EAGLE-3 draft to an ExecuTorch .pte with the methods prefill,
 target_verify and draft_decode, the metadata as constant methods, XNNPACK where it lowers
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a real fixture, e.g. smollm2-135m, exports in ~30 CPU-minutes)")
     p.add_argument("--target", default=None, help="HF save_pretrained target directory (with --draft)")
     p.add_argument("--draft", default=None, help="speculators-layout EAGLE-3 draft directory (with --target)")
-    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable", "xnnpack-bf16"],
+    p.add_argument("--backend", default="xnnpack", choices=BACKENDS,
                    help="xnnpack-bf16: with --dtype bfloat16, bf16 linears on XNNPACK's bf16 kernels instead of "
                    "ExecuTorch's portable ones (opt-in in ExecuTorch; docs/pte.md)")
     p.add_argument("--max-seq-len", type=int, default=None)

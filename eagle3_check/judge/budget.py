@@ -118,7 +118,8 @@ def noise_note(ties: int, allowed_n: int, positions: int, exact: bool = False) -
     """What a PASS that used ties can and cannot see (issue 44 item 3: a program that passes within the
     tolerance's noise is told so), else None (no tie, a failing verdict, or exact mode: identity).
     Worked example, the 8B shape in bf16 on the H200 (docs/scale.md): 246 ties of 2048 positions, 334
-    allowed -> '... 88 more positions could turn into ties and this verdict would still pass ...'."""
+    allowed -> '... a program whose tokens moved at 88 more positions would pass too ...'; at 334 ties of
+    334 allowed -> '... one more tie position would fail it ...'."""
     if exact or ties <= 0 or ties > allowed_n:
         return None
     slack = allowed_n - ties

@@ -51,12 +51,12 @@ def export_target_logits(target: TargetAdapter, out_path: str | Path, max_len: i
     tanh GELUs rewritten (program/gelu_tanh.py)."""
     from torch.export import Dim, export
 
-    from eagle3_check.program.export import BACKENDS, Phases, buffers_restored, require_executorch
+    from eagle3_check.program.export import Phases, buffers_restored, require_executorch
     from eagle3_check.program.lowering import lower_to_pte
+    from eagle3_check.program.metadata_check import require_backend
 
     require_executorch()
-    if backend not in BACKENDS:
-        raise OptionError(f"--backend {backend}", f"one of {', '.join(BACKENDS)}", "pass --backend xnnpack")
+    require_backend(backend)
     if not 2 <= max_len <= target.max_seq_len:
         raise OptionError(f"max_len {max_len}", f"in [2, {target.max_seq_len}] (the target's cache)",
                           "pass a length the static cache holds")

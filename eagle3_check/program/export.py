@@ -38,6 +38,7 @@ from eagle3_check.program.contract import (
     VERIFY_PLAIN,
 )
 from eagle3_check.program.lowering import lower_to_pte
+from eagle3_check.program.metadata_check import require_backend
 from eagle3_check.program.quantize import QUANT_KEY, read_all_zero_points
 from eagle3_check.program.sidecar import (
     ExportRecord,
@@ -46,11 +47,7 @@ from eagle3_check.program.sidecar import (
 )
 from eagle3_check.quiet import third_party_quiet
 
-BACKENDS = ("xnnpack", "portable", "xnnpack-bf16")
-# xnnpack-bf16: XNNPACK with its opt-in bf16 delegation (`enable_bf16`: bf16 linears as XNNPACK's bf16
-# fully-connected instead of the portable kernels; ExecuTorch 1.5.1 keeps it off by default). Measured
-# on SmolLM2-135M bf16 on one CPU thread: docs/pte.md, "bf16 on XNNPACK".
-BACKEND_KEY = "get_export_backend"  # constant method: one of BACKENDS
+BACKEND_KEY = "get_export_backend"  # constant method: one of metadata_check.BACKENDS
 METHODS = ("prefill", "target_verify", "draft_decode")
 PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 with torch 2.13.0)"
 
@@ -265,8 +262,7 @@ def export_speculator(
     ExecuTorch's own per-partition legalize instead of the exact fast one (program/fast_lowering.py).
     """
     require_executorch()
-    if backend not in BACKENDS:
-        raise OptionError(f"--backend {backend}", f"one of {', '.join(BACKENDS)}", "pass --backend xnnpack")
+    require_backend(backend)
     omit = check_omit(omit_metadata)
     out = Path(out_path)
     if out.suffix != ".pte":

@@ -72,7 +72,7 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
 
         from eagle3_check.program.gelu_tanh import tanh_gelu_pass
 
-        # xnnpack-bf16: bf16 linears delegated (export.BACKENDS); the default partitioner otherwise (stock bytes)
+        # xnnpack-bf16: bf16 linears delegated (metadata_check.BACKENDS); the default partitioner otherwise (stock bytes)
         partitioner = [XnnpackPartitioner(enable_bf16=True) if backend == "xnnpack-bf16" else XnnpackPartitioner()]
         backend_cls = XnnpackBackend
         # gelu_tanh.py: why. The pass re-interprets each whole method on fake tensors (~7 CPU s on

@@ -53,7 +53,20 @@ def target_facts(target_dir: str | Path | None) -> dict:
     }
 
 
-XNNPACK_BACKENDS = ("xnnpack", "xnnpack-bf16")  # export.BACKENDS that lower with XNNPACK
+# The backends `export` lowers with (recorded in the constant get_export_backend). xnnpack-bf16: XNNPACK with
+# its opt-in bf16 delegation (`enable_bf16`: bf16 linears as XNNPACK's bf16 fully-connected instead of the
+# portable kernels; ExecuTorch 1.5.1 keeps it off by default). Measured on SmolLM2-135M bf16 on one CPU
+# thread: docs/pte.md, "bf16 on XNNPACK". Here, not in program/export.py, so the CLI reads them without torch.
+BACKENDS = ("xnnpack", "portable", "xnnpack-bf16")
+XNNPACK_BACKENDS = ("xnnpack", "xnnpack-bf16")  # the BACKENDS that lower with XNNPACK
+
+
+def require_backend(backend: str) -> None:
+    """A backend `export` cannot lower with is one line naming the ones it can."""
+    if backend not in BACKENDS:
+        from eagle3_check.errors import OptionError
+
+        raise OptionError(f"--backend {backend}", f"one of {', '.join(BACKENDS)}", "pass --backend xnnpack")
 TANH_GELU = "gelu_pytorch_tanh"  # transformers' GELUTanh: nn.functional.gelu(approximate="tanh")
 
 

@@ -1,4 +1,4 @@
-"""`export --backend xnnpack-bf16`: XNNPACK's opt-in bf16 delegation (program/export.BACKENDS). A bf16
+"""`export --backend xnnpack-bf16`: XNNPACK's opt-in bf16 delegation (program/metadata_check.BACKENDS). A bf16
 linear stays on ExecuTorch's portable kernels with the default partitioner and is delegated with this
 backend; the backend is refused in one line without --dtype bfloat16; a `.pte`'s calibration is keyed,
 and its twin lowered, by the backend the program names (jobs/common/calibrate.pte_kernels). The speed on

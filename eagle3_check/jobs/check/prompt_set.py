@@ -110,9 +110,13 @@ class JudgedReport:
     @property
     def noise_note(self) -> str | None:
         """A passing verdict that used ties says how much it cannot see (judge/budget.noise_note)."""
-        exact = str(getattr(self, "info", {}).get("numerics", "")).startswith("exact")
         c = self.counts()
-        return noise_note(c["tie_positions"], self.ties_allowed, c["positions"], exact) if self.passed else None
+        return noise_note(c["tie_positions"], self.ties_allowed, c["positions"], self.exact) if self.passed else None
+
+    @property
+    def exact(self) -> bool:
+        """Judged in exact mode (`check --exact`: shape-invariant kernels, the verdict is identity)."""
+        return str(getattr(self, "info", {}).get("numerics", "")).startswith("exact")
 
     @property
     def over_budget(self) -> bool:
@@ -147,6 +151,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
         return [sum(a > j for a in accepted) / len(accepted) for j in range(self.k)]
 
     def to_json(self) -> dict:
+        note = self.noise_note
         return {
             **({"interrupted": self.interrupted} if self.interrupted else {}),
             "passed": self.passed,
@@ -156,7 +161,7 @@ class CheckReport(JudgedReport):  # counts, ties_allowed, over_budget, passed
             "info": self.info,
             "counts": self.counts(),
             "tie_budget": {**budget_json(self.tie_budget), "ties_allowed": self.ties_allowed,
-                           "exceeded": self.over_budget, **({"note": self.noise_note} if self.noise_note else {})},
+                           "exceeded": self.over_budget, **({"note": note} if note else {})},
             "requests": [o.to_json() for o in self.outcomes],
         }
 
@@ -343,7 +348,7 @@ def format_table(report: CheckReport) -> str:
                      f"K range {info['k_range']} from {info.get('k_source')}")
     if "tie_source" in info:  # where the tolerance and budget came from (judge/tie_rule.py)
         lines.append(f"tie rule: {info['tie_source']}")
-    if info.get("numerics", "").startswith("exact"):  # --exact: shape-invariant kernels, the verdict is identity
+    if report.exact:
         lines.append(f"numerics: {info['numerics']}")
     lines += [f"warning: {w}" for w in info.get("program_warnings", [])]
     prof = info.get("profile")
