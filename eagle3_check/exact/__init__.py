@@ -4,7 +4,7 @@ HF reference's full forward give bit-identical logits (docs/exact.md).
 
 `mode` installs them over aten's operators for a block (`exact_numerics`); `cpu` holds the CPU matrix
 products and row reductions, `attention` the fixed-block attention, `triton_kernels` the CUDA ones
-(Triton, imported on first use).
+(Triton, imported on first use), `ksplit` the CUDA product's tiling and split of K (from K and N only).
 
 May import: nothing else (a leaf layer: the runner, the references and the session use it).
 

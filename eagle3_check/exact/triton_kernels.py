@@ -1,13 +1,21 @@
 """Exact mode on CUDA: Triton kernels with one tiling whatever the row count (imported on first use).
 
 What carried over from the bench's verify kernels (docs/cuda.md, history): one product tiling per
-kernel, chosen once, fp32 accumulators over a K loop in one order, no split-K or stream-K (their
-reduction order follows the grid); the norm statistic as a row pass; attention over the cache in
-fixed blocks with an online softmax in fp32. Here the tiling is fixed so that a row's sums run in the
-same order whether it is computed alone (a 1-row decode) or among M rows (a verify window, a prefill,
-the reference's full forward): an output tile is BLOCK_M x BLOCK_N whatever M is, and its K loop
-always runs 0, BLOCK_K, 2 BLOCK_K, ... (batch_invariant_ops' persistent matmul fixes its config the
-same way; here one tile per program, since speed is not the point of this mode).
+kernel, chosen once, fp32 accumulators over a K loop in one order, no split-K or stream-K whose
+reduction order follows the grid (a split count chosen from M, as cuBLAS chooses it, or partials added
+atomically in whatever order programs finish); the norm statistic as a row pass; attention over
+the cache in fixed blocks with an online softmax in fp32. Here the tiling is fixed so that a row's sums
+run in the same order whether it is computed alone (a 1-row decode) or among M rows (a verify window, a
+prefill, the reference's full forward): an output tile is BLOCK_M x BLOCK_N whatever M is, and its K
+loop always runs in steps of BLOCK_K from the start of its slice (batch_invariant_ops' persistent
+matmul fixes its config the same way; here one tile per program).
+
+The split of K (exact/ksplit.py) is not the grid's: its count is a function of K and N only, its
+slices start at 0, length, 2 length, ..., and a second kernel adds the fp32 partials in slice order
+0, 1, ..., S - 1 before alpha, the bias and the one rounding. So a row's sum is the same sequence of
+fp32 additions whatever M or the batch is: each slice in BLOCK_K steps, then the slices in order (with
+one slice, the one-pass kernel: no partials). It exists to give a one-row decode of a 4096-wide layer
+more than its 64 output tiles of programs (the H200 has 132 SMs).
 
 Products take fp32 through tl.dot with IEEE fp32 inputs when the tensors are fp32 (no TF32), bf16 /
 fp16 inputs into an fp32 accumulator otherwise; the result is rounded once to the input dtype.
@@ -27,31 +35,17 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32  # the one product tiling (every M)
+from eagle3_check.exact.ksplit import BLOCK_K, BLOCK_M, BLOCK_N, k_slices, split_count
+
 ROW_BLOCK = 1024  # a row reduction's chunk
 ATTN_M, ATTN_N = 16, 64  # attention: query rows a program, KV slots a block
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # the CPU test of these kernels
 
 
 @triton.jit
-def _mm_kernel(a, b, bias, c, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sbias_m, sbias_n,
-               alpha, beta, HAS_BIAS: tl.constexpr, IEEE: tl.constexpr,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pm, pn, pb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        ka = k0 + rk
-        x = tl.load(a + pb * sab + rm[:, None] * sam + ka[None, :] * sak,
-                    mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
-        y = tl.load(b + pb * sbb + ka[:, None] * sbk + rn[None, :] * sbn,
-                    mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
-        if IEEE:  # fp32 tensors (no TF32), or Triton's interpreter (numpy has no bf16 product)
-            acc += tl.dot(x.to(tl.float32), y.to(tl.float32), input_precision="ieee")
-        else:
-            acc += tl.dot(x, y)
+def _finish(acc, bias, c, pb, rm, rn, M, N, scb, scm, scn, sbias_m, sbias_n, alpha, beta,
+            HAS_BIAS: tl.constexpr):
+    """acc [BM, BN] fp32 -> alpha * acc (+ beta * bias), rounded once to c's dtype, stored."""
     acc = acc * alpha
     if HAS_BIAS:
         bv = tl.load(bias + rm[:, None] * sbias_m + rn[None, :] * sbias_n,
@@ -61,18 +55,72 @@ def _mm_kernel(a, b, bias, c, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm, s
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def _mm_kernel(a, b, bias, c, part, M, N, K, SLICES, SLICE, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn,
+               sbias_m, sbias_n, alpha, beta, HAS_BIAS: tl.constexpr, IEEE: tl.constexpr,
+               SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Program (m tile, n tile, b * SLICES + s) sums K's slice s, [s * SLICE, (s + 1) * SLICE), in steps
+    of BK in order. One slice (SPLIT false, SLICE >= K): the result, finished. Else its fp32 partial
+    into part [B, SLICES, M, N] for _sum_slices."""
+    pm, pn, pz = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    pb, ps = pz // SLICES, pz % SLICES
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    k_end = tl.minimum(K, (ps + 1) * SLICE)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(ps * SLICE, k_end, BK):
+        ka = k0 + rk
+        x = tl.load(a + pb * sab + rm[:, None] * sam + ka[None, :] * sak,
+                    mask=(rm[:, None] < M) & (ka[None, :] < k_end), other=0.0)
+        y = tl.load(b + pb * sbb + ka[:, None] * sbk + rn[None, :] * sbn,
+                    mask=(ka[:, None] < k_end) & (rn[None, :] < N), other=0.0)
+        if IEEE:  # fp32 tensors (no TF32), or Triton's interpreter (numpy has no bf16 product)
+            acc += tl.dot(x.to(tl.float32), y.to(tl.float32), input_precision="ieee")
+        else:
+            acc += tl.dot(x, y)
+    if SPLIT:
+        tl.store(part + (pz * M + rm[:, None]) * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    else:
+        _finish(acc, bias, c, pb, rm, rn, M, N, scb, scm, scn, sbias_m, sbias_n, alpha, beta, HAS_BIAS)
+
+
+@triton.jit
+def _sum_slices(part, bias, c, M, N, SLICES, scb, scm, scn, sbias_m, sbias_n, alpha, beta,
+                HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """Program (m tile, n tile, b): the partials of part [B, SLICES, M, N] added s = 0, 1, ... in order
+    (fp32), then finished as the one-slice kernel finishes."""
+    pm, pn, pb = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for ps in range(0, SLICES):
+        acc += tl.load(part + ((pb * SLICES + ps) * M + rm[:, None]) * N + rn[None, :],
+                       mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)
+    _finish(acc, bias, c, pb, rm, rn, M, N, scb, scm, scn, sbias_m, sbias_n, alpha, beta, HAS_BIAS)
+
+
 def _products(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, alpha=1.0,
-              beta=1.0) -> torch.Tensor:
-    """a [B, M, K] @ b [B, K, N] (+ beta * bias, broadcast to [M, N]) -> [B, M, N] in a's dtype."""
+              beta=1.0, splits: int | None = None) -> torch.Tensor:
+    """a [B, M, K] @ b [B, K, N] (+ beta * bias, broadcast to [M, N]) -> [B, M, N] in a's dtype.
+    K is cut into ksplit.split_count(K, N) slices (`splits` forces another count: the tests' small
+    shapes), never a count taken from M or B."""
     n_b, m, k = a.shape
     n = b.shape[2]
+    slices, length = k_slices(k, split_count(k, n) if splits is None else splits)
     c = torch.empty(n_b, m, n, dtype=a.dtype, device=a.device)  # [B, M, N]
     bb = bias.expand(m, n) if bias is not None else c[0]  # [M, N] view (strides 0 where broadcast)
-    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N), n_b)
-    _mm_kernel[grid](a, b, bb, c, m, n, k, a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1),
-                     b.stride(2), c.stride(0), c.stride(1), c.stride(2), bb.stride(0), bb.stride(1),
-                     float(alpha), float(beta), HAS_BIAS=bias is not None,
-                     IEEE=a.dtype == torch.float32 or INTERPRETED, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K)
+    # [B, S, M, N] fp32 partials (S = slices); one slice writes c directly
+    part = torch.empty(n_b, slices, m, n, dtype=torch.float32, device=a.device) if slices > 1 else c
+    tiles = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
+    finish = (c.stride(0), c.stride(1), c.stride(2), bb.stride(0), bb.stride(1), float(alpha), float(beta))
+    _mm_kernel[(*tiles, n_b * slices)](
+        a, b, bb, c, part, m, n, k, slices, length, a.stride(0), a.stride(1),
+        a.stride(2), b.stride(0), b.stride(1), b.stride(2), *finish, HAS_BIAS=bias is not None,
+        IEEE=a.dtype == torch.float32 or INTERPRETED, SPLIT=slices > 1, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K)
+    if slices > 1:
+        _sum_slices[(*tiles, n_b)](part, bb, c, m, n, slices, *finish, HAS_BIAS=bias is not None,
+                                   BM=BLOCK_M, BN=BLOCK_N)
     return c
 
 
