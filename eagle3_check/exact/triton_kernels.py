@@ -79,7 +79,8 @@ def _mm_kernel(a, b, bias, c, part, M, N, K, SLICES, SLICE, sab, sam, sak, sbb, 
             acc += tl.dot(x.to(tl.float32), y.to(tl.float32), input_precision="ieee")
         else:
             acc += tl.dot(x, y)
-    if SPLIT:
+    if SPLIT:  # part [B, SLICES, M, N] contiguous, pz = b * SLICES + s: B 2, SLICES 3, M 5, N 7, b 1, s 2 ->
+        # pz 5, element (m, n) at (5 * 5 + m) * 7 + n = ((1 * 3 + 2) * 5 + m) * 7 + n, part[1, 2, m, n]
         tl.store(part + (pz * M + rm[:, None]) * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
     else:
         _finish(acc, bias, c, pb, rm, rn, M, N, scb, scm, scn, sbias_m, sbias_n, alpha, beta, HAS_BIAS)
