@@ -22,7 +22,9 @@ def check_json(capsys, tmp_path, *flags: str) -> tuple[int, dict]:
     path.write_text(json.dumps(PROMPTS))
     rc = main(["check", "--fixture", "tiny-llama", "--dtype", "bfloat16", "--prompts", str(path),
                "--max-new-tokens", "24", "--json", "--no-progress", *flags])
-    return rc, json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    assert out.out.startswith("{"), f"rc {rc}, no JSON on stdout; stderr: {out.err[-3000:]}"
+    return rc, json.loads(out.out)
 
 
 def test_normal_bf16_ties_where_exact_mode_is_identical(capsys, tmp_path):
