@@ -24,8 +24,8 @@ check: lint test docs
 lint:
 	$(PY) -m ruff check eagle3_check tests tests_bench
 
-# Serial by default. XDIST="-n 3 --dist loadgroup" (pytest-xdist, dev extra; what CI's .ci/run
-# passes) spreads the suite over three workers on two cores, the .pte tests in one group per export (tests/suite_schedule.py):
+# Serial by default. XDIST="-n 2 --dist loadgroup" (pytest-xdist, dev extra; what CI's .ci/run
+# passes) spreads the suite over two cores, the .pte tests in one group per export (tests/suite_schedule.py):
 # docs/contributing.md.
 XDIST ?=
 test:

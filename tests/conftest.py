@@ -32,7 +32,7 @@ torch.set_num_threads(1)  # tiny models: one thread is fastest and keeps 2-core 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The order of the suite and its export groups under `-n 3 --dist loadgroup` (tests/suite_schedule.py)."""
+    """The order of the suite and its export groups under `-n 2 --dist loadgroup` (tests/suite_schedule.py)."""
     # on an xdist worker `dist` reads "no" and `loadgroup` says what the controller was given
     groups = scheduling.ordered(items, parallel=config.getoption("loadgroup", False))
     scheduling.write_groups(config, groups)

@@ -1,10 +1,10 @@
-"""The order of `make check`, and its work units under `-n 3 --dist loadgroup` (what CI runs).
+"""The order of `make check`, and its work units under `-n 2 --dist loadgroup` (what CI runs).
 
 The tests under tests/pte wait on `.pte` exports: five lowerings (tests/pte/conftest.py; the `.ptd`
 program is made from the fp32 one's), about a CPU minute each on a clean clone, cached in .cache/pte.
 A test belongs to the group of the rarest export it uses (EXPORTS; SAME_EXPORT names a fixture made
 by another's export), so each export is done by the one worker that runs its group, and the groups
-spread over the workers instead of one worker waiting on the other's export lock.
+spread over both workers instead of one worker waiting on the other's export lock.
 
 pytest-xdist 3.8 groups by an `@group` suffix it appends to the node ids, which pytest 9.2 no longer
 lets it do (pytest-xdist#1386: xdist_group marks are silently ignored there). So the groups travel
