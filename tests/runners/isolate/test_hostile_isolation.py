@@ -117,11 +117,14 @@ DELAYED = {name for name, code in ATTACKS.items() if "os.fork()" in code} | {ALL
 
 
 def outlived(tmp_path, report: Path, attack: str = ALL) -> bool:
-    """After the harness exited: did a detached grandchild rewrite `report` or stay alive? (Waits out its
-    `sleep 3` where `attack` started one: DELAYED.)"""
+    """After the harness exited: did a detached grandchild rewrite `report` or stay alive? Where `attack`
+    started one (DELAYED), its `sleep 3` is waited out (4 s) while any process of the run is left: one
+    whose command line or environment carries the test's MARK (every process the harness started has it
+    in its environment; this test's own process does not). None left: nothing can write later, so no wait."""
     before = report.read_bytes()
-    if attack in DELAYED:
-        time.sleep(4)
+    deadline = time.monotonic() + 4
+    while attack in DELAYED and time.monotonic() < deadline and _alive(mark(tmp_path)):
+        time.sleep(0.1)
     return report.read_bytes() != before or _alive(mark(tmp_path)) != []
 
 
@@ -141,11 +144,13 @@ def mark(tmp_path) -> str:
 
 
 def _alive(marker: str) -> list[int]:
+    """The live processes whose command line (the grandchild's `sleep MARK`) or environment (MARK=...,
+    inherited by everything the harness started) carries `marker`."""
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                if any(marker.encode() in Path(f"/proc/{name}/{part}").read_bytes() for part in ("cmdline", "environ")):
                     out.append(int(name))
             except OSError:
                 pass
