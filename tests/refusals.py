@@ -22,6 +22,8 @@ REFUSALS = [
      "not an executable file"),
     ("pte-not-a-program", ["check", "--pte", "{text_pte}"], "is not an ExecuTorch program"),
     ("runner-binary-without-pte", ["check", "--runner", "exec:/bin/false"], "without --pte"),
+    ("export-bf16-backend-fp32", ["export", "--backend", "xnnpack-bf16", "-o", "{empty_dir}/t.pte"],
+     "--backend xnnpack-bf16 with --dtype float32"),
 ]
 
 

@@ -12,9 +12,6 @@ def export(cfg, on_phase=None):
     from eagle3_check.jobs.common.world import OVERRIDES, eager_program, overrides_of
     from eagle3_check.program.export import export_eager, require_executorch
 
-    if cfg.export.backend == "xnnpack-bf16" and cfg.dtype != "bfloat16":  # it delegates bf16 linears, nothing else
-        raise InputError(f"--backend xnnpack-bf16 with --dtype {cfg.dtype}", "--dtype bfloat16 (XNNPACK's bf16 "
-                         "kernels take bf16 linears only)", "add --dtype bfloat16, or pass --backend xnnpack")
     require_executorch()
     overrides = overrides_of(cfg, (*OVERRIDES, "chain_len", "min_verify_len", "max_verify_len"))
     program, _, _, source = eager_program(cfg, overrides)

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from eagle3_check.errors import OptionError
-from eagle3_check.program.metadata_check import XNNPACK_BACKENDS
+from eagle3_check.program.metadata_check import BACKEND_KEY, XNNPACK_BACKENDS
 from eagle3_check.program.target import TargetAdapter
 
 METHOD = "target_logits"
@@ -67,7 +67,7 @@ def export_target_logits(target: TargetAdapter, out_path: str | Path, max_len: i
         program = export(_TargetLogits(target), (torch.zeros(1, 2, dtype=torch.long), torch.arange(2)),
                          dynamic_shapes=({1: c}, {0: c}), strict=False)
     name = Path(getattr(target.model.config, "name_or_path", "") or "target").name
-    constants = {"get_calibration_of": name, "get_export_backend": backend}
+    constants = {"get_calibration_of": name, BACKEND_KEY: backend}
     delegated, portable, lowering = lower_to_pte({METHOD: program}, constants, backend, Path(out_path), phases)
     return {"delegated": delegated, "portable_ops": portable, "phases": phases.seconds,
             "tanh_gelu_as_ops": lowering["tanh_gelu_as_ops"]}

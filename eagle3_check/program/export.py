@@ -38,7 +38,7 @@ from eagle3_check.program.contract import (
     VERIFY_PLAIN,
 )
 from eagle3_check.program.lowering import lower_to_pte
-from eagle3_check.program.metadata_check import require_backend
+from eagle3_check.program.metadata_check import BACKEND_KEY, require_backend
 from eagle3_check.program.quantize import QUANT_KEY, read_all_zero_points
 from eagle3_check.program.sidecar import (
     ExportRecord,
@@ -47,7 +47,6 @@ from eagle3_check.program.sidecar import (
 )
 from eagle3_check.quiet import third_party_quiet
 
-BACKEND_KEY = "get_export_backend"  # constant method: one of metadata_check.BACKENDS
 METHODS = ("prefill", "target_verify", "draft_decode")
 PTE_EXTRA_FIX = "install the pte extra: pip install -e .[pte] (executorch 1.5.1 with torch 2.13.0)"
 

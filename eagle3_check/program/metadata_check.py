@@ -58,6 +58,7 @@ def target_facts(target_dir: str | Path | None) -> dict:
 # portable kernels; ExecuTorch 1.5.1 keeps it off by default). Measured on SmolLM2-135M bf16 on one CPU
 # thread: docs/pte.md, "bf16 on XNNPACK". Here, not in program/export.py, so the CLI reads them without torch.
 BACKENDS = ("xnnpack", "portable", "xnnpack-bf16")
+BACKEND_KEY = "get_export_backend"  # the constant method a `.pte` names its backend by (one of BACKENDS)
 XNNPACK_BACKENDS = ("xnnpack", "xnnpack-bf16")  # the BACKENDS that lower with XNNPACK
 
 
@@ -67,13 +68,15 @@ def require_backend(backend: str) -> None:
         from eagle3_check.errors import OptionError
 
         raise OptionError(f"--backend {backend}", f"one of {', '.join(BACKENDS)}", "pass --backend xnnpack")
+
+
 TANH_GELU = "gelu_pytorch_tanh"  # transformers' GELUTanh: nn.functional.gelu(approximate="tanh")
 
 
 def gelu_warning(raw: dict, target: dict, lowering: dict | None) -> str | None:
     """A warning when the target's MLP is a tanh GELU, the program may be XNNPACK's (it says so, or
     does not say) and its export record does not count a kept tanh GELU (`tanh_gelu_as_ops`)."""
-    if target.get("activation") != TANH_GELU or raw.get("get_export_backend", "xnnpack") not in XNNPACK_BACKENDS:
+    if target.get("activation") != TANH_GELU or raw.get(BACKEND_KEY, "xnnpack") not in XNNPACK_BACKENDS:
         return None
     if (lowering or {}).get("tanh_gelu_as_ops"):
         return None

@@ -113,7 +113,9 @@ def pte_calibration(program, target_dir, tokenizer, texts: list[str], options, l
 def pte_kernels(program) -> str:
     """The kernel set of a `.pte`: the backend it was lowered with (its constant `get_export_backend`:
     xnnpack, xnnpack-bf16 or portable; a program that does not say is taken as XNNPACK's, the default)."""
-    return str(program.metadata().get("get_export_backend") or "xnnpack")
+    from eagle3_check.program.metadata_check import BACKEND_KEY
+
+    return str(program.metadata().get(BACKEND_KEY) or "xnnpack")
 
 
 def calibrate_pte(program, target_dir, key, tokenizer, texts: list[str], options, log=None):

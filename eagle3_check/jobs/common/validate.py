@@ -56,6 +56,7 @@ def validated(cfg):
     _suite_name(cfg)
     _suite_overrides(cfg)
     check_compile(cfg)
+    _export_backend(cfg)
     if cfg.command == "check":
         from eagle3_check.jobs.check.workers import check_flags
 
@@ -270,6 +271,13 @@ def _ranges(cfg) -> None:
     cfg.check.check_values()  # each section's own values, next to it
     cfg.gate.check_values()
     cfg.drift.thresholds()
+
+
+def _export_backend(cfg) -> None:
+    """`export --backend xnnpack-bf16` delegates bf16 linears and nothing else: it needs --dtype bfloat16."""
+    if cfg.command == "export" and cfg.export.backend == "xnnpack-bf16" and cfg.dtype != "bfloat16":
+        raise OptionError(f"--backend xnnpack-bf16 with --dtype {cfg.dtype}", "--dtype bfloat16 (XNNPACK's bf16 "
+                          "kernels take bf16 linears only)", "add --dtype bfloat16, or pass --backend xnnpack")
 
 
 def check_share(flag: str, share: float | None) -> None:
