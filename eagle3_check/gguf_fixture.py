@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from eagle3_check.errors import InputError
@@ -138,6 +139,39 @@ def _assemble(name: str, source: dict, paths: list[Path], work: Path) -> Path:
     return out
 
 
+@contextmanager
+def _gguf_read_once(gguf):
+    """For one conversion: each GGUF file parsed once, each tensor name map built once.
+
+    transformers parses the whole GGUF three times in a conversion (the config, the tensors, the
+    tokenizer: each a new `gguf.GGUFReader`, ~4 s for SmolLM2's 49,152-token vocabulary on one core)
+    and builds gguf's `TensorNameMap` once per submodule (397 times for SmolLM2, ~3 s). Both are
+    read-only once built, so within the conversion the same path gives the same reader and the same
+    (arch, blocks) the same map; the converted bytes do not change (tests/test_gguf_cache.py pins
+    the count of reads). gguf's names are restored on exit; transformers imports them from `gguf` at
+    each call, so nothing else sees the memo."""
+    reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict = {}
+    maps: dict = {}
+
+    def reader(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader_cls(path, *args, **kwargs)
+        return readers[key]
+
+    def tensor_name_map(arch, n_blocks):
+        if (arch, n_blocks) not in maps:
+            maps[arch, n_blocks] = name_map(arch, n_blocks)
+        return maps[arch, n_blocks]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, tensor_name_map
+    try:
+        yield readers
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+
+
 def _convert(name: str, gguf_file: Path, out: Path, steps) -> dict:
     """GGUF -> HF directory `out/target` (fp32), without accelerate: the model is built from the
     GGUF's config and the dequantized tensors (transformers' own GGUF name map, Q/K
@@ -154,35 +188,36 @@ def _convert(name: str, gguf_file: Path, out: Path, steps) -> dict:
     from eagle3_check.quiet import third_party_quiet
 
     target = out / "target"
-    with steps.step(CONVERT_STEPS[1]):
-        import torch
-        import transformers
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    with _gguf_read_once(gguf):
+        with steps.step(CONVERT_STEPS[1]):
+            import torch
+            import transformers
+            from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+            from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
+            with third_party_quiet():
+                config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                                    trust_remote_code=TRUST_REMOTE_CODE)
+                if hasattr(config, "quantization_config"):
+                    del config.quantization_config  # the GGUF's; the weights written are plain fp32
+                torch.manual_seed(0)  # every tensor is overwritten below; the seed only fixes the init's cost
+                model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         with third_party_quiet():
-            config = AutoConfig.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
-                                                trust_remote_code=TRUST_REMOTE_CODE)
-            if hasattr(config, "quantization_config"):
-                del config.quantization_config  # the GGUF's; the weights written are plain fp32
-            torch.manual_seed(0)  # every tensor is overwritten below; the seed only fixes the init's cost
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    with third_party_quiet():
-        with steps.step(CONVERT_STEPS[2]):
-            tensors = load_gguf_checkpoint(str(gguf_file), return_tensors=True, model_to_load=model)["tensors"]
-        missing, unexpected = model.load_state_dict(tensors, strict=False)
-        tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
-        if set(missing) - tied or unexpected:
-            raise InputError(f"fixture {name}: GGUF tensors do not cover the model (missing "
-                             f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})",
-                             "one GGUF tensor per model parameter",
-                             "use the transformers version pyproject.toml names, or report the GGUF")
-        with steps.step(CONVERT_STEPS[3]):
-            model.save_pretrained(target)
-        with steps.step(CONVERT_STEPS[4]):
-            tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
-                                                      trust_remote_code=TRUST_REMOTE_CODE)
-            tokenizer.save_pretrained(target)
+            with steps.step(CONVERT_STEPS[2]):
+                tensors = load_gguf_checkpoint(str(gguf_file), return_tensors=True, model_to_load=model)["tensors"]
+            missing, unexpected = model.load_state_dict(tensors, strict=False)
+            tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
+            if set(missing) - tied or unexpected:
+                raise InputError(f"fixture {name}: GGUF tensors do not cover the model (missing "
+                                 f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})",
+                                 "one GGUF tensor per model parameter",
+                                 "use the transformers version pyproject.toml names, or report the GGUF")
+            with steps.step(CONVERT_STEPS[3]):
+                model.save_pretrained(target)
+            with steps.step(CONVERT_STEPS[4]):
+                tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
+                                                          trust_remote_code=TRUST_REMOTE_CODE)
+                tokenizer.save_pretrained(target)
     cfg = json.loads((target / "config.json").read_text())
     if "quantization_config" in cfg:
         cfg.pop("quantization_config")

@@ -118,3 +118,35 @@ def test_the_real_fixtures_are_listed_without_converting(monkeypatch, tmp_path):
         assert fx.real and fx.prompts_path.name == "heldout.json" and len(fx.prompts()) >= 16
         assert fx.draft_dir == fx.root / "draft"
     assert not (tmp_path / "never").exists()  # loading, prompts and the draft path convert nothing
+
+
+def test_a_conversion_parses_each_gguf_once_and_restores_gguf(tmp_path):
+    """transformers opens the GGUF three times a conversion (config, tensors, tokenizer) and builds a
+    tensor name map per submodule: inside `_gguf_read_once` one reader per file (however the path is
+    spelled) and one map per (arch, blocks); gguf's own names are back afterwards, also after an error."""
+    import types
+
+    made = []
+
+    class Reader:
+        def __init__(self, path, mode="r"):
+            made.append(("reader", str(path), mode))
+
+    def name_map(arch, n_blocks):
+        made.append(("map", arch, n_blocks))
+        return object()
+
+    fake = types.SimpleNamespace(GGUFReader=Reader, get_tensor_name_map=name_map)
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"")
+    with gguf_fixture._gguf_read_once(fake):
+        first = fake.GGUFReader(f)
+        assert fake.GGUFReader(str(f)) is first and fake.GGUFReader(tmp_path / "." / "m.gguf") is first
+        assert fake.GGUFReader(f, "r+") is not first  # another mode: another reader
+        m = fake.get_tensor_name_map("llama", 30)
+        assert fake.get_tensor_name_map("llama", 30) is m and fake.get_tensor_name_map("llama", 2) is not m
+    assert made == [("reader", str(f), "r"), ("reader", str(f), "r+"), ("map", "llama", 30), ("map", "llama", 2)]
+    assert fake.GGUFReader is Reader and fake.get_tensor_name_map is name_map
+    with pytest.raises(RuntimeError), gguf_fixture._gguf_read_once(fake):
+        raise RuntimeError("a conversion that fails")
+    assert fake.GGUFReader is Reader and fake.get_tensor_name_map is name_map
