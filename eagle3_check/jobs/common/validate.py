@@ -145,6 +145,13 @@ def _program_files(cfg) -> None:
 
             spec = check_spec(cfg.runner)
             preflight.check_runner_module(cfg.runner, spec.partition(":")[0])
+        from eagle3_check.runners.isolate.policy import wants_isolation
+
+        if kind_of(cfg.runner).program_file or wants_isolation(cfg.runner, getattr(cfg, "isolate", False),
+                                                               getattr(cfg, "in_process", False)):
+            from eagle3_check.runners.isolate.sandbox import account
+
+            account()  # an unknown or root EAGLE3_CHECK_RUNNER_USER: its one line now, not after the model loaded
     if cfg.command != "gate":  # the gate's load check reports a .pte that is not one (its report, JUnit: exit 1)
         if cfg.pte:
             preflight.check_pte_file(cfg.pte)

@@ -204,17 +204,27 @@ def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path):
     assert not outlived(tmp_path, junit, attack)  # the JUnit file (golden verify: the JSON) is still the harness's
 
 
+# main() in a child that then says whether torch was imported: the account is checked where the
+# config is built (jobs/common/validate.py), not after the target and the reference had loaded (7 s)
+ACCOUNT_CHILD = ("import sys\nfrom eagle3_check.cli import main\nrc = main(sys.argv[1:])\n"
+                 "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)\n")
+
+
 @ROOT_ONLY
-def test_an_account_that_does_not_exist_is_a_one_line_error(tmp_path):
+@pytest.mark.parametrize("runner", ["plain_ref:make", "exec:/bin/true"])
+def test_an_account_that_does_not_exist_is_a_one_line_error_before_torch(tmp_path, runner):
     (tmp_path / "plain_ref.py").write_text("from eagle3_check.runners.loop import ReferenceRunner as R\n"
                                            "def make():\n    return R()\n")
+    (tmp_path / "m.pte").write_bytes(b"\0\0\0\0ET12" + bytes(56))  # a .pte by its identifier, for the binary
+    pte = ["--pte", str(tmp_path / "m.pte")] if runner.startswith("exec:") else []
     env = {**os.environ, "EAGLE3_CHECK_RUNNER_USER": "no-such-account-47", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *ROUTES["check"], "--runner", "plain_ref:make"],
+    p = subprocess.run([sys.executable, "-c", ACCOUNT_CHILD, *ROUTES["check"], "--runner", runner, *pte],
                        capture_output=True, env=env, timeout=300, text=True)
     assert p.returncode == 2, p.stderr[-1500:]
     assert "EAGLE3_CHECK_RUNNER_USER=no-such-account-47: no such account" in p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stdout.strip() == "torch imported: False"
 
 
 def _binary(tmp_path, name: str, body: str) -> str:
