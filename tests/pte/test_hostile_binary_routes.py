@@ -41,7 +41,7 @@ exec "$SEED" "$@"
 '''
 ROUTES = {  # argv after the interpreter; {pte}, {prompts}, {tmp}
     "check": ["check", "--pte", "{pte}", "--prompts", "{prompts}", "--max-new-tokens", "6", "--json"],
-    "suite": ["check", "--pte", "{pte}", "--suite", "one-token", "--prompts", "{prompts}", "--json"],
+    "suite": ["check", "--pte", "{pte}", "--suite", "one-token/max-new-1", "--prompts", "{prompts}", "--json"],  # one case: the route, not the suite
     "gate": ["gate", "--pte", "{pte}", "--prompts", "{prompts}", "--max-new-tokens", "6", "--suite", "none",
              "--report", "{tmp}/gate.json"],
     "golden-verify": ["golden", "verify", PTE_GOLDEN, "--pte", "{pte}", "--no-baseline", "--json"],
