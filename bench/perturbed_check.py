@@ -101,7 +101,10 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
     tok = Tokenizer.load(tokenizer)
     opts = replace(RunOptions(), **options, max_new_tokens=max_new)
     ids = [prompt_ids(tok, p.text, opts) for p in prompts]
+    t_start = time.perf_counter()
     forced = fp32_greedy(target_dir, ids, max_new, device)  # before the run dtype's reference: one at a time
+    # each step on stderr as it ends: a run cut by a time limit still says how far it got
+    print(f"fp32 greedy of {len(ids)} prompts: {time.perf_counter() - t_start:.1f} s", file=sys.stderr, flush=True)
     reference = reference or HFReference(target_dir, device, getattr(torch, dtype))
     rows, the_rule = [], tie_rule(dtype, fixture)
     if rule == "exact":
@@ -132,6 +135,10 @@ def check_perturbed(target_dir: Path, tokenizer: Path, options: dict, prompts, d
                          "tie_margins": sorted(m for v in vs for m in v.tie_margins),
                          "passed": report.passed, "first_failure": first, "changed": changed, "changed_of": n_rows,
                          "rule": the_rule.describe(), "seconds": round(time.perf_counter() - t0, 1)})
+            r = rows[-1]
+            print(f"{kind}: {'PASS' if r['passed'] else 'FAIL'} {r['identical']}/{r['ties']}/{r['fails']} "
+                  f"(identical/ties/fails), changed {r['changed']} of {r['changed_of']}, {r['seconds']} s",
+                  file=sys.stderr, flush=True)
             del backend
     return rows
 
