@@ -167,7 +167,7 @@ def _gguf_read_once(gguf):
 
     gguf.GGUFReader, gguf.get_tensor_name_map = reader, tensor_name_map
     try:
-        yield readers
+        yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
 
