@@ -2,10 +2,11 @@
 lowers (portable kernels elsewhere), to_executorch with the target and draft caches shared across
 methods, and the file (with its `.ptd` data file when the weights go outside).
 
-Five changes to the stock lowering, each exact: to_edge's third re-trace skipped where it has nothing
+Six changes to the stock lowering, each exact: to_edge's third re-trace skipped where it has nothing
 to decompose (program/fast_edge.py), the per-partition legalize (program/fast_lowering.py),
 the XNNPACK partitioner's merge test (program/fast_partition.py), XNNPACK's per-partition preprocess
-spread over the CPUs (program/parallel_preprocess.py) and, on XNNPACK, each tanh GELU kept a tanh
+spread over the CPUs (program/parallel_preprocess.py), its per-partition passes skipped where a
+partition has none of their ops (program/fast_passes.py) and, on XNNPACK, each tanh GELU kept a tanh
 GELU (program/gelu_tanh.py). Needs the `pte` extra.
 """
 
@@ -54,15 +55,17 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
     """to_edge_transform_and_lower of the traced methods (XNNPACK where it lowers), with the exact
     fast per-partition legalize (program/fast_lowering.py), to_edge's idle re-trace skipped
     (program/fast_edge.py), the fast merge test of the partitioner
-    (program/fast_partition.py) and XNNPACK's preprocess over the usable CPUs
-    (program/parallel_preprocess.py) unless `stock_lowering`, and on XNNPACK each tanh GELU kept one
-    (program/gelu_tanh.py). Returns the EdgeProgramManager and the lowering's LoweringStats as JSON,
-    with the count of tanh GELUs rewritten, the EdgeStats, the PartitionStats and the PreprocessStats."""
+    (program/fast_partition.py), XNNPACK's preprocess over the usable CPUs
+    (program/parallel_preprocess.py) and its idle passes skipped (program/fast_passes.py) unless
+    `stock_lowering`, and on XNNPACK each tanh GELU kept one (program/gelu_tanh.py). Returns the
+    EdgeProgramManager and the lowering's LoweringStats as JSON, with the count of tanh GELUs rewritten,
+    the EdgeStats, the PartitionStats, the PreprocessStats and the PassStats (this process's passes)."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     from eagle3_check.program.fast_edge import fast_edge
     from eagle3_check.program.fast_lowering import fast_lowering
     from eagle3_check.program.fast_partition import fast_partition
+    from eagle3_check.program.fast_passes import fast_passes
     from eagle3_check.program.parallel_preprocess import parallel_preprocess
 
     partitioner, passes, backend_cls = [], [], None
@@ -79,9 +82,11 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
         # SmolLM2); a program without any GELU skips it (the same bytes: tests/pte/test_fast_lowering_pte.py).
         passes = [tanh_gelu_pass()] if stock_lowering or has_gelu(programs) else []
     spread = parallel_preprocess(backend_cls, enabled=not stock_lowering) if backend_cls else contextlib.nullcontext()
+    idle = fast_passes(enabled=not stock_lowering) if backend_cls else contextlib.nullcontext()
     with (third_party_quiet(), fast_edge(enabled=not stock_lowering) as edge_stats,
           fast_lowering(enabled=not stock_lowering) as lowering,
-          fast_partition(enabled=not stock_lowering) as partition, spread as preprocess):
+          fast_partition(enabled=not stock_lowering) as partition,
+          idle as xnn_passes, spread as preprocess):
         edge = to_edge_transform_and_lower(
             programs,
             transform_passes=passes or None,
@@ -91,6 +96,7 @@ def lower_edge(programs: dict, constants: dict[str, Any], backend: str, stock_lo
         )
     return edge, {**lowering.to_json(), "tanh_gelu_as_ops": sum(p.rewritten for p in passes),
                   "edge": edge_stats.to_json(), "partition": partition.to_json(),
+                  "passes": xnn_passes.to_json() if xnn_passes is not None else None,
                   "preprocess": preprocess.to_json() if preprocess is not None else None}
 
 

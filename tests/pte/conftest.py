@@ -25,7 +25,7 @@ from eagle3_check.program.export import export_eager
 from eagle3_check.program.pte_backend import PteBackend
 from tests.export_cache import ROOT, cache_key, cached_export
 
-SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py", "program/parallel_preprocess.py", "program/fast_partition.py", "program/fast_edge.py"]
+SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py", "program/parallel_preprocess.py", "program/fast_partition.py", "program/fast_edge.py", "program/fast_passes.py"]
 
 
 def _cache_key(fixture, backend: str) -> str:

@@ -1,6 +1,6 @@
 """The exact fast lowering (program/fast_lowering.py, with XNNPACK's preprocess spread over the CPUs:
 program/parallel_preprocess.py, the partitioner's fast merge test: program/fast_partition.py, to_edge's
-idle re-trace skipped: program/fast_edge.py) writes the very bytes of ExecuTorch's stock
+idle re-trace skipped: program/fast_edge.py, XNNPACK's idle passes skipped: program/fast_passes.py) writes the very bytes of ExecuTorch's stock
 lowering: tiny-llama's draft_decode method lowered both ways, byte for byte (in `make check`: about a
 fifth of the export's partitions, every fast path taken, nodes reordered); the whole cached tiny-llama
 export (made with the fast path, its sidecar says so) against a `stock_lowering` export, and the int4 and
@@ -34,8 +34,9 @@ def _fast(lowering: dict, delegated: dict[str, int]) -> dict:
     want = (min(usable_cpus(), MAX_WORKERS), "") if usable_cpus() > 1 else (1, "one worker")
     assert (spread["workers"], spread["reason"]) == want, spread
     assert sum(spread["partitions"]) == sum(delegated.values())
-    # program/fast_partition.py and program/fast_edge.py ran (their version guards passed)
-    assert (lowering["partition"]["mode"], lowering["edge"]["mode"]) == ("fast", "fast"), lowering
+    # program/fast_partition.py, program/fast_edge.py and program/fast_passes.py ran (their version guards passed)
+    modes = (lowering["partition"]["mode"], lowering["edge"]["mode"], lowering["passes"]["mode"])
+    assert modes == ("fast", "fast", "fast"), lowering
     return lowering
 
 
@@ -57,8 +58,12 @@ def test_fast_lowering_writes_the_stock_bytes_of_a_method(program, tmp_path):
     _fast(lowering, delegated)
     assert lowering["moved"] > 0  # the graph was reordered in place, not only left as it was
     assert lowering["edge"]["skipped"] == 1  # the method's idle third re-trace (program/fast_edge.py)
+    # XNNPACK's idle passes skipped on the partitions preprocessed here (program/fast_passes.py)
+    assert lowering["passes"]["skipped_in_this_process"] > 0, lowering["passes"]
     stock, stock_lowering, _ = _lowered_method(program, "draft_decode", tmp_path / "stock.pte", stock=True)
     assert stock_lowering["mode"] == "stock" and stock_lowering["reason"] == "--stock-lowering"
+    assert stock_lowering["passes"] == {"mode": "stock", "reason": "--stock-lowering", "skipped_in_this_process": 0,
+                                        "ran_in_this_process": 0}
     assert fast == stock
 
 
