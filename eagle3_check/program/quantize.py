@@ -169,8 +169,9 @@ def quantize_linear(linear: nn.Linear, spec: QuantSpec, name: str = "linear") ->
     w = holder[0].weight  # torchao IntxUnpackedToInt8Tensor
     n = linear.out_features
     bias = None if linear.bias is None else linear.bias.detach().float().clone()
-    return WeightOnlyLinear(w.qdata.detach().clone().to(torch.int8), w.scale.detach().float().reshape(n, -1).clone(),
-                            w.zero_point.detach().reshape(n, -1).clone().to(torch.int8), bias)
+    quantized = WeightOnlyLinear(w.qdata.detach().clone().to(torch.int8), w.scale.detach().float().reshape(n, -1).clone(),
+                                 w.zero_point.detach().reshape(n, -1).clone().to(torch.int8), bias)
+    return quantized.to(linear.weight.device)  # quantized on CPU (the holder), placed where the linear was
 
 
 def quantize_linears(root: nn.Module, spec: QuantSpec, prefix: str = "") -> list[str]:

@@ -121,3 +121,23 @@ def test_nonzero_zero_points_are_traced_and_applied():
     want = (holder[0].qdata.float() - 1) * holder[0].scale.repeat_interleave(32, 1)  # [16, 64]
     assert torch.equal(holder[0].weight, want)
     assert torch.equal(traced.module()(x), holder(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (pytest -m gpu on a GPU machine)")
+def test_a_cuda_linear_is_quantized_in_place_on_its_device():
+    # torchao quantizes on CPU (the holder); the layer goes back where the linear was: an int8 copy of a
+    # target loaded on the GPU runs there (bench/perturbed_check.py's int8 program on the 8B shape failed
+    # with "mat2 is on cpu" before)
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 16).cuda()
+    q = quantize_linear(lin, make_spec("int8-weight"))
+    assert {b.device.type for b in q.buffers()} == {"cuda"}
+    x = torch.randn(2, 64, device="cuda")
+    assert torch.allclose(q(x), lin(x), atol=0.05)
+
+
+def test_a_cpu_linear_stays_on_cpu():
+    lin = nn.Linear(64, 16)
+    q = quantize_linear(lin, make_spec("int8-weight"))
+    assert {b.device.type for b in q.buffers()} == {"cpu"}
