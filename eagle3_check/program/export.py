@@ -37,7 +37,7 @@ from eagle3_check.program.contract import (
     VERIFY_KV_WINDOW,
     VERIFY_PLAIN,
 )
-from eagle3_check.program.lowering import lower_to_pte
+from eagle3_check.program.lowering import CACHE_BUFFER_PATTERNS, lower_to_pte
 from eagle3_check.program.metadata_check import BACKEND_KEY, require_backend
 from eagle3_check.program.quantize import QUANT_KEY, read_all_zero_points
 from eagle3_check.program.sidecar import (
@@ -212,7 +212,18 @@ def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Ph
         for name, (cls, args, shapes) in plans.items():
             phases.start(f"trace {name}")
             programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
-    return programs
+    return {name: zeroed_caches(ep) for name, ep in programs.items()}
+
+
+def zeroed_caches(ep):
+    """`ep` with its KV caches zero, as the program starts them (CACHE_BUFFER_PATTERNS): the traced
+    program's state holds the module's own buffers, so a module that has run requests (a test session's,
+    a job's) would otherwise lower what its last request left in them: other bytes for the same program."""
+    for state in (ep.state_dict, ep.constants):  # persistent buffers, and the others (the caches are these)
+        for name, t in list(state.items()):
+            if any(p in name for p in CACHE_BUFFER_PATTERNS) and isinstance(t, torch.Tensor):
+                state[name] = torch.zeros_like(t)
+    return ep
 
 
 def check_omit(omit: list[str] | tuple[str, ...]) -> list[str]:
