@@ -26,34 +26,31 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 _PASSES = "executorch.backends.xnnpack._passes"
-# pass name -> (its module, the call target names it acts on: a substring of `target.__name__`).
-# The substrings are each pass's own node tests (its `call` / `call_operator`), widened, never narrowed.
+# pass name -> the call target names it acts on (each a substring of `target.__name__`): each pass's
+# own node tests (its `call` / `call_operator`), widened, never narrowed. Its module: _STOCK_SOURCES.
 _ACTS_ON = {
-    "DimOrderOpsRevertPass": ("executorch.exir.passes.memory_format_ops_pass", ("dim_order",)),
-    "PropagateCustomMetaPass": (f"{_PASSES}.propagate_custom_meta_pass", ("quantize",)),
-    "FuseBatchNormPass": (f"{_PASSES}.fuse_batch_norm", ("batch_norm",)),
-    "DecomposeBatchNorm": (f"{_PASSES}.decompose_batch_norm", ("batch_norm",)),
-    "FuseActivationPass": (f"{_PASSES}.fuse_activation_pass", ("relu", "hardtanh")),
-    "DecomposeConcatenate": (f"{_PASSES}.decompose_cat", ("cat",)),
-    "RemoveGetItemPass": ("executorch.backends.transforms.remove_getitem_op", ("max_pool2d_with_indices", "max.dim")),
-    "InsertPadQDQPass": (f"{_PASSES}.insert_pad_qdq", ("constant_pad_nd",)),
-    "Conv1dUnsqueezePass": (f"{_PASSES}.conv1d_unsqueeze_pass", ("convolution",)),
-    "PReLUReshapePass": (f"{_PASSES}.prelu_reshape_pass", ("prelu",)),
+    "DimOrderOpsRevertPass": ("dim_order",),
+    "PropagateCustomMetaPass": ("quantize",),
+    "FuseBatchNormPass": ("batch_norm",),
+    "DecomposeBatchNorm": ("batch_norm",),
+    "FuseActivationPass": ("relu", "hardtanh"),
+    "DecomposeConcatenate": ("cat",),
+    "RemoveGetItemPass": ("max_pool2d_with_indices", "max.dim"),
+    "InsertPadQDQPass": ("constant_pad_nd",),
+    "Conv1dUnsqueezePass": ("convolution",),
+    "PReLUReshapePass": ("prelu",),
 }
-# the pattern passes: a pass -> (its module, the module of its pattern graphs, the function returning them)
+# the pattern passes: a pass -> the module whose `get_graphs()` returns its pattern graphs
 _PATTERNS = {
-    "ConvertToSDPAPass": (f"{_PASSES}.convert_to_sdpa", "executorch.backends.xnnpack.partition.graphs.sdpa",
-                          "get_graphs"),
-    "ConvertToUpsampleBilinear2d": (f"{_PASSES}.convert_to_upsample_bilinear2d",
-                                    "executorch.backends.xnnpack.partition.graphs.bilinear_2d", "get_graphs"),
+    "ConvertToSDPAPass": "executorch.backends.xnnpack.partition.graphs.sdpa",
+    "ConvertToUpsampleBilinear2d": "executorch.backends.xnnpack.partition.graphs.bilinear_2d",
 }
 # sha256 (first 16 hex) of the relied-on sources: the pass manager's transform, each skipped pass's module
-# and each pattern module (executorch 1.5.1)
+# (in _ACTS_ON's order, then the pattern passes') and each pattern module (executorch 1.5.1)
 _STOCK_SOURCES = {
     "XNNPACKPassManager.transform": "18e3bd06d0a97585",
     "executorch.exir.passes.memory_format_ops_pass": "36b7d07d6ab9435b",
@@ -83,7 +80,6 @@ class PassStats:
     reason: str = ""
     skipped: int = 0
     ran: int = 0
-    by_pass: Counter = field(default_factory=Counter)  # skipped runs per pass name
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "reason": self.reason, "skipped_in_this_process": self.skipped,
@@ -122,10 +118,9 @@ def can_act(pass_name: str, names: set[str]) -> bool:
     """Whether the XNNPACK pass `pass_name` may change a partition whose call targets are `names`:
     True for a pass this module does not know."""
     if pass_name in _ACTS_ON:
-        return any(s in n for s in _ACTS_ON[pass_name][1] for n in names)
+        return any(s in n for s in _ACTS_ON[pass_name] for n in names)
     if pass_name in _PATTERNS:
-        _, module, fn = _PATTERNS[pass_name]
-        patterns = getattr(importlib.import_module(module), fn)()  # lru_cached there: built once a process
+        patterns = importlib.import_module(_PATTERNS[pass_name]).get_graphs()  # lru_cached there: built once a process
         return any(call_names(p.graph) <= names for p in patterns)
     return True
 
@@ -140,27 +135,19 @@ def fast_passes(enabled: bool = True):
         stats.reason = why
         yield stats
         return
-    from executorch.exir.program._program import _transform
-
-    passes = importlib.import_module(_PASSES)
-    manager = passes.XNNPACKPassManager
+    manager = importlib.import_module(_PASSES).XNNPACKPassManager
     stock = manager.transform
 
-    def transform(self):  # XNNPACKPassManager.transform, each pass asked first
-        ep = self.exported_program
+    def transform(self):  # XNNPACKPassManager.transform: the stock one, a pass at a time, each asked first
+        ep, names = self.exported_program, None
         for pass_ in self.passes:
-            if not can_act(pass_.__name__, call_names(ep.graph)):
+            if names is None:  # read again only after a pass ran
+                names = call_names(ep.graph)
+            if not can_act(pass_.__name__, names):
                 stats.skipped += 1
-                stats.by_pass[pass_.__name__] += 1
                 continue
             stats.ran += 1
-            if issubclass(pass_, passes.XNNPACKPass):
-                transform_pass = pass_(ep)
-            elif issubclass(pass_, passes.ExportPass):
-                transform_pass = pass_()
-            else:
-                raise RuntimeError(f"Expecting ExportPass or ExportPass(), but got pass: {pass_} with type: {type(pass_)}")
-            ep = _transform(ep, transform_pass)
+            ep, names = stock(manager(ep, passes=[pass_])), None
         return ep
 
     manager.transform = transform
