@@ -9,13 +9,15 @@ dtype (float32, bfloat16), in one process:
   3. tokens/s of the eager reference as `check --device cuda` runs it (the program under CUDA graphs,
      the device runner; on CPU the plain program and the reference runner), then of the AOTI program
      (the reference runner and the device runner): new tokens over the wall time of the prompt set,
-     prefill included, after one warm-up request; the eager program freed before the AOTI one loads;
+     prefill included, after one warm-up request; the eager program freed before the AOTI one loads
+     (with --weights external kept instead: the package's models are bound to its tensors);
   4. `check --aoti FILE --json` with `--reference self` (identical at every position, or it is a finding)
      and with the HF reference under the tie rule `check` applies (judge/tie_rule.py: a fixture's built-in
      constants, the calibrated tolerance of a --target model in bf16, judge/calibration*.py).
 
 Reproduce (the H200, docs/cuda.md "AOTI programs"):
   python bench/aoti_cuda.py --out bench/results/h200-aoti.json --scale-dir /tmp/s8b
+  python bench/aoti_cuda.py --models scale-8b --scale-dir /tmp/s8b --weights external --out aoti-8b.json
 CPU (the tiny fixture only; C++ kernels, minutes of compile):
   python bench/aoti_cuda.py --device cpu --models tiny-llama --dtypes float32 --out /tmp/aoti-cpu.json
 """
@@ -61,6 +63,9 @@ def parse_args(argv=None):
     p.add_argument("--new", type=int, default=64, help="max new tokens per request")
     p.add_argument("--inductor-option", action="append", default=[], metavar="KEY=VALUE",
                    help="more inductor config for the compile (JSON values), e.g. aot_inductor.force_mmap_weights=true")
+    p.add_argument("--weights", default="embedded", choices=["embedded", "external"],
+                   help="embed the weights in each model, or compile the kernels only and bind them at load to the "
+                   "eager program (`export --aoti-weights external`: one copy; what an 8B package needs on a 64 GB disk)")
     p.add_argument("--workdir", default=None, help="where the packages go (default a temp dir)")
     p.add_argument("--out", required=True)
     return p.parse_args(argv)
@@ -143,7 +148,9 @@ def one(model: str, dtype: str, args, workdir: Path, options_extra: dict) -> dic
     texts = prompt_texts(cfg, args.max_prompts)
     path = workdir / f"{model}-{dtype}.pt2"
     t0 = time.perf_counter()
-    record = compile_aoti(program, path, source={"fixture": model} if model != SCALE else {}, options=options_extra)
+    source = {"fixture": model} if model != SCALE else {"target": str(cfg.target), "draft": str(cfg.draft)}
+    record = compile_aoti(program, path, source=source, options=options_extra, weights=args.weights)
+    row["weights"] = args.weights
     row["compile_s"], row["phases"] = round(time.perf_counter() - t0, 1), record["phases"]
     row["package_mb"] = round(path.stat().st_size / 2**20, 1)
     cuda = args.device.startswith("cuda")
@@ -151,16 +158,18 @@ def one(model: str, dtype: str, args, workdir: Path, options_extra: dict) -> dic
     row["eager"] = tokens_per_s(eager, DeviceRunner() if cuda else ReferenceRunner(), tokenizer, texts, options,
                                 args.device)
     row["eager"]["runner"] = "eager, CUDA graphs, device runner" if cuda else "eager, reference runner"
-    del eager, program
+    del eager
+    source = program if args.weights == "external" else None  # external: the package reads these tensors
+    del program
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
-    aoti = AotiBackend(path, int(args.device.split(":")[1]) if ":" in args.device else None)
+    aoti = AotiBackend(path, int(args.device.split(":")[1]) if ":" in args.device else None, weights_source=source)
     row["aoti_reference_runner"] = tokens_per_s(aoti, ReferenceRunner(), tokenizer, texts, options, args.device)
     if cuda:
         row["aoti_device_runner"] = tokens_per_s(aoti, DeviceRunner(), tokenizer, texts, options, args.device)
     row["tokens_equal_eager"] = row["aoti_reference_runner"]["tokens"] == row["eager"]["tokens"]
-    del aoti
+    del aoti, source
     gc.collect()
     row["vs_self"] = judged(path, model, args, "self")
     row["vs_hf"] = judged(path, model, args, "hf")

@@ -22,6 +22,7 @@ examples:
   eagle3-check export --dtype bfloat16 -o tiny-bf16.pte   # bf16 weights and features
   eagle3-check export --aoti -o tiny.pt2                # AOTInductor for CUDA (on the GPU machine; docs/cuda.md)
   eagle3-check export --aoti --device cpu -o tiny-cpu.pt2   # AOTInductor for CPU (C++ kernels)
+  eagle3-check export --aoti --aoti-weights external --target T --draft D -o big.pt2   # kernels only, weights bound at load
 """
 
 
@@ -64,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--aoti", action="store_true", dest="aoti_export",
                    help="compile with AOTInductor into a .pt2 package (three models, caches shared as inputs, the "
                    "metadata in NAME.export.json) instead of a .pte; for --device (default cuda)")
+    p.add_argument("--aoti-weights", default=None, choices=["embedded", "external"],
+                   help="with --aoti: embed the weights in each model (default), or compile the kernels only and "
+                   "bind the weights at load from the target and draft (one copy; for large targets; docs/cuda.md)")
     p.add_argument("--device", default="cpu", action=Given,
                    help="with --aoti: the device the package is compiled for (default cuda; cpu for a CPU package)")
     p.add_argument("--json", action="store_true", help="print the export record as JSON")
@@ -105,8 +109,9 @@ def aoti_main(cfg) -> int:
         print(json.dumps(record, indent=2))
     else:
         phases = ", ".join(f"{name} {s:.0f} s" for name, s in record["phases"].items())
+        weights = "weights bound at load" if record["weights"]["mode"] == "external" else "weights embedded"
         print(f"wrote {record['path']} (AOTInductor, {record['device']}, {record['dtype']}, target_verify "
-              f"{record['target_verify']}; {record['seconds']:.0f} s: {phases}; metadata in the sidecar)")
+              f"{record['target_verify']}, {weights}; {record['seconds']:.0f} s: {phases}; metadata in the sidecar)")
     return 0
 
 

@@ -27,12 +27,15 @@ from eagle3_check.errors import InputError
 
 
 def eager_program(program):
-    """The EagerBackend under any wrappers (CUDA graphs, recorders), else None."""
+    """The EagerBackend under any wrappers (CUDA graphs, recorders), or the one whose tensors an AOTI
+    package without weights is bound to (program/aoti_weights.py), else None."""
     from eagle3_check.program.eager import EagerBackend
 
     while not isinstance(program, EagerBackend) and hasattr(program, "inner"):
         program = program.inner
-    return program if isinstance(program, EagerBackend) else None
+    if isinstance(program, EagerBackend):
+        return program
+    return getattr(program, "weights_source", None)  # an AOTI package bound to an eager program's tensors
 
 
 def shareable(program, device: str, dtype: torch.dtype):

@@ -12,6 +12,11 @@ The caches are this backend's: allocated once, zeroed, on the package's device, 
 call (prefill and target_verify the target's, draft_decode the draft's), which writes them in place
 (aoti_export's module docstring). The exported length ranges are checked before a call, as for a
 `.pte` (`pte_backend.check_length`). Outputs are the compiled model's own fresh tensors.
+
+A package compiled with external weights (program/aoti_weights.py) is given the eager program
+built from its target and draft (`weights_source`): after its fingerprint is checked, each model's
+constants are bound to that program's tensors, and `weights_source` stays readable so that the HF
+reference shares them too (judge/shared.py). Without it such a package is refused.
 """
 
 from __future__ import annotations
@@ -25,6 +30,13 @@ import torch
 
 from eagle3_check.errors import ContractViolation, InputError, first_line
 from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS
+from eagle3_check.program.aoti_weights import (
+    EXTERNAL,
+    bind,
+    check_fingerprint,
+    module_tensors,
+    weights_mode,
+)
 from eagle3_check.program.contract import (
     VERIFY_BOUNDS_FROM_KEY,
     VERIFY_BOUNDS_KEY,
@@ -87,7 +99,7 @@ def _load(load_package, path: Path, model: str, index: int):
 class AotiBackend(CalledProgram):
     """An AOTI `.pt2` speculator program on its device (CPU or CUDA)."""
 
-    def __init__(self, path: str | Path, device_index: int | None = None):
+    def __init__(self, path: str | Path, device_index: int | None = None, weights_source=None):
         from torch._inductor.package import load_package
 
         self.path = Path(path)
@@ -109,6 +121,9 @@ class AotiBackend(CalledProgram):
                 raise InputError(f"method {m} of {self.path} cannot be loaded ({first_line(e)[:120]})",
                                  "a .pt2 package with the models prefill, target_verify and draft_decode",
                                  EXPORT_FIX) from None
+        self.weights_source = None
+        if weights_mode(self.sidecar) == EXTERNAL:
+            self._bind(weights_source)
         self._caches = {g: [torch.zeros(shape, dtype=getattr(torch, dt), device=self.device) for _, shape, dt in entries]
                         for g, entries in self.sidecar["caches"].items()}
         self._metadata: dict[str, Any] = dict(self.sidecar.get("metadata", {}))
@@ -119,10 +134,25 @@ class AotiBackend(CalledProgram):
             self._metadata[VERIFY_BOUNDS_FROM_KEY] = "the AOTI package's sidecar"
         self._ranges = exported_ranges(self._metadata)
 
+    def _bind(self, source) -> None:
+        """External weights: every model's constants bound to `source`'s tensors (module doc)."""
+        if source is None:
+            raise InputError(f"{self.path}: a package compiled without its weights, given no eager program to "
+                             "take them from", "the target and draft it was compiled from",
+                             "judge it with `--aoti FILE` (the command builds them), or re-export with embedded weights")
+        module = source.module
+        caches = {n for entries in self.sidecar["caches"].values() for n, _, _ in entries}
+        check_fingerprint(module, caches, self.sidecar["weights"].get("fingerprint", []), self.path)
+        tensors = module_tensors(module)
+        for m, model in self._models.items():
+            bind(model, tensors, m, self.path)
+        self.weights_source = source
+
     @property
     def info(self) -> dict:
         return {"backend": AOTI_BACKEND, "aoti": str(self.path), "kernels": f"aoti-{self.device.type}",
-                "dtype": self.dtype, "device": str(self.device), "target_verify": self.verify_form}
+                "dtype": self.dtype, "device": str(self.device), "target_verify": self.verify_form,
+                "weights": weights_mode(self.sidecar)}
 
     def caches(self, group: str) -> list[torch.Tensor]:  # each [1, kv, S, D]
         """The cache tensors every call of `group`'s methods writes ("target" or "draft")."""

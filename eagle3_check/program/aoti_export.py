@@ -21,7 +21,9 @@ the backend's, visible, and tested (a prefill's cache is what target_verify read
 The metadata methods' values, the caches' names, shapes and dtypes, the device and dtype and what
 the package was made from are its sidecar (`<name>.export.json`, `sidecar.write_sidecar`: linked
 to the very `.pt2` by size and sha256, as a `.pte`'s). Each model embeds the weights its method
-reads: prefill and target_verify each hold the target's.
+reads: prefill and target_verify each hold the target's; or none (`weights=EXTERNAL`,
+program/aoti_weights.py: bound at load to one eager program's tensors, for targets whose package would
+not fit twice on the disk or the GPU).
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ from torch import nn
 
 from eagle3_check.atomic import atomic_path, check_writable
 from eagle3_check.errors import OptionError
+from eagle3_check.program.aoti_weights import (
+    EMBEDDED,
+    EXTERNAL,
+    check_bindable,
+    compile_options,
+    fingerprint,
+    module_tensors,
+)
 from eagle3_check.program.contract import VERIFY_KV_WINDOW, VERIFY_PLAIN
 from eagle3_check.program.export import (
     METHODS,
@@ -87,20 +97,37 @@ def _aot_compile(ep, name: str, options: dict | None = None) -> list:
     except TypeError:  # torch 2.11's ExportedProgram.module() takes no check_guards
         gm = ep.module()
     args, kwargs = ep.example_inputs
-    options = {**(options or {}), "aot_inductor.package": True, "aot_inductor.model_name_for_generated_files": name}
+    options = {**(options or {}), "aot_inductor.package": True,
+               "aot_inductor.model_name_for_generated_files": generated_name(name, options or {})}
     return torch._inductor.aot_compile(gm, args, kwargs, options=options)
 
 
+def generated_name(method: str, options: dict) -> str:
+    """The name of a method's generated files: `method`, or `method_external` for a weightless compile.
+    Measured (torch 2.13, CPU): inductor's code cache does not key on `package_constants_in_so`, so a
+    weightless compile of a graph followed by an embedded one of the same graph, with the same file
+    names, reuses the weightless library and the embedded package crashes at its first call
+    (segmentation fault; tests/aoti/test_aoti_weights_cpu.py). Other names, other cache entries.
+    The package's model is still named `method` (package_aoti's key)."""
+    return f"{method}_external" if options.get("aot_inductor.package_constants_in_so") is False else method
+
+
 def compile_aoti(program, out_path: str | Path, source: dict | None = None,
-                 on_phase: Callable[[str], None] | None = None, options: dict | None = None) -> dict:
+                 on_phase: Callable[[str], None] | None = None, options: dict | None = None,
+                 weights: str = EMBEDDED) -> dict:
     """Compiles an `EagerBackend` (on its device, in its dtype and target_verify form) with
     AOTInductor into the package `out_path` (`.pt2`) and writes its sidecar; returns the sidecar's
     record. `on_phase(name)` is called as each of AOTI_PHASES starts; `options`: inductor config
-    added to every method's compile (recorded in the sidecar)."""
+    added to every method's compile (recorded in the sidecar); `weights`: embedded in each model, or
+    external (program/aoti_weights.py: the kernels only, bound to an eager program's tensors at load)."""
     out = Path(out_path)
     if out.suffix != ".pt2":
         raise OptionError(f"output path {out}", "a file name ending in .pt2", "pass -o NAME.pt2")
     check_writable(out, ".pt2")
+    mode_options = compile_options(weights)
+    if weights == EXTERNAL and getattr(program, "quantized_layers", None):
+        raise OptionError("--aoti-weights external with a quantized program", "float weights the eager program "
+                          "rebuilds from the target and draft as they are", "drop --aoti-weights (embed them)")
     module, spec = program.module, program.spec
     device = next(module.parameters()).device
     kv_window = getattr(program, "verify_form", VERIFY_PLAIN) == VERIFY_KV_WINDOW
@@ -120,8 +147,10 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
                 phases.start(f"trace {name}")
                 ep = export(CachesAsInputs(cls(module, name), ["spec." + n for n in names]), (args, caches),
                             dynamic_shapes=(shapes, (None,) * len(caches)), strict=False)
+                if weights == EXTERNAL:
+                    check_bindable(ep, module_tensors(module), name)
                 phases.start(f"compile {name}")
-                files[name] = _aot_compile(ep, name, options)
+                files[name] = _aot_compile(ep, name, {**(options or {}), **mode_options})
         phases.start("package")
         from torch._inductor.package import package_aoti
 
@@ -141,8 +170,11 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
         "verify_bounds": [spec.min_verify_len, spec.max_verify_len],
         "caches": {g: [[n, list(buffers[n].shape), str(buffers[n].dtype).removeprefix("torch.")] for n in names]
                    for g, names in groups.items()},
-        "inductor_options": options or {}, "source": source or {}, "seconds": round(time.perf_counter() - t0, 2), "phases": phases.seconds,
+        "inductor_options": {**(options or {}), **mode_options}, "source": source or {},
+        "weights": {"mode": weights}, "seconds": round(time.perf_counter() - t0, 2), "phases": phases.seconds,
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda if device.type == "cuda" else None},
     }
+    if weights == EXTERNAL:  # what binds at load must be these tensors (program/aoti_weights.py)
+        record["weights"]["fingerprint"] = fingerprint(module, {n for names in groups.values() for n in names})
     write_sidecar(out, record)  # after the package: it records the package's digest
     return record

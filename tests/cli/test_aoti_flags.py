@@ -47,3 +47,15 @@ def test_aoti_with_pte_is_one_program(no_cuda, capsys, tmp_path):
     (tmp_path / "t.pt2").write_bytes(b"PK")
     rc = main(["check", "--aoti", str(tmp_path / "t.pt2"), "--pte", str(tmp_path / "t.pt2"), "--device", "cpu"])
     assert_clean_error(capsys, rc, "with --pte")
+
+
+def test_aoti_weights_needs_aoti(no_cuda, capsys, tmp_path):
+    rc = main(["export", "--aoti-weights", "external", "-o", str(tmp_path / "t.pte")])
+    assert_clean_error(capsys, rc, "--aoti-weights external without --aoti")
+
+
+def test_aoti_weights_external_refuses_a_quantized_program(no_cuda, capsys, tmp_path):
+    """A quantized fixture variant's weights are not what the eager program rebuilds at load."""
+    rc = main(["export", "--aoti", "--aoti-weights", "external", "--device", "cpu", "--fixture", "tiny-llama-int4",
+               "-o", str(tmp_path / "t.pt2"), "--no-progress"])
+    assert_clean_error(capsys, rc, "--aoti-weights external with a quantized program")

@@ -23,6 +23,9 @@ PTE_ONLY = {"quantize": "--quantize", "external_data": "--external-data", "from_
 def check_aoti_flags(cfg) -> None:
     """The flag checks of `--aoti` (no torch): the refusal without CUDA, and the flags it excludes."""
     wanted = cfg.aoti or cfg.export.aoti_export
+    if cfg.export.aoti_weights and not cfg.export.aoti_export:
+        raise OptionError(f"--aoti-weights {cfg.export.aoti_weights} without --aoti", "an AOTI compile",
+                          "add --aoti, or drop --aoti-weights (a .pte embeds its weights)")
     if not wanted:
         return
     flag = "export --aoti" if cfg.export.aoti_export else f"--aoti {cfg.aoti}"
@@ -65,4 +68,4 @@ def export_aoti(cfg, on_phase=None) -> dict:
     if cfg.export.verify_kv_window:
         program.use_verify_form(VERIFY_KV_WINDOW)
     read_metadata(program.metadata())  # refuse inconsistent ranges before minutes of compile
-    return compile_aoti(program, cfg.output, source, on_phase)
+    return compile_aoti(program, cfg.output, source, on_phase, weights=cfg.export.aoti_weights or "embedded")

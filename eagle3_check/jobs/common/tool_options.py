@@ -25,6 +25,7 @@ class ExportOptions(Section):
     quantize_draft: bool = False
     from_pte: str | None = None
     aoti_export: bool = False  # export --aoti: compile with AOTInductor into a .pt2
+    aoti_weights: str | None = None  # with --aoti: embedded (default) or external (program/aoti_weights.py)
 
 
 @dataclass(frozen=True)

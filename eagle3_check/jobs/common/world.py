@@ -132,7 +132,8 @@ def build_aoti_program(cfg) -> ProgramSetup:
 
     refuse_shape_flags(cfg, "--aoti", "the package", "re-compile with `eagle3-check export --aoti`")
     fx, target_dir, tok_path = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
-    program = AotiBackend(cfg.aoti, int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None)
+    index = int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None
+    program = AotiBackend(cfg.aoti, index, weights_source=aoti_weights_source(cfg, fx, target_dir, index))
     if "device" in cfg.given and program.device.type != cfg.device.split(":")[0]:
         raise InputError(f"--device {cfg.device} with --aoti {cfg.aoti}", f"the package's own device, "
                          f"{program.device.type}", "drop --device")
@@ -141,6 +142,26 @@ def build_aoti_program(cfg) -> ProgramSetup:
                          "drop --dtype (it is read from the package's sidecar)")
     info = {**({"fixture": fx.name} if fx else {"target": str(target_dir)}), **program.info}
     return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
+
+
+def aoti_weights_source(cfg, fx, target_dir, index):
+    """For a package compiled without its weights (program/aoti_weights.py): the eager program they are
+    taken from, built from the judged target and the draft (the fixture's, --draft, else the one the
+    sidecar names) with the package's spec, dtype and device; None for a package that embeds them."""
+    from eagle3_check.fixtures.registry import ProgramSpec
+    from eagle3_check.program.aoti_backend import package_device, read_aoti_sidecar
+    from eagle3_check.program.aoti_weights import EXTERNAL, weights_mode
+    from eagle3_check.program.eager import EagerBackend
+
+    record = read_aoti_sidecar(Path(cfg.aoti))
+    if weights_mode(record) != EXTERNAL:
+        return None
+    draft = fx.draft_dir if fx else (cfg.draft or record.get("source", {}).get("draft"))
+    if not draft:
+        raise InputError(f"--aoti {cfg.aoti}: a package compiled without its weights, judged with --target and "
+                         "no --draft", "the draft it was compiled from", "pass --draft DIR")
+    device = package_device(record, index)
+    return EagerBackend.from_dirs(target_dir, draft, ProgramSpec(**record["spec"]), str(device), record["dtype"])
 
 
 def given_options(cfg) -> dict:
