@@ -114,3 +114,25 @@ def test_check_aoti_cli_on_cuda(tmp_path_factory, tmp_path, capsys):
     rc = main(["check", "--aoti", str(out), "--json", "--max-new-tokens", "32"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["passed"] and report["info"]["device"].startswith("cuda"), report["info"]
+
+
+def test_aoti_external_weights_bound_on_the_gpu_equal_the_embedded_package(tmp_path_factory):
+    """`--aoti-weights external` on CUDA (program/aoti_weights.py): the kernels-only package bound to the
+    eager program's tensors on the device gives the embedded package's tokens; float32 vs HF identical."""
+    embedded, _ = built("tiny-llama", "float32", tmp_path_factory)
+    eager = EagerBackend.from_fixture(load_fixture("tiny-llama"), "cuda", "float32")
+    out = tmp_path_factory.mktemp("aoti-ext") / "tiny-llama-external.pt2"
+    t0 = time.perf_counter()
+    compile_aoti(eager, out, source={"fixture": "tiny-llama"}, weights="external")
+    print(f"AOTI compile tiny-llama float32 external weights: {time.perf_counter() - t0:.1f} s, "
+          f"{out.stat().st_size / 2**20:.1f} MiB")
+    program = AotiBackend(out, weights_source=eager)
+    assert program.info["weights"] == "external" and program.device.type == "cuda"
+    fx = load_fixture("tiny-llama")
+    tok, prompts, opts = Tokenizer.load(fx.tokenizer_path), fx.prompts(), RunOptions(**OPTS)
+    runner = ReferenceRunner()
+    for p in prompts[:4]:
+        a, b = runner.run(embedded, tok, p.text, opts), runner.run(program, tok, p.text, opts)
+        assert (b.tokens, b.accepted) == (a.tokens, a.accepted), p.id
+    hf = run_check(program, tok, HFReference(fx.target_dir, "cuda"), prompts, opts, tolerance_for("float32"))
+    assert hf.passed and hf.counts()["tie"] == 0, format_table(hf)
