@@ -59,3 +59,24 @@ def test_aoti_weights_external_refuses_a_quantized_program(no_cuda, capsys, tmp_
     rc = main(["export", "--aoti", "--aoti-weights", "external", "--device", "cpu", "--fixture", "tiny-llama-int4",
                "-o", str(tmp_path / "t.pt2"), "--no-progress"])
     assert_clean_error(capsys, rc, "--aoti-weights external with a quantized program")
+
+
+def test_an_external_weights_package_whose_draft_is_gone_names_it(no_cuda, capsys, tmp_path, monkeypatch):
+    """A kernels-only package's sidecar names the draft its weights come from; a moved draft is one line."""
+    import json
+
+    from eagle3_check.program import sidecar
+
+    pkg = tmp_path / "t.pt2"
+    pkg.write_bytes(b"PK")
+    record = {"backend": "aoti", "device": "cpu", "dtype": "float32", "weights": {"mode": "external"},
+              "source": {"target": "T", "draft": str(tmp_path / "gone")}, "spec": {}}
+    sidecar.sidecar_path(pkg).write_text(json.dumps(record))
+    monkeypatch.setattr("eagle3_check.program.aoti_backend.read_aoti_sidecar", lambda path: record)
+    from eagle3_check.fixtures.registry import fixtures_root
+
+    target = fixtures_root() / "tiny-llama" / "target"
+    (tmp_path / "p.json").write_text(json.dumps({"prompts": [{"id": "a", "text": "hi"}]}))
+    rc = main(["check", "--aoti", str(pkg), "--device", "cpu", "--target", str(target), "--tokenizer",
+               str(target.parent / "tokenizer.json"), "--prompts", str(tmp_path / "p.json")])
+    assert_clean_error(capsys, rc, "draft directory")

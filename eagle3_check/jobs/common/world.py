@@ -160,6 +160,9 @@ def aoti_weights_source(cfg, fx, target_dir, index):
     if not draft:
         raise InputError(f"--aoti {cfg.aoti}: a package compiled without its weights, judged with --target and "
                          "no --draft", "the draft it was compiled from", "pass --draft DIR")
+    if not Path(draft).is_dir():
+        raise InputError(f"draft directory {draft} (for the weights of {cfg.aoti}) does not exist",
+                         "the draft directory the package was compiled from", "pass --draft DIR")
     device = package_device(record, index)
     return EagerBackend.from_dirs(target_dir, draft, ProgramSpec(**record["spec"]), str(device), record["dtype"])
 
