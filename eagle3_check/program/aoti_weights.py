@@ -62,7 +62,7 @@ def _tensors(module: nn.Module, caches: set[str]) -> dict[str, torch.Tensor]:
     return out
 
 
-def checksum(t: torch.Tensor) -> int:
+def checksum(t: torch.Tensor) -> int:  # t: any shape, any dtype
     """An exact, order-independent digest of a tensor's bits (any dtype, any device).
 
     The bits are read as 16-bit words w_i (one-byte dtypes: bytes), each taken unsigned and weighted by
