@@ -25,6 +25,7 @@ plug-in aliases, the mutants' modules) counts as an import; each rule is shown t
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -46,6 +47,13 @@ MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 MODULES.pop("", None)
 
 
+@functools.cache
+def parsed(src: str) -> ast.Module:
+    """The tree of a module's source, parsed once per source text (every rule walks every module: the
+    rules only read the trees; a FakeModule's injected source is its own text, so its own tree)."""
+    return ast.parse(src)
+
+
 BY_NAME = re.compile(r"eagle3_check((?:\.\w+)+)(?::\w+)?")  # "eagle3_check.runners.loop:ReferenceRunner"
 
 
@@ -55,22 +63,28 @@ def imports(path: Path, top_level_only: bool = False) -> list[tuple[int, str]]:
     `from eagle3_check.suites import toy` counts as suites.toy when that is a module. A string that is
     a whole module name, or a `module:attr` spec (what importlib loads: the plug-in aliases, the
     mutants' modules), counts as an import of that module: a by-name import obeys the same rules."""
-    tree = ast.parse(path.read_text())
+    return list(_imports(path.read_text(), top_level_only, frozenset(MODULES)))
+
+
+@functools.cache
+def _imports(src: str, top_level_only: bool, modules: frozenset[str]) -> tuple[tuple[int, str], ...]:
+    """`imports` of one source text, given the module names (MODULES, which a test may extend): once each."""
+    tree = parsed(src)
     nodes = tree.body if top_level_only else ast.walk(tree)
     out = []
     for node in nodes:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and not top_level_only:
             named = BY_NAME.fullmatch(node.value)
-            if named and named.group(1)[1:] in MODULES:
+            if named and named.group(1)[1:] in modules:
                 out.append((node.lineno, "eagle3_check" + named.group(1)))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
-                out.append((node.lineno, sub if sub.removeprefix("eagle3_check.") in MODULES else node.module))
-    return [(n, m.removeprefix("eagle3_check.")) for n, m in out
-            if m == "eagle3_check" or m.startswith("eagle3_check.")]
+                out.append((node.lineno, sub if sub.removeprefix("eagle3_check.") in modules else node.module))
+    return tuple((n, m.removeprefix("eagle3_check.")) for n, m in out
+                 if m == "eagle3_check" or m.startswith("eagle3_check."))
 
 
 def covered(name: str, entries: set[str]) -> bool:
@@ -80,7 +94,7 @@ def covered(name: str, entries: set[str]) -> bool:
 
 def allowed(package: str) -> set[str]:
     """The "May import:" entries of a subpackage's docstring."""
-    doc = ast.get_docstring(ast.parse((PKG / package.replace(".", "/") / "__init__.py").read_text())) or ""
+    doc = ast.get_docstring(parsed((PKG / package.replace(".", "/") / "__init__.py").read_text())) or ""
     m = re.search(r"^May import:(.*?)(?:\(|\n\s*\n|\Z)", doc, re.M | re.S)
     assert m, f"eagle3_check/{package.replace('.', '/')}/__init__.py: its docstring lacks a 'May import:' line"
     first = m.group(1).split()[0]
@@ -229,18 +243,27 @@ def kind_rule() -> list[str]:
     for m in sorted(MODULES):
         if m == "runners" or m.startswith("runners."):
             continue
-        for node in ast.walk(ast.parse(MODULES[m].read_text())):
-            named = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-                     else node.name if isinstance(node, ast.FunctionDef) else None)
-            spec_test = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                         and node.func.attr in ("startswith", "removeprefix", "partition")
-                         and any(_exec_form(a) for a in node.args))
-            compared = isinstance(node, ast.Compare) and any(_exec_form(c) for c in [node.left, *node.comparators])
-            beside = isinstance(node, ast.Attribute) and node.attr == "exec_runner"
-            if named == "is_exec" or spec_test or compared or beside:
-                bad.append(f"eagle3_check/{MODULES[m].relative_to(PKG)}:{node.lineno}: a branch on the runner's kind "
-                           "(adapt to runners.seam.Capabilities: runners.seam.kind_of(spec), the runner's capabilities)")
+        for lineno in _kind_branches(MODULES[m].read_text()):
+            bad.append(f"eagle3_check/{MODULES[m].relative_to(PKG)}:{lineno}: a branch on the runner's kind "
+                       "(adapt to runners.seam.Capabilities: runners.seam.kind_of(spec), the runner's capabilities)")
     return bad
+
+
+@functools.cache
+def _kind_branches(src: str) -> tuple[int, ...]:
+    """The lines of `kind_rule`'s branches in one source text (walked once per text)."""
+    lines = []
+    for node in ast.walk(parsed(src)):
+        named = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                 else node.name if isinstance(node, ast.FunctionDef) else None)
+        spec_test = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                     and node.func.attr in ("startswith", "removeprefix", "partition")
+                     and any(_exec_form(a) for a in node.args))
+        compared = isinstance(node, ast.Compare) and any(_exec_form(c) for c in [node.left, *node.comparators])
+        beside = isinstance(node, ast.Attribute) and node.attr == "exec_runner"
+        if named == "is_exec" or spec_test or compared or beside:
+            lines.append(node.lineno)
+    return tuple(lines)
 
 
 def test_no_branch_on_a_runners_kind_outside_the_runners():

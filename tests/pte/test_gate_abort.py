@@ -76,17 +76,63 @@ def bad_pte(pte_path, tmp_path_factory):
     return _corrupt(pte_path, tmp_path_factory.mktemp("abort") / "bad.pte")
 
 
-@pytest.mark.parametrize("argv", [c[1] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
-def test_a_pte_that_aborts_the_runtime_is_one_error_line(bad_pte, tmp_path, argv):
-    """In a process of its own: were the probe skipped, the in-process load would end it (rc -6)."""
-    argv = [a.format(bad=bad_pte, tmp=tmp_path) for a in argv]
+# Every command in one child process (one Python start and one import of the CLI and the runtime instead
+# of one each, ~2 s a command): each `main(argv)` with its own fd 1 and fd 2 (the files they write, the
+# runtime's C++ output included), its exit status, and the probe's per-file memo cleared before it, so
+# each command probes the file in a child of its own, as in a process of its own. A command that loaded
+# the file in-process would end this child (rc -6) with the results of those before it unwritten.
+COMMANDS_CHILD = """
+import json, os, sys, tempfile
+from eagle3_check.cli import main
+from eagle3_check.program import pte_probe
+
+results = {}
+for rid, argv in json.loads(sys.argv[1]):
+    pte_probe._SEEN.clear()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        try:
+            try:
+                rc = main(argv)
+            except SystemExit as e:
+                rc = e.code
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+        out.seek(0), err.seek(0)
+        results[rid] = {"returncode": rc, "stdout": out.read().decode("utf-8", "replace"),
+                        "stderr": err.read().decode("utf-8", "replace")}
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def commands_run(bad_pte, tmp_path_factory) -> dict:
+    """id -> {returncode, stdout, stderr} of each of COMMANDS on the corrupt file, all in one child."""
+    todo = []
+    for rid, argv in COMMANDS:
+        tmp = tmp_path_factory.mktemp(f"abort-{rid}")
+        todo.append((rid, [a.format(bad=bad_pte, tmp=tmp) for a in argv]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHON": sys.executable}
-    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-c", COMMANDS_CHILD, json.dumps(todo)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0 and p.stdout.strip(), (p.returncode, p.stderr[-3000:])  # no command ended it
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.shared("gate-abort-commands")  # one work unit under -n 2 --dist loadgroup: one child runs them all
+@pytest.mark.parametrize("rid", [c[0] for c in COMMANDS])
+def test_a_pte_that_aborts_the_runtime_is_one_error_line(bad_pte, commands_run, rid):
+    """In a process of its own (one child for all the commands): were the probe skipped, the in-process
+    load would end it (rc -6)."""
+    p = commands_run[rid]
+    assert p["returncode"] == 2, (p["returncode"], p["stderr"][-2000:])
+    lines = p["stderr"].strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p["stderr"], p["stderr"][-2000:]
     assert lines[0].startswith(f"error: --pte {bad_pte}: the ExecuTorch runtime ended the process while loading it "
                                "(signal SIGABRT"), lines[0]
     assert "Fix: re-export it with `eagle3-check export`" in lines[0], lines[0]
-    assert not p.stdout.strip(), p.stdout[-500:]  # no partial report
+    assert not p["stdout"].strip(), p["stdout"][-500:]  # no partial report
