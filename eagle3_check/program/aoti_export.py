@@ -133,6 +133,7 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
     kv_window = getattr(program, "verify_form", VERIFY_PLAIN) == VERIFY_KV_WINDOW
     plans = method_plans(module, spec, feature_width(module), kv_window, device)
     groups = cache_names(module)
+    tensors = module_tensors(module)  # what a weightless package's constants must be (check_bindable)
     buffers = dict(module.named_buffers())
     phases = Phases(on_phase)
     t0 = time.perf_counter()
@@ -148,7 +149,7 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
                 ep = export(CachesAsInputs(cls(module, name), ["spec." + n for n in names]), (args, caches),
                             dynamic_shapes=(shapes, (None,) * len(caches)), strict=False)
                 if weights == EXTERNAL:
-                    check_bindable(ep, module_tensors(module), name)
+                    check_bindable(ep, tensors, name)
                 phases.start(f"compile {name}")
                 files[name] = _aot_compile(ep, name, {**(options or {}), **mode_options})
         phases.start("package")

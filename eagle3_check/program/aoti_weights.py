@@ -55,11 +55,16 @@ def weights_mode(sidecar: dict) -> str:
     return mode
 
 
-def _tensors(module: nn.Module, caches: set[str]) -> dict[str, torch.Tensor]:
-    """{name: tensor} of the module's parameters and buffers, the KV caches left out."""
-    out = dict(module.named_parameters())
-    out.update((n, b) for n, b in module.named_buffers() if n not in caches)
-    return out
+def module_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor a compiled model may hold as a constant, by the eager module's names: parameters and
+    buffers, caches included (a method may read the other group's cache as a constant)."""
+    return {**dict(module.named_parameters(remove_duplicate=False)),
+            **dict(module.named_buffers(remove_duplicate=False))}  # tied weights under each of their names
+
+
+def _own(name: str) -> str | None:
+    """The eager module's name of a traced constant (PREFIX + it), else None."""
+    return name[len(PREFIX):] if name.startswith(PREFIX) else None
 
 
 def checksum(t: torch.Tensor) -> int:  # t: any shape, any dtype
@@ -83,7 +88,7 @@ def checksum(t: torch.Tensor) -> int:  # t: any shape, any dtype
 def fingerprint(module: nn.Module, caches: set[str]) -> list[list]:
     """[[name, shape, dtype, checksum], ...] of the module's weights (module doc)."""
     return [[name, list(t.shape), str(t.dtype).removeprefix("torch."), checksum(t)]
-            for name, t in _tensors(module, caches).items()]
+            for name, t in module_tensors(module).items() if name not in caches]
 
 
 def check_fingerprint(module: nn.Module, caches: set[str], recorded: list[list], path: Any) -> None:
@@ -103,21 +108,13 @@ def check_fingerprint(module: nn.Module, caches: set[str], recorded: list[list],
                              "from", FIX)
 
 
-def module_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
-    """Every tensor a compiled model may hold as a constant, by the eager module's names: parameters and
-    buffers, caches included (a method may read the other group's cache as a constant)."""
-    return {**dict(module.named_parameters(remove_duplicate=False)),
-            **dict(module.named_buffers(remove_duplicate=False))}  # tied weights under each of their names
-
-
 def check_bindable(ep, tensors: dict[str, torch.Tensor], method: str) -> None:
     """Before a weightless compile: every constant of the exported method (`ep.state_dict`, `ep.constants`)
     must be PREFIX + a tensor of the eager program. A lifted tensor (an attribute that is neither
     parameter nor buffer) would be left out of the package and out of `get_constant_fqns`, so nothing
     could bind it and the model would compute with garbage (measured, torch 2.13)."""
     for name in [*ep.state_dict, *ep.constants]:
-        own = name[len(PREFIX):] if name.startswith(PREFIX) else None
-        if own not in tensors:
+        if _own(name) not in tensors:
             raise InputError(f"constant {name} of {method}: not a parameter or buffer of the eager program",
                              "weights the package can be bound to at load", "drop --aoti-weights (embed them)")
 
@@ -128,7 +125,7 @@ def bind(model, tensors: dict[str, torch.Tensor], method: str, path: Any) -> int
     names = list(model.get_constant_fqns())
     bound = {}
     for fqn in names:
-        own = fqn[len(PREFIX):] if fqn.startswith(PREFIX) else None
+        own = _own(fqn)
         if own not in tensors:
             raise InputError(f"constant {fqn} of model {method} in {path}", f"a weight of the eager program "
                              f"({PREFIX}NAME)", FIX)
