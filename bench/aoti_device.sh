@@ -12,6 +12,9 @@
 set -o pipefail
 out=${1:?OUT}; stage=${2:?STAGE}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TOKENIZERS_PARALLELISM=false
+# the GPU machine's Python loads another libstdc++ first, on which AOTInductor's generated code crashes as a
+# package loads (docs/cuda.md, AOTI programs): preload the compiler's
+export LD_PRELOAD=${LD_PRELOAD:-$(c++ -print-file-name=libstdc++.so.6 2>/dev/null)}
 [ -d /tmp/pyd/pydantic ] || python -m pip install -q --no-deps --no-index --target /tmp/pyd \
   .whl/pydantic*.whl .whl/annotated*.whl .whl/typing_insp*.whl .whl/typing_ext*.whl
 export PYTHONPATH=$PWD:/tmp/pyd

@@ -32,6 +32,9 @@ GG=${GG:-/tmp/gg} SITE=${SITE:-/tmp/site}
 out=${1:?OUT}; stage=${2:?STAGE}; r=$out/r; mkdir -p "$r" "$GG"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TOKENIZERS_PARALLELISM=false
 export EAGLE3_CHECK_CACHE=/tmp/e3c
+# the GPU machine's Python loads another libstdc++ first, on which AOTInductor's generated code crashes as a
+# package loads (docs/cuda.md, AOTI programs): preload the compiler's
+export LD_PRELOAD=${LD_PRELOAD:-$(c++ -print-file-name=libstdc++.so.6 2>/dev/null)}
 t0=$(date +%s); end=$((t0 + ${LIMIT:-540}))
 lim() { local left=$((end - $(date +%s) - 5)); [ $left -gt 5 ] && echo $left || echo 5; }
 stamp() { echo "== $1 at $(( $(date +%s) - t0 )) s" | tee -a "$r/timeline.txt"; }

@@ -17,6 +17,9 @@ A package compiled with external weights (program/aoti_weights.py) is given the 
 built from its target and draft (`weights_source`): after its fingerprint is checked, each model's
 constants are bound to that program's tensors, and `weights_source` stays readable so that the HF
 reference shares them too (judge/shared.py). Without it such a package is refused.
+
+Before any model loads here, one is loaded in a child process (program/aoti_probe.py): a package
+whose native code crashes as it loads is a one-line error, not a dead harness.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 
 from eagle3_check.errors import ContractViolation, InputError, first_line
 from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS
+from eagle3_check.program.aoti_probe import probe_package
 from eagle3_check.program.aoti_weights import (
     EXTERNAL,
     bind,
@@ -111,6 +115,7 @@ class AotiBackend(CalledProgram):
             raise InputError(f"AOTI sidecar target_verify {self.verify_form!r}", f"{VERIFY_PLAIN} or {VERIFY_KV_WINDOW}",
                              EXPORT_FIX)
         index = self.device.index if self.device.type == "cuda" else -1
+        probe_package(self.path, index)  # a crash loading native code happens in a child, not here
         self._models = {}
         for m in METHODS:
             log = io.StringIO()

@@ -76,10 +76,26 @@ def measure(ctx, log=None, key=None):
     k = opts.chain_len or md.chain_len
     log(f"calibrating the tie tolerance on this target ({key.stem}): {len(prompts)} prompts x up to "
         f"{min(MAX_NEW, opts.max_new_tokens)} tokens, once; stored for later checks")
-    cal = calibrate(ctx.program, ctx.hf_reference(), prompts, k, set(stop_set(ctx.tokenizer, md, opts).ids),
+    cal = calibrate(eager_of(ctx), ctx.hf_reference(), prompts, k, set(stop_set(ctx.tokenizer, md, opts).ids),
                     min(MAX_NEW, opts.max_new_tokens), ctx.cfg.device, key)
     save(cal)
     return cal
+
+
+def eager_of(ctx):
+    """The program whose target a calibration measures: the check's own, or for an AOTI package (its
+    kernels are judged under the tolerance of eager kernels: docs/cuda.md) the eager program it is bound
+    to (`--aoti-weights external`), else one built from its target and draft for the calibration only."""
+    from eagle3_check.judge.calibration_measure import eager_target
+
+    if not ctx.cfg.aoti or eager_target(ctx.program) is not None:
+        return ctx.program
+    bound = getattr(ctx.program, "weights_source", None)
+    if bound is not None:
+        return bound
+    from eagle3_check.jobs.common.world import aoti_eager
+
+    return aoti_eager(ctx.cfg)
 
 
 def calibration_for(ctx):

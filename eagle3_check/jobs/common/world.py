@@ -146,22 +146,36 @@ def build_aoti_program(cfg) -> ProgramSetup:
 
 def aoti_weights_source(cfg, fx, target_dir, index):
     """For a package compiled without its weights (program/aoti_weights.py): the eager program they are
-    taken from, built from the judged target and the draft (the fixture's, --draft, else the one the
-    sidecar names) with the package's spec, dtype and device; None for a package that embeds them."""
+    taken from (`aoti_eager`); None for a package that embeds them."""
+    from eagle3_check.program.aoti_backend import read_aoti_sidecar
+    from eagle3_check.program.aoti_weights import EXTERNAL, weights_mode
+
+    if weights_mode(read_aoti_sidecar(Path(cfg.aoti))) != EXTERNAL:
+        return None
+    return aoti_eager(cfg, fx, target_dir, index)
+
+
+def aoti_eager(cfg, fx=None, target_dir=None, index=None):
+    """The eager program of an AOTI package (`--aoti`): built from the judged target and the draft (the
+    fixture's, --draft, else the one the sidecar names) with the package's spec, dtype and device. An
+    external package's weights are this program's tensors; an embedded package's calibration measures
+    this program's target (jobs/common/calibrate.py: AOTI is judged under the tolerance of eager kernels)."""
     from eagle3_check.fixtures.registry import ProgramSpec
     from eagle3_check.program.aoti_backend import package_device, read_aoti_sidecar
-    from eagle3_check.program.aoti_weights import EXTERNAL, weights_mode
     from eagle3_check.program.eager import EagerBackend
+    from eagle3_check.program.sidecar import reference_for_pte
 
+    if target_dir is None:
+        fx, target_dir, _ = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
+        index = int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None
     record = read_aoti_sidecar(Path(cfg.aoti))
-    if weights_mode(record) != EXTERNAL:
-        return None
     draft = fx.draft_dir if fx else (cfg.draft or record.get("source", {}).get("draft"))
     if not draft:
-        raise InputError(f"--aoti {cfg.aoti}: a package compiled without its weights, judged with --target and "
-                         "no --draft", "the draft it was compiled from", "pass --draft DIR")
+        raise InputError(f"--aoti {cfg.aoti}: judged with --target and no --draft (its weights, or the "
+                         "calibration of its target, need the eager program)", "the draft it was compiled from",
+                         "pass --draft DIR")
     if not Path(draft).is_dir():
-        raise InputError(f"draft directory {draft} (for the weights of {cfg.aoti}) does not exist",
+        raise InputError(f"draft directory {draft} (for the eager program of {cfg.aoti}) does not exist",
                          "the draft directory the package was compiled from", "pass --draft DIR")
     device = package_device(record, index)
     return EagerBackend.from_dirs(target_dir, draft, ProgramSpec(**record["spec"]), str(device), record["dtype"])

@@ -78,3 +78,24 @@ def test_pytest_plugin_calibrates_a_user_fixture_once(user_fixture, pytester):
     again = pytester.runpytest_subprocess(*args)
     text = again.stdout.str() + again.stderr.str()
     assert CALIBRATING not in text and "eagle3: tie rule: measured: calibration " in text, text
+
+
+def test_an_aoti_package_is_calibrated_on_the_eager_program_of_its_target(monkeypatch):
+    """`check --aoti F --target T` in bf16 (measured on the GPU machine, the 8B shape: the calibration was
+    asked of the AOTI program, which has no eager target, and refused): the calibration measures an eager
+    program of the same target: the one an external package is bound to, else one built for it."""
+    from types import SimpleNamespace
+
+    from eagle3_check.jobs.common import calibrate, world
+
+    eager = SimpleNamespace(module=SimpleNamespace(target=object()))  # what calibration_measure.eager_target reads
+
+    def ctx(aoti, program):
+        return SimpleNamespace(cfg=SimpleNamespace(aoti=aoti), program=program)
+
+    assert calibrate.eager_of(ctx(None, eager)) is eager  # an eager program measures itself
+    assert calibrate.eager_of(ctx("m.pt2", SimpleNamespace(weights_source=eager))) is eager  # external weights
+    built = []
+    monkeypatch.setattr(world, "aoti_eager", lambda cfg: built.append(cfg) or eager)
+    embedded = ctx("m.pt2", SimpleNamespace(weights_source=None))
+    assert calibrate.eager_of(embedded) is eager and built == [embedded.cfg]
