@@ -32,8 +32,8 @@ from typing import Any
 import torch
 
 from eagle3_check.errors import ContractViolation, InputError, first_line
-from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS
-from eagle3_check.program.aoti_probe import probe_package
+from eagle3_check.program.aoti_export import AOTI_BACKEND, CACHE_GROUPS, KERNELS_FIX
+from eagle3_check.program.aoti_probe import check_kernels, probe_package
 from eagle3_check.program.aoti_weights import (
     EXTERNAL,
     bind,
@@ -115,6 +115,7 @@ class AotiBackend(CalledProgram):
             raise InputError(f"AOTI sidecar target_verify {self.verify_form!r}", f"{VERIFY_PLAIN} or {VERIFY_KV_WINDOW}",
                              EXPORT_FIX)
         index = self.device.index if self.device.type == "cuda" else -1
+        check_kernels(self.path, KERNELS_FIX)  # a kernel file missing: one line, not a failure per call
         probe_package(self.path, index)  # a crash loading native code happens in a child, not here
         self._models = {}
         for m in METHODS:

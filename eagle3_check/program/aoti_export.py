@@ -40,6 +40,7 @@ from torch import nn
 
 from eagle3_check.atomic import atomic_path, check_writable
 from eagle3_check.errors import OptionError
+from eagle3_check.program.aoti_probe import check_kernels
 from eagle3_check.program.aoti_weights import (
     EMBEDDED,
     EXTERNAL,
@@ -60,6 +61,8 @@ from eagle3_check.program.export import (
 from eagle3_check.program.sidecar import write_sidecar
 from eagle3_check.quiet import third_party_quiet
 
+KERNELS_FIX = ("re-run the export with an inductor cache of its own: TORCHINDUCTOR_CACHE_DIR=$(mktemp -d), "
+               "one export at a time (docs/cuda.md, AOTI programs)")
 AOTI_BACKEND = "aoti"  # the sidecar's `backend` and the constant get_export_backend of an AOTI package
 CACHE_GROUPS = {"prefill": "target", "target_verify": "target", "draft_decode": "draft"}
 # AOTI phases, in order: trace and compile each method, then the package written
@@ -157,6 +160,7 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
 
         built = Path(tmp) / out.name
         package_aoti(str(built), files)
+        check_kernels(built, KERNELS_FIX)  # a model missing a kernel file fails at its first call: refuse it here
         with atomic_path(out) as dest:
             shutil.copy(built, dest)
     phases.stop()

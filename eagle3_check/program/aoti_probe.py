@@ -1,5 +1,6 @@
-"""A package's first load in a child process: AOTInductor's generated code runs native code as a model
-loads, and a crash there must not take the harness's process with it.
+"""Before a package's models load in the harness's process: its kernel binaries all packed
+(`missing_kernels`), and a first load in a child process (`probe`): AOTInductor's generated code runs
+native code as a model loads, and a crash there must not take the harness's process with it.
 
 Measured on the GPU machine (torch 2.11.0+cu130, g++ 13.3, 2026-12-05): every AOTI package, CPU or
 CUDA, a 16x16 linear layer included, crashed the loading process with a segmentation fault inside
@@ -9,16 +10,25 @@ libstdc++ headers, running on another libstdc++ that the process had loaded firs
 one model (the smallest, `draft_decode`) in a child first (`probe`) and a crash there is one line
 naming the signal, this process's libstdc++, the compiler's, and the fix; a child that merely fails
 (a Python error) says nothing here: the load in this process then raises its own error.
+
+A CUDA model's library loads each Triton kernel from a `.cubin` file packed beside it (its wrapper's
+`loadKernel("PATH.cubin", ..., cubin_dir_)`: the file's name, in the model's folder). Measured on the
+GPU machine (four test processes compiling the same graphs at once): packages whose first prefill
+failed with `CUDA driver error: file not found`, one such line per request. `missing_kernels` reads the
+package's wrapper sources and names any kernel file they load that the package lacks: `compile_aoti`
+refuses to write such a package and `AotiBackend` to load one, each in one line.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from eagle3_check.errors import InputError
@@ -35,6 +45,42 @@ try:
 except TypeError:  # a torch whose load_package takes no device_index
     load_package(path, model)
 """
+
+
+KERNEL_FILE = re.compile(r'loadKernel\(\s*"([^"]+\.(?:cubin|hsaco|spv))"')  # the codegen's first argument
+
+
+def missing_kernels(package: Path) -> dict[str, list[str]]:
+    """{model: [kernel file names]} that a model's wrapper source loads and its folder in the package
+    lacks; {} for a complete package (and a CPU one: its kernels are in the library).
+    E.g. prefill.wrapper.cpp holding `loadKernel("/tmp/torchinductor_root/ab/cxyz.cubin", "k", 0, cubin_dir_)`
+    needs `.../data/aotinductor/prefill/cxyz.cubin` in the archive."""
+    out: dict[str, list[str]] = {}
+    with zipfile.ZipFile(package) as z:
+        names = z.namelist()
+        for name in names:
+            if not name.endswith(".wrapper.cpp"):
+                continue
+            folder = name.rsplit("/", 1)[0]
+            present = {n.rsplit("/", 1)[1] for n in names if n.rsplit("/", 1)[0] == folder}
+            wanted = {Path(p).name for p in KERNEL_FILE.findall(z.read(name).decode("utf-8", "replace"))}
+            if wanted - present:
+                out[folder.rsplit("/", 1)[-1]] = sorted(wanted - present)
+    return out
+
+
+def check_kernels(package: Path, fix: str) -> None:
+    """One line naming the first model whose kernel files are not all packed (`missing_kernels`)."""
+    try:
+        missing = missing_kernels(package)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise InputError(f"AOTI package {package} cannot be read as an archive ({e})", "a .pt2 package",
+                         fix) from None
+    if missing:
+        model, files = next(iter(missing.items()))
+        raise InputError(f"AOTI package {package}: model {model} loads {len(files)} kernel file(s) the package "
+                         f"lacks ({', '.join(files[:3])})", "every kernel binary its library loads packed beside it",
+                         fix)
 
 
 def loaded_libstdcxx(maps: str | None = None) -> str | None:

@@ -63,3 +63,51 @@ def test_a_probe_is_made_once_per_file_state(tmp_path, monkeypatch):
     package.write_bytes(b"xy")  # rewritten: another size, probed again
     probe_package(package, -1)
     assert len(calls) == 2
+
+
+def _package(path, cubins: list[str], wrapper: str) -> None:
+    """A .pt2-shaped archive: one model's folder with its wrapper source and the given kernel files."""
+    import zipfile
+
+    folder = "p/data/aotinductor/prefill"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{folder}/prefill.wrapper.cpp", wrapper)
+        z.writestr(f"{folder}/prefill.wrapper.so", b"\x7fELF")
+        for c in cubins:
+            z.writestr(f"{folder}/{c}", b"cubin")
+        z.writestr("p/data/aotinductor/draft_decode/cother.cubin", b"another model's kernel")
+
+
+# as the CUDA codegen writes it (torch/_inductor/codegen/cpp_wrapper_gpu.py: the cache path, then cubin_dir_)
+WRAPPER = ('kernels_.triton_poi_0 = loadKernel("/tmp/torchinductor_root/ab/cxyz.cubin", "triton_poi_0", 0, '
+           'cubin_dir_, &kernels_.loaded_modules_);\n'
+           'kernels_.triton_red_1 = loadKernel("/tmp/torchinductor_root/cd/cother.cubin", "triton_red_1", 32, cubin_dir_);\n')
+
+
+def test_a_kernel_file_the_wrapper_loads_and_the_package_lacks_is_named(tmp_path):
+    from eagle3_check.program.aoti_probe import check_kernels, missing_kernels
+
+    whole, short = tmp_path / "whole.pt2", tmp_path / "short.pt2"
+    _package(whole, ["cxyz.cubin", "cother.cubin"], WRAPPER)
+    _package(short, ["cxyz.cubin"], WRAPPER)  # cother.cubin only in another model's folder: not this one's
+    assert missing_kernels(whole) == {}
+    assert missing_kernels(short) == {"prefill": ["cother.cubin"]}
+    check_kernels(whole, "FIX")
+    with pytest.raises(InputError) as e:
+        check_kernels(short, "re-export it")
+    assert str(e.value) == (f"AOTI package {short}: model prefill loads 1 kernel file(s) the package lacks "
+                            "(cother.cubin); expected every kernel binary its library loads packed beside it. "
+                            "Fix: re-export it")
+
+
+def test_a_cpu_package_has_no_kernel_files_to_miss_and_a_non_archive_is_one_line(tmp_path):
+    from eagle3_check.program.aoti_probe import check_kernels, missing_kernels
+
+    cpu = tmp_path / "cpu.pt2"
+    _package(cpu, [], "// the C++ kernels are in the library\n")
+    assert missing_kernels(cpu) == {}
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(InputError, match=r"cannot be read as an archive") as e:
+        check_kernels(bad, "re-export it")
+    assert "\n" not in str(e.value)
