@@ -36,10 +36,13 @@ def measured_fixture(fixture: str | None) -> bool:
 
 def wants_calibration(ctx) -> bool:
     """Does this job's program get a calibration (every job asks here, through CheckContext.calibration;
-    gate through `pte_wants_calibration`)? A reduced precision, normal mode, and a target the constants
-    were not measured on (--target, a user's fixture, a .pte of either, unquantized)."""
+    gate through `pte_wants_calibration`)? A reduced precision, normal mode, the HF reference (the self
+    reference has no tolerance to calibrate; at 8B a calibration loads HF and measures for ~40 s), and a
+    target the constants were not measured on (--target, a user's fixture, a .pte of either, unquantized)."""
     cfg = ctx.cfg
     if cfg.dtype == "float32" or cfg.exact:
+        return False
+    if getattr(cfg, "reference", "hf") == "self":  # the program's own greedy: no margins, never a tie (judge/self_ref.py)
         return False
     if cfg.pte:  # its kernels are ExecuTorch's: measured on its twin (calibrate_pte)
         return pte_wants_calibration(ctx.program, ctx.fixture)

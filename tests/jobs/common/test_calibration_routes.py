@@ -99,3 +99,18 @@ def test_an_aoti_package_is_calibrated_on_the_eager_program_of_its_target(monkey
     monkeypatch.setattr(world, "aoti_eager", lambda cfg: built.append(cfg) or eager)
     embedded = ctx("m.pt2", SimpleNamespace(weights_source=None))
     assert calibrate.eager_of(embedded) is eager and built == [embedded.cfg]
+
+
+def test_the_self_reference_asks_for_no_calibration(monkeypatch):
+    """`--reference self` judges against the program's own greedy decoding, which has no margins (every
+    divergence fails, never a tie): calibrating would load the HF reference for nothing (the 8B shape's
+    AOTI `check --reference self` stopped in the calibration)."""
+    from types import SimpleNamespace
+
+    from eagle3_check.jobs.common.calibrate import wants_calibration
+
+    def ctx(reference):
+        cfg = SimpleNamespace(dtype="bfloat16", exact=False, pte=None, target="T", reference=reference)
+        return SimpleNamespace(cfg=cfg, fixture=None)
+
+    assert wants_calibration(ctx("hf")) and not wants_calibration(ctx("self"))
