@@ -100,6 +100,14 @@ def _load(load_package, path: Path, model: str, index: int):
         return load_package(str(path), model)
 
 
+def aligned(t: torch.Tensor) -> torch.Tensor:
+    """`t`, or a contiguous copy where its data does not start on 16 bytes: AOTInductor compiles for
+    16-byte aligned inputs and otherwise copies inside the model with a warning on stderr (measured on
+    the GPU: draft_decode's tokens and features, target_verify's positions, views into the runner's
+    tensors). E.g. a float32 view starting at element 1 sits 4 bytes in: copied; at element 4: as is."""
+    return t if t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
+
+
 class AotiBackend(CalledProgram):
     """An AOTI `.pt2` speculator program on its device (CPU or CUDA)."""
 
@@ -169,7 +177,7 @@ class AotiBackend(CalledProgram):
 
     def _call(self, method: str, args: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         check_length(method, args[0].shape[-1], self._ranges)
-        inputs = tuple(a.to(self.device) for a in args)
+        inputs = tuple(aligned(a.to(self.device)) for a in args)
         try:
             out = self._models[method](inputs, tuple(self._caches[CACHE_GROUPS[method]]))
         except RuntimeError as e:

@@ -111,3 +111,4 @@ def test_a_cpu_package_has_no_kernel_files_to_miss_and_a_non_archive_is_one_line
     with pytest.raises(InputError, match=r"cannot be read as an archive") as e:
         check_kernels(bad, "re-export it")
     assert "\n" not in str(e.value)
+
