@@ -53,8 +53,9 @@ class Lossy:
             tokens[2] = (tokens[2] + 1) % tokenizer.vocab_size
         return dataclasses.replace(r, tokens=tokens)
 '''
-# the reference runner, logging each run's max new tokens, K and prompt in $RUNS_LOG (a directory the runner's
-# process may write: as root it runs as `nobody`): a golden prompt must run once per session
+# the reference runner, counting its runs in $RUNS_LOG (a directory the runner's process may write:
+# as root it runs as `nobody`): a golden prompt must run once per session; with $RUNS_LOG_OPTIONS set each
+# line also names the run's max new tokens, K and prompt
 COUNTING = '''
 import os
 
@@ -64,7 +65,8 @@ from eagle3_check.runners.loop import ReferenceRunner
 class Counting:
     def run(self, program, tokenizer, prompt, options):
         with open(os.environ["RUNS_LOG"], "a") as log:
-            log.write(f"{options.max_new_tokens} {options.chain_len} {prompt!r}\\n")
+            named = os.environ.get("RUNS_LOG_OPTIONS")
+            log.write(f"run {options.max_new_tokens} {options.chain_len} {prompt!r}\\n" if named else "run\\n")
         return ReferenceRunner().run(program, tokenizer, prompt, options)
 '''
 # a user's runner that hangs (sleeps past the limit before its first program call)
@@ -232,6 +234,7 @@ def test_the_items_run_under_pytest_xdist_and_a_baseline_keys_golden_prompts_sha
     paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("RUNS_LOG", str(runner_writable / "runs.log"))
+    monkeypatch.setenv("RUNS_LOG_OPTIONS", "1")
     prompts = _golden_prompts(K4) + _golden_prompts(K2)
     result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", "--eagle3-prompts=prompts.json",
                                 "--eagle3-max-new-tokens=8", f"--eagle3-baseline={BASELINE}",
@@ -243,7 +246,7 @@ def test_the_items_run_under_pytest_xdist_and_a_baseline_keys_golden_prompts_sha
     result.assert_outcomes(passed=items)
     result.stdout.fnmatch_lines([f"*2 workers [[]{items} items[]]*"])
     runs = (runner_writable / "runs.log").read_text().splitlines()
-    golden_runs = [r for r in runs if r.startswith("48 ")]  # the goldens' max new tokens (the others: 1, 2 and 8)
+    golden_runs = [r for r in runs if r.startswith("run 48 ")]  # the goldens' max new tokens (the others: 1, 2 and 8)
     assert len(golden_runs) == len(prompts) and len(set(golden_runs)) == len(golden_runs), golden_runs
 
 
