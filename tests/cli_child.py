@@ -3,7 +3,8 @@ and of what it loads (torch, transformers, the ExecuTorch runtime: 4-5 s of CPU 
 2-core machine) instead of one each. Used by tests/pte/test_gate_abort.py,
 tests/pte/test_hostile_binary_routes.py and tests/runners/isolate/test_hostile_isolation.py.
 
-Each command is `main(argv)` with its own fd 1 and fd 2 (the files they write, the output of the
+Each command is `main(argv)` (an argv that starts with `pytest`: `pytest.main` on the rest, a pytest session
+as a user's run of the pytest plugin) with its own fd 1 and fd 2 (the files they write, the output of the
 processes it starts included), its exit status and its own environment variables on top of the
 child's; `before` is code run before each command (a memo cleared, so each command starts as it
 would in a process of its own). Each command's result is one JSON line on the child's real fd 1 as
@@ -33,7 +34,11 @@ for rid, argv, env, keep in json.loads(sys.argv[1]):
         os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
         try:
             try:
-                rc = main(argv)
+                if argv[:1] == ["pytest"]:  # a pytest session (a user's run of the pytest plugin)
+                    import pytest
+                    rc = int(pytest.main(argv[1:]))
+                else:
+                    rc = main(argv)
             except SystemExit as e:
                 rc = e.code
         finally:
@@ -54,9 +59,9 @@ for rid, argv, env, keep in json.loads(sys.argv[1]):
 
 def run_commands(commands: list[tuple], *, env: dict, cwd: Path | str, timeout: float,
                  before: str = "") -> tuple[dict[str, dict], str]:
-    """Runs `commands`, each (id, argv, env, keep): argv after `eagle3-check`, env the variables set for it
-    (DIGESTS: a path list whose files' sha256 the result records right after the command), keep a path to
-    write its stdout to (or ""). Returns ({id: {returncode, stdout, stderr, digests}} for the commands that
+    """Runs `commands`, each (id, argv, env, keep): argv after `eagle3-check` (or `pytest` and its arguments), env
+    the variables set for it (DIGESTS: a path list whose files' sha256 the result records right after the
+    command), keep a path to write its stdout to (or ""). Returns ({id: {returncode, stdout, stderr, digests}} for the commands that
     ended, what the child said at its end: its exit status and stderr's tail, or that it ran past `timeout`)."""
     todo = json.dumps([list(c) for c in commands])
     try:

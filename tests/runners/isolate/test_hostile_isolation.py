@@ -184,10 +184,14 @@ CASES = [pytest.param(a, "check", marks=pytest.mark.slow, id=f"{a}-check") for a
 def _argv(route: str, out_dir: Path, report: Path) -> list[str]:
     """The route's command, its prompts file in `out_dir`, its JUnit file `report` (golden verify: none, its report
     is the JSON the test keeps as `report`)."""
+    argv = [a.replace("{prompts}", str(_prompts(out_dir))) for a in ROUTES[route]]
+    return [*argv, *(["--junit", str(report)] if route != "golden-verify" else [])]
+
+
+def _prompts(out_dir: Path) -> Path:
     prompts = out_dir / "p.json"
     prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
-    argv = [a.replace("{prompts}", str(prompts)) for a in ROUTES[route]]
-    return [*argv, *(["--junit", str(report)] if route != "golden-verify" else [])]
+    return prompts
 
 
 def _report_file(out_dir: Path, route: str) -> Path:
@@ -201,18 +205,19 @@ def all_attacks_run(tmp_path_factory):
     status, report file (TARGET) and goldens directory (REPO_TARGET), and the sha256 of its report file as the
     command left it (a grandchild that outlived one command cannot hide its write behind the next). Returns
     (the results, the harness's directory: MARK's and each route's `out_dir`)."""
-    if os.geteuid() != 0:
-        pytest.skip("the uid drop needs a root harness (CI runs as root)")
     home = tmp_path_factory.mktemp("all-attacks")
     module = ALL.replace("-", "_")
     (home / f"{module}.py").write_text(HEAD + code_of(ALL))
     todo = []
-    for route in ROUTES:
+    for route in [*ROUTES, "pytest-plugin"]:  # the last a pytest session in the same process (PLUGIN_ARGS, below)
         out_dir = home / route
         out_dir.mkdir()
         report = _report_file(out_dir, route)
-        todo.append((route, [*_argv(route, out_dir, report), "--runner", f"{module}:make", "--json", "--no-progress"],
-                     {**targets(out_dir, report), "DIGESTS": str(report)}, str(report) if route == "golden-verify" else ""))
+        argv = (["pytest", *PLUGIN_ARGS, "--eagle3-runner", f"{module}:make", "--eagle3-prompts", str(_prompts(out_dir)),
+                 f"--junitxml={report}"] if route == "pytest-plugin" else
+                [*_argv(route, out_dir, report), "--runner", f"{module}:make", "--json", "--no-progress"])
+        todo.append((route, argv, {**targets(out_dir, report), "DIGESTS": str(report)},
+                     str(report) if route == "golden-verify" else ""))
     env = harness_env(home, home / "unused")  # (each command sets its own TARGET and REPO_TARGET)
     return run_commands(todo, env=env, cwd=home, timeout=1200), home
 
@@ -226,14 +231,11 @@ def test_an_attack_from_the_runner_changes_nothing(attack, route, tmp_path, requ
         p, out_dir = result_of(results, route), home / route
         report_file = _report_file(out_dir, route)
         before = p["digests"][str(report_file)]
-    else:  # alone (slow): a harness process of its own
+    else:  # alone on check's route (slow): a harness process of its own
         home = out_dir = tmp_path
         report_file = _report_file(out_dir, route)
         done, _ = _harness(tmp_path, attack, _argv(route, out_dir, report_file), report_file)
-        p = {"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
-             "stderr": done.stderr.decode("utf-8", "replace")}
-        if route == "golden-verify":
-            report_file.write_bytes(done.stdout)
+        p = {"returncode": done.returncode, "stdout": done.stdout.decode(), "stderr": done.stderr.decode("utf-8", "replace")}
         before = None
     assert p["returncode"] == 0, p["stderr"][-2000:]  # the run is correct: the attack changed nothing
     report = json.loads(p["stdout"])  # exactly one JSON document on stdout
@@ -439,21 +441,18 @@ PLUGIN_ARGS = ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", "-q
                "--eagle3-goldens", "none", "--eagle3-max-new-tokens", "6", "-k", "prompts"]
 
 
+@SHARED
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness (CI runs as root)")
-def test_every_attack_from_the_runner_changes_nothing_on_the_pytest_plugin(tmp_path):
-    """All the attacks in one plug-in on the pytest plugin's route: the harness is a pytest process (a subprocess
-    here: a SIGSTOP that got through would stop it, not this session); its exit code and JUnit file stay its own."""
-    module = "all_attacks_plugin"
-    (tmp_path / f"{module}.py").write_text(HEAD + code_of(ALL))
-    junit, prompts = tmp_path / "plugin.xml", tmp_path / "p.json"
-    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}, {"id": "count", "text": "One two"}]}))
-    env = harness_env(tmp_path, junit)
-    p = subprocess.run([sys.executable, "-m", "pytest", *PLUGIN_ARGS, "--eagle3-runner", f"{module}:make",
-                        "--eagle3-prompts", str(prompts), f"--junitxml={junit}"], capture_output=True, text=True,
-                       env=env, timeout=600, cwd=tmp_path)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-1000:]  # the run is correct: the attack changed nothing
-    assert "2 passed" in p.stdout and '{"passed": true}' not in p.stdout, p.stdout[-2000:]
+def test_every_attack_from_the_runner_changes_nothing_on_the_pytest_plugin(all_attacks_run):
+    """All the attacks in one plug-in on the pytest plugin's route: the harness is a pytest session (in the
+    routes' harness process, all_attacks_run: a SIGSTOP that got through would stop it, not this session); its
+    exit code and JUnit file stay its own."""
+    results, home = all_attacks_run
+    p, out_dir = result_of(results, "pytest-plugin"), home / "pytest-plugin"
+    junit = _report_file(out_dir, "pytest-plugin")
+    assert p["returncode"] == 0, p["stdout"][-2000:] + p["stderr"][-1000:]  # the run is correct: the attack changed nothing
+    assert "2 passed" in p["stdout"] and '{"passed": true}' not in p["stdout"], p["stdout"][-2000:]
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     assert len(cases) == 2 and all(c.find("failure") is None for c in cases)
-    assert not (tmp_path / "golden" / "pwned.json").exists()
-    assert not outlived(tmp_path, junit)
+    assert not (out_dir / "golden" / "pwned.json").exists()
+    assert not outlived(home, junit, before=p["digests"][str(junit)])
