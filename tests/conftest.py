@@ -95,11 +95,21 @@ def warm(program, hf_reference):
     program and reference)."""
 
 
-@pytest.fixture
-def runner_writable():
-    """A directory the runner's process may write (issue 47: as root the harness runs it as `nobody`,
-    which cannot write tmp_path, a 0700 tree): a probe's marks go here."""
+def _writable_dir():
     path = Path(tempfile.mkdtemp(prefix="eagle3-probe-"))
     path.chmod(0o777)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def runner_writable():
+    """A directory the runner's process may write (issue 47: as root the harness runs it as `nobody`,
+    which cannot write tmp_path, a 0700 tree): a probe's marks go here."""
+    yield from _writable_dir()
+
+
+@pytest.fixture(scope="module")
+def module_runner_writable():
+    """runner_writable for a module's tests that share one run (tests/cli_child.py's commands)."""
+    yield from _writable_dir()

@@ -10,12 +10,12 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_child import result_of, run_commands
 
 pytest.importorskip("executorch.runtime", reason="executorch not installed: pip install -e .[pte]")
 
@@ -76,51 +76,21 @@ def bad_pte(pte_path, tmp_path_factory):
     return _corrupt(pte_path, tmp_path_factory.mktemp("abort") / "bad.pte")
 
 
-# Every command in one child process (one Python start and one import of the CLI and the runtime instead
-# of one each, ~2 s a command): each `main(argv)` with its own fd 1 and fd 2 (the files they write, the
-# runtime's C++ output included), its exit status, and the probe's per-file memo cleared before it, so
-# each command probes the file in a child of its own, as in a process of its own. A command that loaded
-# the file in-process would end this child (rc -6) with the results of those before it unwritten.
-COMMANDS_CHILD = """
-import json, os, sys, tempfile
-from eagle3_check.cli import main
-from eagle3_check.program import pte_probe
-
-results = {}
-for rid, argv in json.loads(sys.argv[1]):
-    pte_probe._SEEN.clear()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        sys.stdout.flush(), sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
-        try:
-            try:
-                rc = main(argv)
-            except SystemExit as e:
-                rc = e.code
-        finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
-            os.close(saved[0]), os.close(saved[1])
-        out.seek(0), err.seek(0)
-        results[rid] = {"returncode": rc, "stdout": out.read().decode("utf-8", "replace"),
-                        "stderr": err.read().decode("utf-8", "replace")}
-print(json.dumps(results))
-"""
-
-
+# Every command in one child process (tests/cli_child.py: one Python start and one import of the CLI and the
+# runtime instead of one each, ~2 s a command), each `main(argv)` with its own fd 1 and fd 2 and exit status,
+# and the probe's per-file memo cleared before it, so each command probes the file in a child of its own, as
+# in a process of its own. A command that loaded the file in-process would end this child (rc -6): it and
+# the commands after it then fail, naming the child's end.
 @pytest.fixture(scope="module")
-def commands_run(bad_pte, tmp_path_factory) -> dict:
-    """id -> {returncode, stdout, stderr} of each of COMMANDS on the corrupt file, all in one child."""
+def commands_run(bad_pte, tmp_path_factory) -> tuple[dict, str]:
+    """The results of COMMANDS on the corrupt file, all in one child (cli_child.run_commands)."""
     todo = []
     for rid, argv in COMMANDS:
         tmp = tmp_path_factory.mktemp(f"abort-{rid}")
-        todo.append((rid, [a.format(bad=bad_pte, tmp=tmp) for a in argv]))
+        todo.append((rid, [a.format(bad=bad_pte, tmp=tmp) for a in argv], {}, ""))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHON": sys.executable}
-    p = subprocess.run([sys.executable, "-c", COMMANDS_CHILD, json.dumps(todo)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0 and p.stdout.strip(), (p.returncode, p.stderr[-3000:])  # no command ended it
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_commands(todo, env=env, cwd=ROOT, timeout=900,
+                        before="from eagle3_check.program import pte_probe\npte_probe._SEEN.clear()")
 
 
 @pytest.mark.shared("gate-abort-commands")  # one work unit under -n 2 --dist loadgroup: one child runs them all
@@ -128,7 +98,7 @@ def commands_run(bad_pte, tmp_path_factory) -> dict:
 def test_a_pte_that_aborts_the_runtime_is_one_error_line(bad_pte, commands_run, rid):
     """In a process of its own (one child for all the commands): were the probe skipped, the in-process
     load would end it (rc -6)."""
-    p = commands_run[rid]
+    p = result_of(commands_run, rid)
     assert p["returncode"] == 2, (p["returncode"], p["stderr"][-2000:])
     lines = p["stderr"].strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in p["stderr"], p["stderr"][-2000:]

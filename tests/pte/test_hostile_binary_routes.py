@@ -5,7 +5,8 @@ it, end it, read its memory, write to its fd 1 and into the repository, then run
 exit status lands in a file the binary's account may write; every one must have failed, the exit code
 and the report must be the harness's own, and no file appears in the repository. As root (CI) the
 binary is `nobody` in its own mount and PID namespaces (runners/isolate/binary_sandbox.py); the fake
-seed runner's interpreter, under a 0700 /root here, is lent to it read-only. The attacks one by one
+seed runner's interpreter, under a 0700 /root here, is lent to it read-only. The four routes' commands run in
+one harness process (tests/cli_child.py), each with its own output, exit status and attack record. The attacks one by one
 (and a harness that is not root): tests/runners/isolate/test_hostile_binary.py.
 """
 
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_child import result_of, run_commands
 
 pytestmark = [pytest.mark.pte, pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs a root harness")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,24 +49,39 @@ ROUTES = {  # argv after the interpreter; {pte}, {prompts}, {tmp}
 }
 
 
-@pytest.mark.parametrize("route", list(ROUTES), ids=list(ROUTES))
-def test_a_hostile_binary_changes_nothing_on_the_route(route, pte_path, runner_writable):
-    script = runner_writable / "hostile_seed.sh"
+@pytest.fixture(scope="module")
+def routes_run(pte_path, module_runner_writable):
+    """Every route's command in one child (tests/cli_child.py: one Python start and one import of the CLI,
+    torch and the runtime instead of one a route, each `main(argv)` with its own fd 1, fd 2, exit status, attack
+    record and repository file): (the results, the scratch directory of each route)."""
+    script = module_runner_writable / "hostile_seed.sh"
     script.write_text(HOSTILE)
     script.chmod(0o755)
-    prompts = runner_writable / "p.json"
-    prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
-    attacks, repo_file = runner_writable / "attacks.txt", ROOT / "golden" / f"pwned-binary-{route}.json"
-    argv = [a.format(pte=pte_path, prompts=prompts, tmp=runner_writable) for a in ROUTES[route]]
+    todo, dirs = [], {}
+    for route, argv in ROUTES.items():
+        d = dirs[route] = module_runner_writable / route
+        d.mkdir()
+        d.chmod(0o777)  # the binary's account writes its attack record here
+        prompts = d / "p.json"
+        prompts.write_text(json.dumps({"prompts": [{"id": "hi", "text": "Hi"}]}))
+        argv = [a.format(pte=pte_path, prompts=prompts, tmp=d) for a in argv]
+        todo.append((route, [*argv, "--runner", f"exec:{script}", "--no-progress"],
+                     {"ATTACKS_OUT": str(d / "attacks.txt"), "REPO": str(ROOT / "golden" / f"pwned-binary-{route}.json")},
+                     ""))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1",
-           "SEED": str(ROOT / "fixtures" / "fake_runners" / "fake_seed_runner"), "ATTACKS_OUT": str(attacks),
-           "REPO": str(repo_file), "MARK": str(script)}  # (the harness's --runner)
-    p = subprocess.run([sys.executable, "-m", "eagle3_check.cli", *argv, "--runner", f"exec:{script}",
-                        "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]  # not stopped, not ended, the verdict its own
-    assert "Traceback" not in p.stderr
+           "SEED": str(ROOT / "fixtures" / "fake_runners" / "fake_seed_runner"),
+           "MARK": str(script)}  # (in the harness's command line: the --runner of each command)
+    return run_commands(todo, env=env, cwd=ROOT, timeout=1800), dirs
+
+
+@pytest.mark.parametrize("route", list(ROUTES), ids=list(ROUTES))
+def test_a_hostile_binary_changes_nothing_on_the_route(route, routes_run):
+    results, dirs = routes_run
+    p, attacks, repo_file = result_of(results, route), dirs[route] / "attacks.txt", ROOT / "golden" / f"pwned-binary-{route}.json"
+    assert p["returncode"] == 0, p["stdout"][-2000:] + p["stderr"][-2000:]  # not stopped, not ended, the verdict its own
+    assert "Traceback" not in p["stderr"]
     if route != "gate":
-        report = json.loads(p.stdout)  # exactly one JSON document: nothing written ahead of it
+        report = json.loads(p["stdout"])  # exactly one JSON document: nothing written ahead of it
         assert report["passed"] is True
     lines = attacks.read_text().splitlines()
     assert lines and all(line.startswith("harness=") and line != "harness=" for line in lines[::6]), lines
@@ -74,8 +90,8 @@ def test_a_hostile_binary_changes_nothing_on_the_route(route, pte_path, runner_w
     assert not repo_file.exists()
     if route in ROUTES:  # every route's report says what held the binary in
         doc = {"check": lambda: report, "suite": lambda: report["reports"][0], "golden-verify": lambda: report,
-               "gate": lambda: json.loads((runner_writable / "gate.json").read_text())}[route]()
+               "gate": lambda: json.loads((dirs["gate"] / "gate.json").read_text())}[route]()
         prot = (doc["info"]["isolation"] if "info" in doc else doc["isolation"])["protections"]
         assert prot["other_user"] and prot["pid_namespace"] and prot["no_new_privs"] and prot["private_dir"], prot
     if route == "gate":
-        assert "the runner ran as uid" in p.stdout, p.stdout[-1500:]
+        assert "the runner ran as uid" in p["stdout"], p["stdout"][-1500:]

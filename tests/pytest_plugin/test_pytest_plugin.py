@@ -54,7 +54,8 @@ class Lossy:
         return dataclasses.replace(r, tokens=tokens)
 '''
 # the reference runner, counting its runs in $RUNS_LOG (a directory the runner's process may write:
-# as root it runs as `nobody`): a golden prompt must run once per session
+# as root it runs as `nobody`): a golden prompt must run once per session; with $RUNS_LOG_OPTIONS set each
+# line also names the run's max new tokens, K and prompt
 COUNTING = '''
 import os
 
@@ -64,7 +65,8 @@ from eagle3_check.runners.loop import ReferenceRunner
 class Counting:
     def run(self, program, tokenizer, prompt, options):
         with open(os.environ["RUNS_LOG"], "a") as log:
-            log.write("run\\n")
+            named = os.environ.get("RUNS_LOG_OPTIONS")
+            log.write(f"run {options.max_new_tokens} {options.chain_len} {prompt!r}\\n" if named else "run\\n")
         return ReferenceRunner().run(program, tokenizer, prompt, options)
 '''
 # a user's runner that hangs (sleeps past the limit before its first program call)
@@ -212,40 +214,40 @@ def test_a_lossy_runner_fails_the_items_with_the_verdicts_forensics(pytester, wa
     assert "Traceback" not in out and "eagle3_check/pytest_plugin" not in out
 
 
-def test_the_items_run_under_pytest_xdist(pytester, monkeypatch):
-    """`pytest -n 2 --eagle3-...`: each worker collects the same items and builds its own program."""
-    pytest.importorskip("xdist", reason="pytest-xdist not installed: pip install -e .[dev]")
-    paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the workers start in the user's project
-    result = pytester.runpytest(*_project(pytester), "-n", "2", "-k",
-                                "one-token/max-new-1 or one-token/max-new-2-full or prompts or my_request")
-    result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["*2 workers [[]6 items[]]*"])
-
-
 def _golden_prompts(stem: str) -> list[str]:
     return [p["prompt_id"] for p in json.loads((golden_root() / f"{stem}.json").read_text())["prompts"]]
 
 
-def test_under_xdist_loadgroup_a_baseline_key_and_its_golden_prompts_share_a_worker(pytester, monkeypatch,
-                                                                                   runner_writable):
-    """`pytest -n 2 --dist loadgroup`: each golden prompt of a baseline key runs once in the whole
-    run (the counting runner logs every run; on the tree before workers.py it logged 12 runs for
-    these 8 prompts: the baseline item re-ran on its worker the prompts another worker had run)."""
+def test_the_items_run_under_pytest_xdist_and_a_baseline_keys_golden_prompts_share_a_worker(pytester, monkeypatch,
+                                                                                          runner_writable):
+    """`pytest -n 2 --dist loadgroup --eagle3-...` (one run answers both questions: a run with two workers
+    costs ~20 s): each worker collects the same items and builds its own program, and the suite cases, the
+    prompts and the user's own request pass with the goldens of two baseline keys; each golden prompt of a
+    baseline key runs once in the whole run (the counting runner logs every run; on the tree before workers.py
+    these 8 prompts ran 12 times: the baseline item re-ran on its worker the prompts another worker had run)."""
     pytest.importorskip("xdist", reason="pytest-xdist not installed: pip install -e .[dev]")
-    pytester.makepyfile(counting=COUNTING)
+    pytester.makepyfile(counting=COUNTING, test_user=USER_TEST)
+    (pytester.path / "prompts.json").write_text(json.dumps(PROMPTS))
     # the workers get this process's sys.path as it was when xdist was imported: the project's
-    # conftest puts the project (counting.py) on it
+    # conftest puts the project (counting.py) on it; the workers start in the user's project
     pytester.makeconftest("import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n")
     paths = [str(ROOT), *(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("RUNS_LOG", str(runner_writable / "runs.log"))
+    monkeypatch.setenv("RUNS_LOG_OPTIONS", "1")
     prompts = _golden_prompts(K4) + _golden_prompts(K2)
-    result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", f"--eagle3-baseline={BASELINE}",
-                                "--eagle3-runner=counting:Counting", "-k", f"{K4} or {K2}", "-n", "2",
-                                "--dist", "loadgroup")
-    result.assert_outcomes(passed=len(prompts) + 2)
-    assert (runner_writable / "runs.log").read_text().splitlines() == ["run"] * len(prompts)
+    result = pytester.runpytest(*PLUGIN, "--eagle3-fixture=tiny-llama", "--eagle3-prompts=prompts.json",
+                                "--eagle3-max-new-tokens=8", f"--eagle3-baseline={BASELINE}",
+                                "--eagle3-runner=counting:Counting", "-k", "one-token/max-new-1 or one-token/max-new-2-full "
+                                f"or prompts or my_request or {K4} or {K2}", "-n", "2", "--dist", "loadgroup")
+    # 3 suite cases (one-token/max-new-1, -1-full, -2-full), 2 prompts, the user's request; the golden prompts and
+    # the 2 baseline items
+    items = 6 + len(prompts) + 2
+    result.assert_outcomes(passed=items)
+    result.stdout.fnmatch_lines([f"*2 workers [[]{items} items[]]*"])
+    runs = (runner_writable / "runs.log").read_text().splitlines()
+    golden_runs = [r for r in runs if r.startswith("run 48 ")]  # the goldens' max new tokens (the others: 1, 2 and 8)
+    assert len(golden_runs) == len(prompts) and len(set(golden_runs)) == len(golden_runs), golden_runs
 
 
 @pytest.mark.parametrize("nodeid, group", [

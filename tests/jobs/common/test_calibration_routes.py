@@ -66,12 +66,15 @@ def test_golden_record_calibrates_a_user_fixture_once(user_fixture, capsys, tmp_
 pytest_plugins = ["pytester"]
 
 
-def test_pytest_plugin_calibrates_a_user_fixture_once(user_fixture, pytester):
+def test_pytest_plugin_calibrates_a_user_fixture_once(user_fixture, pytester, warm):
+    """The first session runs in this process (warm: the modules it loads imported first; a Python start and
+    its imports fewer, ~5 s), the second in a process of its own: what it reads back is the stored record, not
+    anything the first session left in memory."""
     root, cache, prompts = user_fixture
     args = ["-p", "eagle3_check.pytest_plugin", "-p", "no:cacheprovider", "--eagle3-fixture=my-llama",
             f"--eagle3-prompts={prompts}", "--eagle3-max-new-tokens=8", "--eagle3-goldens=none",
             "--eagle3-suite=none", "--eagle3-dtype=bfloat16", "-s"]
-    first = pytester.runpytest_subprocess(*args)
+    first = pytester.runpytest_inprocess(*args)
     text = first.stdout.str() + first.stderr.str()
     assert CALIBRATING in text and "eagle3: tie rule: measured: calibration " in text, text
     assert len(list((cache / "calibration").glob("*-bfloat16-cpu-eager.json"))) == 1

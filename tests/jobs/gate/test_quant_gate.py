@@ -18,6 +18,7 @@ pytest.importorskip("torchao.quantization", reason="torchao not installed (it co
 
 from eagle3_check.fixtures.registry import load_fixture  # noqa: E402
 from eagle3_check.jobs.check.drift import DEFAULT_MIN_AGREEMENT, DriftThresholds  # noqa: E402
+from eagle3_check.jobs.gate import gate as gate_module  # noqa: E402
 from eagle3_check.jobs.gate.gate import DRIFT, GateInputs, format_table, run_gate  # noqa: E402
 from eagle3_check.mutants import factory  # noqa: E402
 from eagle3_check.program.eager import EagerBackend  # noqa: E402
@@ -27,6 +28,9 @@ from eagle3_check.runners.options import RunOptions  # noqa: E402
 from eagle3_check.status import FAIL, PASS, SKIP  # noqa: E402
 
 BROKEN_LAYER = "target.model.model.layers.0.mlp.down_proj"  # measured: bench/results/quant-drift.json
+# one work unit under -n 2 --dist loadgroup: the INT4 programs and the full-precision tau are built once
+pytestmark = pytest.mark.shared("quant-gate")
+
 
 @pytest.fixture(scope="module")
 def q4(fixture):
@@ -55,7 +59,20 @@ def gate(fixture, tokenizer, hf_reference, program):
             setattr(inputs.drift, k, v)
         return run_gate(inputs, program=prog)
 
-    return run
+    taus, measure = {}, gate_module.runner_tau
+
+    def tau_once(fp, tokenizer, prompts, options, ks):
+        """The full-precision program's tau (the reference runner over prompts x K), measured once per program,
+        prompts, options and K: the two full gates (the good and the broken INT4 program) measure against the
+        same fp32 program (14 prompts x 64 tokens, ~5 s each)."""
+        key = (id(fp), tuple(p.text for p in prompts), repr(options), tuple(ks))
+        if key not in taus:
+            taus[key] = measure(fp, tokenizer, prompts, options, ks)
+        return taus[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gate_module, "runner_tau", tau_once)
+        yield run
 
 
 def test_quantized_program_passes_the_gate_with_a_drift_table(gate, q4):
