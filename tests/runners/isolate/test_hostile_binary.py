@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hostile_isolation import as_nobody
+from test_isolation_bounds import as_nobody
 
 import eagle3_check.runners.binary.runner as binary_runner
 import eagle3_check.runners.isolate.binary_sandbox as bs

@@ -17,7 +17,6 @@ import xml.etree.ElementTree as ET
 import pytest
 from test_hostile_isolation import HEAD, ROOT, ROOT_ONLY, ROUTES, _alive
 
-
 ACCOUNT_CHILD = ("import sys\nfrom eagle3_check.cli import main\nrc = main(sys.argv[1:])\n"
                  "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)\n")
 
