@@ -104,12 +104,14 @@ def q99(xs: list[float]) -> float:
 
 def eager_target(program):
     """The eager target module under `program` and any wrappers around it (a CUDA-graph program, a
-    recording: each a ProgramWrapper with `inner`), else None (a `.pte`, an AOTI package, a plug-in)."""
+    recording: each a ProgramWrapper with `inner`), or of the eager program an AOTI package without
+    weights is bound to (`weights_source`, as judge/shared.eager_program reads it), else None (a `.pte`,
+    an embedded AOTI package, a plug-in)."""
     while program is not None:
         target = getattr(getattr(program, "module", None), "target", None)
         if target is not None:
             return target
-        program = getattr(program, "inner", None)
+        program = getattr(program, "inner", None) or getattr(program, "weights_source", None)
     return None
 
 

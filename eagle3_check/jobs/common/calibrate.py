@@ -86,19 +86,17 @@ def measure(ctx, log=None, key=None):
 
 
 def eager_of(ctx):
-    """The program whose target a calibration measures: the check's own, or for an AOTI package (its
-    kernels are judged under the tolerance of eager kernels: docs/cuda.md) the eager program it is bound
-    to (`--aoti-weights external`), else one built from its target and draft for the calibration only."""
+    """The program whose target a calibration measures: the check's own (an AOTI package bound to an eager
+    program included: `eager_target` follows it), or for an AOTI package that embeds its weights (its
+    kernels are judged under the tolerance of eager kernels: docs/cuda.md) one built from its target and
+    draft for the calibration only."""
     from eagle3_check.judge.calibration_measure import eager_target
 
-    if not ctx.cfg.aoti or eager_target(ctx.program) is not None:
-        return ctx.program
-    bound = getattr(ctx.program, "weights_source", None)
-    if bound is not None:
-        return bound
-    from eagle3_check.jobs.common.world import aoti_eager
+    if ctx.cfg.aoti and eager_target(ctx.program) is None:
+        from eagle3_check.jobs.common.world import aoti_eager
 
-    return aoti_eager(ctx.cfg)
+        return aoti_eager(ctx.cfg)
+    return ctx.program
 
 
 def calibration_for(ctx):

@@ -132,7 +132,7 @@ def build_aoti_program(cfg) -> ProgramSetup:
 
     refuse_shape_flags(cfg, "--aoti", "the package", "re-compile with `eagle3-check export --aoti`")
     fx, target_dir, tok_path = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
-    index = int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None
+    index = cuda_index(cfg.device)
     program = AotiBackend(cfg.aoti, index, weights_source=aoti_weights_source(cfg, fx, target_dir, index))
     if "device" in cfg.given and program.device.type != cfg.device.split(":")[0]:
         raise InputError(f"--device {cfg.device} with --aoti {cfg.aoti}", f"the package's own device, "
@@ -144,22 +144,29 @@ def build_aoti_program(cfg) -> ProgramSetup:
     return ProgramSetup(program, load_tokenizer(tok_path), target_dir, info)
 
 
+def cuda_index(device: str) -> int | None:
+    """N of `--device cuda:N`, else None (the package's own device, cuda:0 for a CUDA one)."""
+    return int(device.split(":")[1]) if device.startswith("cuda:") else None
+
+
 def aoti_weights_source(cfg, fx, target_dir, index):
     """For a package compiled without its weights (program/aoti_weights.py): the eager program they are
     taken from (`aoti_eager`); None for a package that embeds them."""
     from eagle3_check.program.aoti_backend import read_aoti_sidecar
     from eagle3_check.program.aoti_weights import EXTERNAL, weights_mode
 
-    if weights_mode(read_aoti_sidecar(Path(cfg.aoti))) != EXTERNAL:
+    record = read_aoti_sidecar(Path(cfg.aoti))
+    if weights_mode(record) != EXTERNAL:
         return None
-    return aoti_eager(cfg, fx, target_dir, index)
+    return aoti_eager(cfg, fx, target_dir, index, record)
 
 
-def aoti_eager(cfg, fx=None, target_dir=None, index=None):
+def aoti_eager(cfg, fx=None, target_dir=None, index=None, record=None):
     """The eager program of an AOTI package (`--aoti`): built from the judged target and the draft (the
     fixture's, --draft, else the one the sidecar names) with the package's spec, dtype and device. An
     external package's weights are this program's tensors; an embedded package's calibration measures
-    this program's target (jobs/common/calibrate.py: AOTI is judged under the tolerance of eager kernels)."""
+    this program's target (jobs/common/calibrate.py: AOTI is judged under the tolerance of eager kernels).
+    Without `target_dir` the reference's world is resolved here; `record`: the sidecar, when read already."""
     from eagle3_check.fixtures.registry import ProgramSpec
     from eagle3_check.program.aoti_backend import package_device, read_aoti_sidecar
     from eagle3_check.program.eager import EagerBackend
@@ -167,8 +174,8 @@ def aoti_eager(cfg, fx=None, target_dir=None, index=None):
 
     if target_dir is None:
         fx, target_dir, _ = reference_for_pte(cfg.aoti, cfg.fixture, cfg.target, cfg.tokenizer)
-        index = int(cfg.device.split(":")[1]) if cfg.device.startswith("cuda:") else None
-    record = read_aoti_sidecar(Path(cfg.aoti))
+        index = cuda_index(cfg.device)
+    record = record or read_aoti_sidecar(Path(cfg.aoti))
     draft = fx.draft_dir if fx else (cfg.draft or record.get("source", {}).get("draft"))
     if not draft:
         raise InputError(f"--aoti {cfg.aoti}: judged with --target and no --draft (its weights, or the "

@@ -90,6 +90,7 @@ def test_an_aoti_package_is_calibrated_on_the_eager_program_of_its_target(monkey
     from types import SimpleNamespace
 
     from eagle3_check.jobs.common import calibrate, world
+    from eagle3_check.judge.calibration_measure import eager_target
 
     eager = SimpleNamespace(module=SimpleNamespace(target=object()))  # what calibration_measure.eager_target reads
 
@@ -97,7 +98,8 @@ def test_an_aoti_package_is_calibrated_on_the_eager_program_of_its_target(monkey
         return SimpleNamespace(cfg=SimpleNamespace(aoti=aoti), program=program)
 
     assert calibrate.eager_of(ctx(None, eager)) is eager  # an eager program measures itself
-    assert calibrate.eager_of(ctx("m.pt2", SimpleNamespace(weights_source=eager))) is eager  # external weights
+    external = SimpleNamespace(weights_source=eager)  # external weights: the target measured is the bound one's
+    assert calibrate.eager_of(ctx("m.pt2", external)) is external and eager_target(external) is eager.module.target
     built = []
     monkeypatch.setattr(world, "aoti_eager", lambda cfg: built.append(cfg) or eager)
     embedded = ctx("m.pt2", SimpleNamespace(weights_source=None))
