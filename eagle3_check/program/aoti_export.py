@@ -58,11 +58,12 @@ from eagle3_check.program.export import (
     feature_width,
     method_plans,
 )
+from eagle3_check.program.inductor_lock import compile_lock
 from eagle3_check.program.sidecar import write_sidecar
 from eagle3_check.quiet import third_party_quiet
 
-KERNELS_FIX = ("re-run the export with an inductor cache of its own: TORCHINDUCTOR_CACHE_DIR=$(mktemp -d), "
-               "one export at a time (docs/cuda.md, AOTI programs)")
+KERNELS_FIX = ("re-run the export with an inductor cache of its own: TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) "
+               "(docs/cuda.md, AOTI programs)")
 AOTI_BACKEND = "aoti"  # the sidecar's `backend` and the constant get_export_backend of an AOTI package
 CACHE_GROUPS = {"prefill": "target", "target_verify": "target", "draft_decode": "draft"}
 # AOTI phases, in order: trace and compile each method, then the package written
@@ -143,7 +144,8 @@ def compile_aoti(program, out_path: str | Path, source: dict | None = None,
     files = {}
     from torch.export import export
 
-    with tempfile.TemporaryDirectory(prefix="aoti-") as tmp:
+    # one compile at a time per inductor cache: two at once packed a library without its kernels (inductor_lock)
+    with tempfile.TemporaryDirectory(prefix="aoti-") as tmp, compile_lock():
         with buffers_restored(module), torch.no_grad(), third_party_quiet():
             for name, (cls, args, shapes) in plans.items():
                 names = groups[CACHE_GROUPS[name]]
