@@ -199,8 +199,13 @@ class ExecRunner:
         """One request; `data_path`: the program's external data file (`program_data`), passed as the
         seed's `--data_path` (or the template's {data_path})."""
         launch = self._launch()
-        model, tokenizer, data_path = launch.inputs(model, tokenizer, data_path)  # reachable by its account
-        argv = self.command.request(str(model), str(tokenizer), prompt, options, str(data_path) if data_path else None)
+        try:
+            model, tokenizer, data_path = launch.inputs(model, tokenizer, data_path)  # reachable by its account
+            argv = self.command.request(str(model), str(tokenizer), prompt, options,
+                                        str(data_path) if data_path else None)
+        except BaseException:  # nothing started: its private directory goes now (run_tree removes it after)
+            launch.close()
+            raise
         t0 = time.perf_counter()
         try:
             code, out, err = run_tree(argv, self.timeout, launch)

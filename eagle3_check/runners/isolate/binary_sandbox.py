@@ -160,7 +160,11 @@ class Launch:
         self.program = shutil.which(program) if os.sep not in program else os.path.abspath(program)
         self.program = self.program or program
         if self.user:
-            self._reach_program()
+            try:
+                self._reach_program()
+            except BaseException:  # refused (InputError) or failed after the private directory was made
+                self.close()
+                raise
 
     def _reach_program(self) -> None:
         uid, gid = self.user[1], self.user[2]
@@ -228,6 +232,10 @@ class Launch:
         return proc
 
     def close(self) -> None:
+        """Its private directory removed; descriptors lent for a start that never came, closed."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
         sandbox.remove(self.plan)
 
     def hint(self, code: int | None, stderr: bytes) -> str:

@@ -31,6 +31,7 @@ the report's `info.isolation.protections`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -99,10 +100,24 @@ def account() -> tuple[str, int, int] | None:
     return pw.pw_name, pw.pw_uid, gid
 
 
+_HOMES: dict[str, int] = {}  # the private directories not yet removed -> the pid that made them
+
+
+@atexit.register
+def _leftovers() -> None:
+    """At the harness's exit: the private directories a path that failed part-way never removed (the
+    dead child's, a start refused after its directory was made). Only the maker's: a forked child that
+    runs atexit handlers must not remove the harness's."""
+    for home, pid in list(_HOMES.items()):
+        if pid == os.getpid():
+            remove({"home": home})
+
+
 def plan() -> dict:
     """The parent's side, per child: the account and a private directory it owns (mode 0700)."""
     who = account()
     home = tempfile.mkdtemp(prefix="eagle3-runner-")
+    _HOMES[home] = os.getpid()
     os.chmod(home, 0o700)
     if who:
         os.chown(home, who[1], who[2])
@@ -117,6 +132,7 @@ def remove(p: dict | None) -> None:
     """The private directory, after the child's tree is gone."""
     if p:
         shutil.rmtree(p["home"], ignore_errors=True)
+        _HOMES.pop(p["home"], None)
 
 
 _protected: dict | None = None

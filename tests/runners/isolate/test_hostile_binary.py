@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,9 @@ def test_an_interpreter_out_of_reach_is_one_line_naming_the_fix(tmp_path, monkey
     interp.symlink_to("/bin/sh")
     spec = _script(tmp_path, "closed.sh", "echo hi")
     Path(spec[5:]).write_text(f"#!{interp}\necho hi\n")
+    homes = tmp_path / "homes"  # where its private directory is made: refused, none is left behind
+    homes.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(homes))
     from eagle3_check.errors import InputError
     from eagle3_check.runners.binary.runner import ExecRunner
 
@@ -195,6 +199,7 @@ def test_an_interpreter_out_of_reach_is_one_line_naming_the_fix(tmp_path, monkey
     msg = str(e.value)
     assert "out of reach of the runner's account nobody" in msg and f" {interp_dir}, or set" in msg, msg
     assert "EAGLE3_CHECK_RUNNER_USER=-" in msg and "\n" not in msg
+    assert list(homes.iterdir()) == []  # it had copied the script into one before the refusal
 
 
 def test_lends_are_the_blocked_directory_and_what_is_needed_under_it(runner_writable):

@@ -193,3 +193,23 @@ def attack():
     out = capfd.readouterr()
     report = json.loads(out.out)  # one JSON document: nothing was written ahead of it
     assert rc == 0 and report["requests"][0]["run"]["notes"][-1] == "attack: wrote into 0 inherited file(s)"
+
+
+def test_a_private_directory_left_by_a_failed_path_goes_at_the_harness_exit(tmp_path, monkeypatch):
+    """runners/isolate/sandbox.py: every runner process's private directory is removed with its tree; one
+    a path that failed part-way left (a child that never started) is removed at exit, by its maker only
+    (a forked child running atexit handlers must not remove the harness's)."""
+    import tempfile
+
+    from eagle3_check.runners.isolate import sandbox
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left, done = sandbox.plan()["home"], sandbox.plan()
+    sandbox.remove(done)
+    assert left in sandbox._HOMES and done["home"] not in sandbox._HOMES
+    other = tmp_path / "eagle3-runner-of-another-process"
+    other.mkdir()
+    monkeypatch.setitem(sandbox._HOMES, str(other), os.getpid() + 1)
+    sandbox._leftovers()
+    assert not os.path.exists(left) and left not in sandbox._HOMES
+    assert other.exists()  # not this process's
