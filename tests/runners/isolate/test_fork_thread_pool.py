@@ -42,11 +42,13 @@ def _child(reset: bool) -> int:
     return 1 if errors else 0
 
 
-def _failed_children(reset: bool) -> int:
-    """How many of CHILDREN forked children fail (`_child`)."""
+def _failed_children(reset: bool, children: int = CHILDREN, until_one: bool = False) -> int:
+    """How many of `children` forked children fail (`_child`); `until_one`: stop at the first that does."""
     (torch.randn(256, 256) @ torch.randn(256, 256)).sum()  # the parent has used its pool
     failed = 0
-    for _ in range(CHILDREN):
+    for _ in range(children):
+        if until_one and failed:
+            break
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
             code = 1
@@ -64,6 +66,8 @@ def test_threads_of_a_forked_child_get_a_pool_after_the_reset():
 
 
 def test_without_the_reset_the_race_is_there_to_catch():
-    # 169 of 200 children failed on torch 2.13.0 (2 cores): 12 children all passing by luck is ~1e-10.
+    # 169 of 200 children failed on torch 2.13.0 (2 cores, quiet), but a make check under load once saw
+    # 12 of 12 pass: so up to 200 children, stopping at the first failure (usually the first child).
     # If a torch release fixes the race, this fails: the reset is then harmless and this test can go.
-    assert _failed_children(reset=False) > 0, f"torch {torch.__version__} no longer races for its pool after fork"
+    assert _failed_children(reset=False, children=200, until_one=True) > 0, (
+        f"torch {torch.__version__} no longer races for its pool after fork (200 children)")
