@@ -53,3 +53,13 @@ def tie_rule(dtype: str, fixture: str | None = None, given_budget: float | None 
     where = f"measured on {own}" if own else ("no flip measured in float32" if dtype == "float32" else
                                                 "measured on SmolLM2, Gemma 3 and the tiny fixtures")
     return TieRule(tol, default_budget(dtype, fixture), f"built-in constants ({where}: docs/calibration.md)")
+
+
+SELF_SOURCE = ("none: vs self, the program's own greedy decoding (no margins, so never a tie: identical at every "
+               "position or a fail; judge/self_ref.py)")
+
+
+def self_rule(dtype: str) -> TieRule:
+    """The rule of `--reference self`: tolerance 0, budget 0, said so (not the dtype's constants, which a
+    report would otherwise print as if they applied)."""
+    return TieRule(Tolerance(dtype, 0.0), 0.0, SELF_SOURCE)

@@ -86,6 +86,10 @@ class CheckContext:
             from eagle3_check.jobs.common.exact import exact_rule
 
             return exact_rule(self.cfg.dtype)
+        if getattr(self.cfg, "reference", "hf") == "self":  # no margins, never a tie (judge/self_ref.py)
+            from eagle3_check.judge.tie_rule import self_rule
+
+            return self_rule(self.cfg.dtype)
         return tie_rule(self.cfg.dtype, self.cfg.fixture, self.cfg.tie_budget, self.calibration)
 
     @cached_property

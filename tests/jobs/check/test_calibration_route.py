@@ -40,6 +40,18 @@ def test_a_target_in_bf16_is_calibrated_once_then_read_back(cache, capsys):
     assert "calibrating" not in again.err and json.loads(again.out)["info"]["tie_source"] == source
 
 
+def test_reference_self_in_bf16_has_no_tolerance_and_says_so(cache, capsys):
+    """vs self there are no margins, so never a tie: no calibration, and the report names no tolerance
+    (not the dtype's constants, as if they applied)."""
+    root, prompts = cache
+    assert main(["check", *target_args(prompts, "bfloat16"), "--reference", "self", "--json"]) == 0
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert report["info"]["tie_source"].startswith("none: vs self") and "calibrating" not in out.err
+    assert report["info"]["tie_tolerance"] == "0 ulp(bfloat16), top-4" and report["tie_budget"]["ties_allowed"] == 0
+    assert not (root / "calibration").exists()
+
+
 def test_float32_keeps_the_constants(cache, capsys):
     root, prompts = cache
     assert main(["check", *target_args(prompts, "float32"), "--json"]) == 0
