@@ -21,7 +21,8 @@ Both threads run `guarded_run` at once, so its stdout capture is shared for the 
 (runners/shared_output.py): output still fails the run that wrote it, and any run beside it.
 Everything else runs serially, as before: a plug-in, an isolated runner or a binary (its code is the
 user's: one request at a time, as it was judged), a `.pte`, AOTI or CUDA program, a quantized or
-`--devices` program, `--exact` (its kernels are installed process-wide, for the one runner), several
+`--devices` program, `--exact` (its kernels are installed process-wide, for the one runner), `--reference
+self` (the reference decodes on the program itself, while the requests ahead would run on it), several
 torch threads (the runner uses the cores already), one core, a prompt set of one request, or a twin
 that would not fit twice over in the memory available now (`twin_bytes`: its KV caches and a second
 prefill's transient tensors; SmolLM2: ~0.3 GB).

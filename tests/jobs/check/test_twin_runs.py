@@ -99,6 +99,20 @@ def test_two_at_once_gives_the_serial_report(program, tokenizer, two_cores, monk
     assert not [t for t in threading.enumerate() if t.name.startswith("eagle3-runner")]
 
 
+def test_a_reference_on_the_program_itself_runs_the_requests_one_at_a_time(program, tokenizer, two_cores,
+                                                                           monkeypatch):
+    """--reference self decodes on the program the requests run on: with requests running ahead on it
+    (and its twin), its scoring raced them (a bf16 check vs self crashed in index_copy_). Serial then."""
+    from eagle3_check.judge.self_ref import SelfReference
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert concurrent_runs(program, ReferenceRunner(), 6) == 2  # twins were allowed here
+    made: list = []
+    monkeypatch.setattr(Twins, "__init__", lambda self, *a: made.append(a) or (_ for _ in ()).throw(AssertionError))
+    out = _report(program, tokenizer, SelfReference(program), parallel=True)
+    assert not made and len(out) == 6 and all(o["verdict"]["status"] == "pass" for o in out)
+
+
 def test_runs_ahead_reads_in_prompt_order_whatever_finishes_first(program, tokenizer, two_cores):
     prompts = load_fixture("tiny-llama").prompts()[:4]
     runs = runs_ahead(program, ReferenceRunner(), tokenizer, prompts, RunOptions(max_new_tokens=6), True, [3, 9, 1, 5])
