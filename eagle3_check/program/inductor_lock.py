@@ -24,11 +24,9 @@ LOCK_NAME = "eagle3-check-aoti.lock"
 
 def inductor_cache_dir() -> Path:
     """The directory inductor compiles into: TORCHINDUCTOR_CACHE_DIR, else torch's default
-    (/tmp/torchinductor_USER)."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:  # an older layout of torch: the variable, else its documented default
-        return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{os.environ.get('USER', 'root')}")
+    (/tmp/torchinductor_USER); inductor's own answer (torch 2.11 and 2.13)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
     return Path(cache_dir())
 
 

@@ -3,10 +3,13 @@ without its kernels on the H100), none across caches; the lock dies with its hol
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
 import time
+
+import pytest
 
 from eagle3_check.program.inductor_lock import LOCK_NAME, compile_lock, inductor_cache_dir
 
@@ -78,10 +81,6 @@ def test_the_default_cache_is_inductors_own(tmp_path, monkeypatch):
 
 def test_export_aoti_compiles_under_the_lock(tmp_path, monkeypatch):
     """compile_aoti's compiles run inside compile_lock (stopped at the first compile: no AOTInductor here)."""
-    import contextlib
-
-    import pytest
-
     from eagle3_check.fixtures.registry import load_fixture
     from eagle3_check.program import aoti_export
     from eagle3_check.program.eager import EagerBackend

@@ -276,10 +276,7 @@ def _run_requests(report, program, tokenizer, reference, prompts, requests, opti
     from eagle3_check.jobs.check.twin_runs import runs_ahead
 
     scoring = lane(reference, runner)
-    # a reference that decodes on the program itself (--reference self) would share its caches with the
-    # requests running ahead on it: one at a time then (twin_runs.py)
-    parallel = parallel and getattr(reference, "program", None) is not program
-    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests])
+    runs = runs_ahead(program, runner, tokenizer, prompts, options, parallel, [len(r) for r in requests], reference)
     ran: list = []  # (prompt, prompt ids, run, problem, call log, seconds), in prompt order, not yet judged
 
     def take(i: int, p: Prompt, obs, seconds: float) -> None:

@@ -38,9 +38,9 @@ import time
 TWINS = 2  # requests at once: the 2-core machine's cores (the reference's scoring thread shares them)
 
 
-def concurrent_runs(program, runner, requests: int) -> int:
+def concurrent_runs(program, runner, requests: int, reference=None) -> int:
     """How many requests run at once: TWINS where both sides are ours and a second core is free
-    (module doc), else 1."""
+    (module doc), else 1; 1 too where `reference` decodes on `program` itself (`--reference self`)."""
     import torch
 
     from eagle3_check.exact.mode import exact_active
@@ -51,7 +51,8 @@ def concurrent_runs(program, runner, requests: int) -> int:
     ours = type(runner) is ReferenceRunner and type(program) is EagerBackend
     plain = ours and program.device.type == "cpu" and program.placement is None \
         and not getattr(program, "quantized_layers", None)
-    if not plain or exact_active() or torch.get_num_threads() > 1 or cores < 2 or requests < 2:
+    on_program = getattr(reference, "program", None) is program  # its scoring would share the caches
+    if not plain or on_program or exact_active() or torch.get_num_threads() > 1 or cores < 2 or requests < 2:
         return 1
     from eagle3_check.resources import host_available
 
@@ -170,9 +171,10 @@ class Twins(Serial):
         self.output.__exit__(None, None, None)
 
 
-def runs_ahead(program, runner, tokenizer, prompts, options, parallel: bool, sizes: list[int] | None = None) -> Serial:
+def runs_ahead(program, runner, tokenizer, prompts, options, parallel: bool, sizes: list[int] | None = None,
+               reference=None) -> Serial:
     """`Twins` where asked (`parallel`) and `concurrent_runs` allows, else `Serial`; close() it after.
-    `sizes`: each request's prompt length (the longest run first)."""
-    if parallel and concurrent_runs(program, runner, len(prompts)) > 1:
+    `sizes`: each request's prompt length (the longest run first); `reference`: what scores the runs."""
+    if parallel and concurrent_runs(program, runner, len(prompts), reference) > 1:
         return Twins(program, runner, tokenizer, prompts, options, sizes)
     return Serial(program, runner, tokenizer, prompts, options)

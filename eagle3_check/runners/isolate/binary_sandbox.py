@@ -222,20 +222,22 @@ class Launch:
             os.close(rec_w)
             with os.fdopen(rec_r, "rb") as f:
                 got = f.read(1 << 16)
-            for fd in self.fds:
-                os.close(fd)
-            self.fds = []
+            self._release_fds()
         with contextlib.suppress(ValueError):
             self.record = json.loads(got.decode() or "{}")
         if self.on_start:
             self.on_start(self.protections())
         return proc
 
-    def close(self) -> None:
-        """Its private directory removed; descriptors lent for a start that never came, closed."""
+    def _release_fds(self) -> None:
+        """The descriptors `inputs()` lent: the started binary holds its own copies, or no start came."""
         for fd in self.fds:
             os.close(fd)
         self.fds = []
+
+    def close(self) -> None:
+        """Its private directory removed; descriptors lent for a start that never came, closed."""
+        self._release_fds()
         sandbox.remove(self.plan)
 
     def hint(self, code: int | None, stderr: bytes) -> str:

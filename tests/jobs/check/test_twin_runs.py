@@ -107,6 +107,7 @@ def test_a_reference_on_the_program_itself_runs_the_requests_one_at_a_time(progr
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     assert concurrent_runs(program, ReferenceRunner(), 6) == 2  # twins were allowed here
+    assert concurrent_runs(program, ReferenceRunner(), 6, SelfReference(program)) == 1
     made: list = []
     monkeypatch.setattr(Twins, "__init__", lambda self, *a: made.append(a) or (_ for _ in ()).throw(AssertionError))
     out = _report(program, tokenizer, SelfReference(program), parallel=True)
