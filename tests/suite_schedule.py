@@ -1,10 +1,11 @@
 """The order of `make check`, and its work units under `-n 2 --dist loadgroup` (what CI runs).
 
-The tests under tests/pte wait on `.pte` exports: five lowerings (tests/pte/conftest.py; the `.ptd`
-program is made from the fp32 one's), about a CPU minute each on a clean clone, cached in .cache/pte.
-A test belongs to the group of the rarest export it uses (EXPORTS; SAME_EXPORT names a fixture made
-by another's export), so each export is done by the one worker that runs its group, and the groups
-spread over both workers instead of one worker waiting on the other's export lock.
+The tests under tests/pte wait on `.pte` exports (tests/pte/conftest.py; the `.ptd` program is made
+from the fp32 one's lowering, the kv_window program from its prefill and draft_decode), about a CPU
+minute each on a clean clone, cached in .cache/pte. A test belongs to the group of the rarest export
+it uses (EXPORTS; SAME_EXPORT names a fixture made from another's lowering, in its worker), so each
+export is done by the one worker that runs its group, and the groups spread over both workers
+instead of one worker waiting on the other's export lock.
 
 pytest-xdist 3.8 groups by an `@group` suffix it appends to the node ids, which pytest 9.2 no longer
 lets it do (pytest-xdist#1386: xdist_group marks are silently ignored there). So the groups travel
@@ -32,9 +33,10 @@ import pytest
 
 PTE_TESTS = Path(__file__).resolve().parent / "pte"
 # the export fixtures of tests/pte/conftest.py, rarest first: a test's group is the first it uses
-EXPORTS = ("small_kvwin_pte_path", "q4_pte_path", "bf16_pte_path", "kvwin_pte_path", "pte_path")
-# fixtures made by another's export: the `.ptd` program comes from the fp32 program's lowering
-SAME_EXPORT = {"ptd_pte_path": "pte_path"}
+EXPORTS = ("small_kvwin_pte_path", "q4_pte_path", "bf16_pte_path", "pte_path")
+# fixtures made in the worker of another's export, from its lowering (tests/shared_lowering.py): the `.ptd`
+# program is the fp32 program's lowering, the kv_window program lowers only its target_verify there
+SAME_EXPORT = {"ptd_pte_path": "pte_path", "kvwin_pte_path": "pte_path"}
 GROUPS_KEY = "eagle3_test_groups"  # the workerinput key: the file the first worker writes the groups to
 FIRST_FAST = 0.25  # the share of the fast tests run before the export groups other than fp32
 

@@ -23,9 +23,10 @@ def item(name: str, fixtures=(), pte=False, long=False, shared=None):
     (["pte_path", "bf16_pte_path"], "pte:bf16_pte_path"),
     (["pte_program", "pte_path", "small_kvwin_pte_path"], "pte:small_kvwin_pte_path"),
     (["ptd_pte_path", "tmp_path"], "pte:pte_path"),  # made by the fp32 export's lowering: its group
-    (["ptd_pte_path", "kvwin_pte_path"], "pte:kvwin_pte_path"),
+    (["kvwin_pte_path"], "pte:pte_path"),  # lowered beside the fp32 program: its prefill and draft_decode
+    (["kvwin_pte_path", "bf16_pte_path"], "pte:bf16_pte_path"),
     (["tmp_path"], None),
-], ids=["fp32", "bf16-beside-fp32", "small-kvwin-beside-fp32", "ptd", "ptd-beside-kvwin", "no-export"])
+], ids=["fp32", "bf16-beside-fp32", "small-kvwin-beside-fp32", "ptd", "kvwin", "kvwin-beside-bf16", "no-export"])
 def test_a_pte_test_joins_the_group_of_its_rarest_export(fixtures, group):
     assert sched.export_group(item("t", fixtures, pte=True)) == group
     assert sched.export_group(item("t", fixtures, pte=False)) is None  # only tests under tests/pte

@@ -3,15 +3,14 @@
 The export of tiny-llama takes about a minute on two cores, so it is done once and cached
 under `.cache/pte/<key>.pte`, the key hashing the fixture files, the modules that shape the
 program and the torch / executorch versions (any change re-exports). The `.ptd` form is the fp32
-program with its constants outside: made from the same lowering (`one_lowering`). Negative programs
+program with its constants outside: made from the same lowering, and the kv_window program takes the
+fp32 program's prefill and draft_decode (tests/shared_lowering.py: a method lowered once). Negative programs
 are derived from it in seconds: metadata dropped (`pte_edit`), or the draft's d2t constant shifted
 past the vocab (out-of-vocab draft ids).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import hashlib
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from eagle3_check.program.eager import EagerBackend
 from eagle3_check.program.export import export_eager
 from eagle3_check.program.pte_backend import PteBackend
 from tests.export_cache import ROOT, cache_key, cached_export
+from tests.shared_lowering import shared_lowering
 
 SHAPING = ["program/export.py", "program/fast_lowering.py", "program/sidecar.py", "program/target.py", "program/draft.py", "program/draft_config.py", "program/rope.py", "program/checkpoint.py", "program/speculator.py", "program/eager.py", "program/gelu_tanh.py", "program/lowering.py", "program/parallel_preprocess.py", "program/fast_partition.py", "program/fast_edge.py", "program/fast_passes.py"]
 
@@ -38,35 +38,6 @@ def _cached_export(name: str, key: str, export, tmp_path_factory) -> Path:
     return cached_export(name, key, export, tmp_path_factory)
 
 
-@contextlib.contextmanager
-def one_lowering():
-    """Inside: `lowering.lower_edge` runs once; a later call gets a copy of the first's lowered program
-    (to_executorch changes the one it is given). For exports of the same traced methods that differ only
-    after the lowering (external data: an option of to_executorch), so the second costs its
-    to_executorch alone instead of a minute of one core."""
-    from eagle3_check.program import lowering
-
-    stock, kept = lowering.lower_edge, []
-
-    def asked(programs, *rest, **kwargs):  # the traced methods' code and the lowering's other arguments
-        return {name: ep.graph_module.code for name, ep in programs.items()}, rest, kwargs
-
-    def once(programs, *rest, **kwargs):
-        if not kept:
-            edge, stats = stock(programs, *rest, **kwargs)
-            kept.append((copy.deepcopy(edge), stats, asked(programs, *rest, **kwargs)))
-            return edge, stats
-        edge, stats, first = kept[0]
-        assert asked(programs, *rest, **kwargs) == first, "one_lowering: another program's lowering asked for"
-        return copy.deepcopy(edge), stats
-
-    lowering.lower_edge = once
-    try:
-        yield
-    finally:
-        lowering.lower_edge = stock
-
-
 @pytest.fixture(scope="session")
 def fp32_exports(fixture, program, tmp_path_factory) -> tuple[Path, Path]:
     """The default fixture as an XNNPACK `.pte`, and the same program with its weights in an external
@@ -76,7 +47,7 @@ def fp32_exports(fixture, program, tmp_path_factory) -> tuple[Path, Path]:
         return lambda out: export_eager(program, out, "xnnpack", source={"fixture": fixture.name},
                                         external_data=external_data)
 
-    with one_lowering():
+    with shared_lowering():  # one lowering for both: the .ptd is an option of to_executorch
         inline = _cached_export("tiny-llama", _cache_key(fixture, "xnnpack"), export(False), tmp_path_factory)
         ptd = _cached_export("tiny-llama-ptd", _cache_key(fixture, "xnnpack external-data"), export(True),
                              tmp_path_factory)
@@ -119,11 +90,12 @@ def kvwin_pte_path(fixture, program, tmp_path_factory) -> Path:
     from eagle3_check.program.contract import VERIFY_KV_WINDOW
 
     kv = EagerBackend(program.module, program.spec, tuple(program.metadata()["get_eos_ids"]))
-    return _cached_export(
-        "tiny-llama-kvwin", _cache_key(fixture, "xnnpack kv_window"),
-        lambda out: export_eager(kv.use_verify_form(VERIFY_KV_WINDOW), out, "xnnpack",
-                                 source={"fixture": fixture.name}), tmp_path_factory,
-    )
+    with shared_lowering():  # prefill and draft_decode are the fp32 program's: lowered once where it was
+        return _cached_export(
+            "tiny-llama-kvwin", _cache_key(fixture, "xnnpack kv_window"),
+            lambda out: export_eager(kv.use_verify_form(VERIFY_KV_WINDOW), out, "xnnpack",
+                                     source={"fixture": fixture.name}), tmp_path_factory,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from eagle3_check.program.export import Phases, export_eager, export_methods, fe
 from eagle3_check.program.lowering import lower_to_pte  # noqa: E402
 from eagle3_check.program.parallel_preprocess import MAX_WORKERS, usable_cpus  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
+from tests.shared_lowering import shared_lowering  # noqa: E402
 
 pytestmark = pytest.mark.pte
 
@@ -57,10 +58,13 @@ def _lowered_method(traced, name: str, out, stock: bool) -> tuple[bytes, dict, d
     return out.read_bytes(), lowering, delegated
 
 
-def test_fast_lowering_writes_the_stock_bytes_of_a_method(program, tmp_path):
-    # traced once, as export traces it (3 s); both lowerings start from a copy of the same traced method
+def test_fast_lowering_writes_the_stock_bytes_of_a_method(pte_path, program, tmp_path):
+    # traced once, as export traces it (3 s); both lowerings start from a copy of the same traced method.
+    # The fast one is the session export's own lowering of draft_decode where this process made that
+    # export (a clean clone: tests/shared_lowering.py), else lowered here; the stock one is always lowered here.
     traced = export_methods(program.module, program.spec, feature_width(program.module))
-    fast, lowering, delegated = _lowered_method(traced, "draft_decode", tmp_path / "fast.pte", stock=False)
+    with shared_lowering():
+        fast, lowering, delegated = _lowered_method(traced, "draft_decode", tmp_path / "fast.pte", stock=False)
     _fast(lowering, delegated)
     assert lowering["moved"] > 0  # the graph was reordered in place, not only left as it was
     assert lowering["edge"]["skipped"] == 1  # the method's idle third re-trace (program/fast_edge.py)
