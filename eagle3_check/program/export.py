@@ -200,16 +200,21 @@ def method_plans(module: nn.Module, spec: ProgramSpec, hidden: int, verify_kv_wi
 
 
 def export_methods(module: nn.Module, spec: ProgramSpec, hidden: int, phases: Phases | None = None,
-                   verify_kv_window: bool = False) -> dict:
-    """torch.export of the three methods with dynamic lengths (`method_plans`); buffers restored afterwards."""
+                   verify_kv_window: bool = False, only: tuple[str, ...] | None = None) -> dict:
+    """torch.export of the three methods (or of those named in `only`) with dynamic lengths
+    (`method_plans`); buffers restored afterwards."""
     phases = phases or Phases()
     from torch.export import export
 
     read_all_zero_points(module)  # the real buffers, before the trace swaps them for fake ones
     plans = method_plans(module, spec, hidden, verify_kv_window)
+    if only is not None and set(only) - set(plans):
+        raise ValueError(f"export_methods(only={only!r}): expected method names among {', '.join(plans)}")
     programs = {}
     with buffers_restored(module), torch.no_grad(), third_party_quiet():  # torch.export's own pytree FutureWarning
         for name, (cls, args, shapes) in plans.items():
+            if only is not None and name not in only:
+                continue
             phases.start(f"trace {name}")
             programs[name] = export(cls(module, name), args, dynamic_shapes=shapes, strict=False)
     return {name: zeroed_caches(ep) for name, ep in programs.items()}
