@@ -4,7 +4,7 @@ ExecuTorch's `to_edge_transform_and_lower` treats each method on its own: each i
 edge dialect, partitioned and preprocessed by itself, and the manager it returns is the methods'
 programs under `_check_ir_validity=False` (executorch 1.5.1, exir/program/_program.py). So a program
 lowered one method at a time, its methods then put into one `EdgeProgramManager`, serializes to the
-very bytes of the joint lowering (tests/pte/test_shared_lowering.py pins it on a two-method program;
+very bytes of the joint lowering (tests/test_shared_lowering.py pins it on a two-method program;
 the whole tiny-llama exports, fp32 and kv_window, are compared with `--stock-lowering` exports in the
 slow tests of tests/pte/test_fast_lowering_pte.py).
 
@@ -25,10 +25,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import warnings
 from typing import Any
 
 import torch
+
+from eagle3_check.quiet import third_party_quiet
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -92,9 +93,7 @@ def shared_lowering(memo: dict | None = None):
             if key not in memo:
                 edge, method_stats = stock({name: ep}, {}, backend, stock_lowering)
                 memo[key] = (edge.exported_program(name), method_stats)
-            with warnings.catch_warnings():  # torch's pytree, copying a LeafSpec: a FutureWarning about isinstance
-                warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-                                        category=FutureWarning)
+            with third_party_quiet():  # torch's pytree, copying a LeafSpec: a FutureWarning about isinstance
                 methods[name] = copy.deepcopy(memo[key][0])
             stats.append(memo[key][1])
         edge = EdgeProgramManager(methods, constants, EdgeCompileConfig(_check_ir_validity=False))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import warnings
 
 import pytest
 
@@ -25,6 +24,7 @@ from eagle3_check.program.export import Phases, export_eager, export_methods, fe
 from eagle3_check.program.lowering import lower_to_pte  # noqa: E402
 from eagle3_check.program.parallel_preprocess import MAX_WORKERS, usable_cpus  # noqa: E402
 from eagle3_check.program.sidecar import sidecar_path  # noqa: E402
+from eagle3_check.quiet import third_party_quiet  # noqa: E402
 from tests.shared_lowering import shared_lowering  # noqa: E402
 
 pytestmark = pytest.mark.pte
@@ -51,8 +51,7 @@ def _fast_record(pte) -> dict:
 def _lowered_method(traced, name: str, out, stock: bool) -> tuple[bytes, dict, dict]:
     """One method of `traced` (export_methods' programs) lowered as `export` lowers it (lowering.lower_to_pte,
     no metadata), from a copy of its traced program: its bytes, the LoweringStats as JSON and the delegate calls."""
-    with warnings.catch_warnings():  # torch's pytree, copying a LeafSpec: a FutureWarning about isinstance
-        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+    with third_party_quiet():  # torch's pytree, copying a LeafSpec: a FutureWarning about isinstance
         method = copy.deepcopy(traced[name])  # each lowering gets the traced program as the trace left it
     delegated, _, lowering = lower_to_pte({name: method}, {}, "xnnpack", out, Phases(), False, stock)
     return out.read_bytes(), lowering, delegated
